@@ -1,0 +1,148 @@
+/* sup: the supervisor's shared types. The supervisor is one thread and one
+ * poll loop; it owns the context table, per-context queues, timeouts and
+ * routing, and never runs (or links) Python. */
+#ifndef CTXD_SUP_H
+#define CTXD_SUP_H
+
+#include "proto.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SUP_VERSION "0.1.0"
+#define SUP_ROUTE_MAX 256 /* ZeroMQ routing ids are at most 255 bytes */
+
+/* Daemon-wide settings (from the command line). */
+typedef struct sup_config {
+    const char *worker_path;
+    size_t max_contexts;
+    size_t max_queue;
+    size_t max_code_bytes;
+    double default_timeout; /* seconds; 0 = none */
+    double kill_grace;      /* seconds between SIGINT and SIGKILL on timeout */
+    bool verbose;
+} sup_config;
+
+extern sup_config sup_cfg;
+
+/* Who a reply goes to: the client's routing id and its request id, kept
+ * encoded (msgpack bytes of the id) so it can be echoed as `re` verbatim. */
+typedef struct sup_peer {
+    uint8_t route[SUP_ROUTE_MAX];
+    size_t route_len;
+    uint8_t re[PROTO_MAX_ID + 8];
+    size_t re_len;
+} sup_peer;
+
+/* One execute request, queued or running. */
+typedef struct sup_run {
+    struct sup_run *next;
+    sup_peer peer;
+    char *code;
+    size_t code_len;
+    proto_buf env; /* msgpack map str->str, forwarded to the worker verbatim */
+    double timeout;
+    bool silent, stop_on_error;
+} sup_run;
+
+/* A request (ctx.create / ctx.restart) waiting for its worker's `ready`. */
+typedef struct sup_waiter {
+    struct sup_waiter *next;
+    sup_peer peer;
+} sup_waiter;
+
+typedef enum { SUP_CTX_IDLE, SUP_CTX_BUSY, SUP_CTX_DEAD } sup_ctx_state;
+
+typedef struct sup_ctx {
+    struct sup_ctx *next;
+    bool deleted; /* freed at the next tick, not while the loop holds it */
+    char *name;
+    char *cwd;
+    char **env; /* "KEY=VALUE" strings added to the worker's environment */
+    size_t nenv;
+    double created; /* Unix time */
+
+    /* The current incarnation's worker; pid 0 and fd -1 when there is none. */
+    pid_t pid;
+    int fd;
+    unsigned incarnation;
+    bool ready;    /* `ready` frame received */
+    bool chan_eof; /* worker closed its end; waiting for SIGCHLD */
+    uint64_t execution_count;
+    char *last_death;   /* cause of the last death, NULL if never died */
+    bool death_unshown; /* last_death not yet shown in an `accepted` */
+    char *kill_reason;  /* set when the supervisor killed the worker */
+
+    proto_buf in;  /* bytes read from the worker, not yet a whole frame */
+    proto_buf out; /* bytes waiting to be written to the worker */
+
+    sup_run *running;
+    bool started;          /* `start` received for the running run */
+    bool interrupt_wanted; /* interrupt asked before `start` arrived */
+    bool timed_out;
+    double run_t0, deadline, kill_at; /* monotonic seconds; 0 = unset */
+    sup_run *queue, *queue_tail;
+    size_t queued;
+    sup_waiter *waiters;
+
+    bool creating;        /* made by ctx.create, never ready yet */
+    bool broken;          /* broke the channel protocol: read nothing more */
+    const char *kill_why; /* what kill_at is armed for */
+    /* Client messages held back by a client's full queue (FIFO). While any
+     * are held, the worker is not read: backpressure reaches it. */
+    void *pending;
+} sup_ctx;
+
+/* ---- sup_loop.c: sockets, the poll loop, sending ---------------------- */
+double sup_now(void);      /* monotonic seconds */
+double sup_unix_now(void); /* wall clock seconds */
+/* Sends body to a client without blocking. Returns 0, or -1 when the
+ * client's queue is full (EAGAIN). Messages to vanished clients are
+ * dropped (0). */
+int sup_send(const sup_peer *peer, const proto_buf *body);
+void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int sup_loop_open(const char **endpoints, size_t n);
+void sup_loop_run(void);
+
+/* ---- sup_request.c: client requests ----------------------------------- */
+void sup_request_handle(const uint8_t *route, size_t route_len, const uint8_t *msg, size_t len,
+                        bool multipart);
+/* Writes map header + v, t, re; the caller appends nfields pairs. */
+void sup_msg_begin(proto_buf *b, const char *type, const sup_peer *peer, uint32_t nfields);
+void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void sup_put_ctx_info(proto_buf *b, const sup_ctx *c);
+
+/* ---- sup_ctx.c: the context table and run lifecycle ------------------- */
+sup_ctx *sup_ctx_find(const char *name, size_t len);
+sup_ctx *sup_ctx_first(void);
+size_t sup_ctx_count(void);
+/* Creates and spawns; returns NULL with err set on failure. */
+sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv,
+                        proto_error *err);
+void sup_ctx_delete(sup_ctx *c);
+/* Kills the worker, aborts its runs, starts incarnation + 1. */
+int sup_ctx_restart(sup_ctx *c, proto_error *err);
+/* Queues a run (takes ownership) and starts it when the context is free. */
+void sup_ctx_submit(sup_ctx *c, sup_run *r);
+bool sup_ctx_interrupt(sup_ctx *c);
+void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer);
+void sup_ctx_on_readable(sup_ctx *c);
+void sup_ctx_on_writable(sup_ctx *c);
+void sup_ctx_on_exit(pid_t pid, int status);
+/* Timers and stalled sends; returns the next deadline (monotonic), 0 = none. */
+double sup_ctx_tick(double now);
+void sup_ctx_shutdown_all(void);
+const char *sup_ctx_state_name(const sup_ctx *c);
+void sup_run_free(sup_run *r);
+
+/* ---- sup_spawn.c: starting a worker ----------------------------------- */
+/* The one place that makes a worker process (a later zygote replaces it).
+ * On success sets *pid and *fd (the supervisor's channel end, non-blocking,
+ * close-on-exec) and returns 0; -1 with err set otherwise. */
+int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, proto_error *err);
+
+#endif

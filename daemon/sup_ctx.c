@@ -1,0 +1,784 @@
+/* sup_ctx: the context table, each context's FIFO of runs, its worker's
+ * lifecycle (spawn, death, incarnations) and the worker channel. */
+#include "sup.h"
+
+#include "mem.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define READ_CHUNK (256 * 1024)
+
+static sup_ctx *contexts;  /* sorted by name */
+static sup_ctx *graveyard; /* deleted, freed at the next tick */
+static size_t ncontexts;
+
+/* A client message queued behind the client's full send queue. */
+typedef struct pending_msg {
+    struct pending_msg *next;
+    sup_peer peer;
+    proto_buf body;
+} pending_msg;
+
+static void dispatch(sup_ctx *c);
+
+sup_ctx *sup_ctx_first(void)
+{
+    return contexts;
+}
+
+size_t sup_ctx_count(void)
+{
+    return ncontexts;
+}
+
+sup_ctx *sup_ctx_find(const char *name, size_t len)
+{
+    for (sup_ctx *c = contexts; c; c = c->next)
+        if (strlen(c->name) == len && memcmp(c->name, name, len) == 0)
+            return c;
+    return NULL;
+}
+
+const char *sup_ctx_state_name(const sup_ctx *c)
+{
+    if (c->pid == 0)
+        return "dead";
+    return c->running ? "busy" : "idle";
+}
+
+void sup_run_free(sup_run *r)
+{
+    if (!r)
+        return;
+    free(r->code);
+    proto_buf_free(&r->env);
+    free(r);
+}
+
+/* Messages of one context go out in order: once one is held back by a slow
+ * client, the ones after it queue behind it. */
+static void ctx_send(sup_ctx *c, const sup_peer *peer, const proto_buf *body)
+{
+    if (!c->pending && sup_send(peer, body) == 0)
+        return;
+    pending_msg *m = mem_calloc(1, sizeof *m);
+    m->peer = *peer;
+    proto_buf_append(&m->body, body->data, body->len);
+    pending_msg **tail = (pending_msg **)&c->pending;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = m;
+}
+
+/* Retries held-back messages; true when none are left. */
+static bool flush_pending(sup_ctx *c)
+{
+    pending_msg *m;
+    while ((m = c->pending) != NULL) {
+        if (sup_send(&m->peer, &m->body) < 0)
+            return false;
+        c->pending = m->next;
+        proto_buf_free(&m->body);
+        free(m);
+    }
+    return true;
+}
+
+static void drop_pending(sup_ctx *c)
+{
+    pending_msg *m;
+    while ((m = c->pending) != NULL) {
+        c->pending = m->next;
+        proto_buf_free(&m->body);
+        free(m);
+    }
+}
+
+/* ---- terminal replies of runs ---------------------------------------- */
+
+typedef struct run_end {
+    const char *status;
+    double cpu_time;
+    bool state_lost;
+    const char *cause;
+} run_end;
+
+static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "done", &r->peer, e->cause ? 8 : 7);
+    proto_put_str(&b, "status");
+    proto_put_str(&b, e->status);
+    proto_put_str(&b, "execution_count");
+    proto_put_uint(&b, c->execution_count);
+    proto_put_str(&b, "incarnation");
+    proto_put_uint(&b, c->incarnation);
+    proto_put_str(&b, "duration");
+    proto_put_double(&b, duration);
+    proto_put_str(&b, "cpu_time");
+    proto_put_double(&b, e->cpu_time);
+    proto_put_str(&b, "truncated");
+    proto_put_bool(&b, false);
+    proto_put_str(&b, "state_lost");
+    proto_put_bool(&b, e->state_lost);
+    if (e->cause) {
+        proto_put_str(&b, "cause");
+        proto_put_str(&b, e->cause);
+    }
+    ctx_send(c, &r->peer, &b);
+    proto_buf_free(&b);
+    sup_log("run ctx=%s status=%s duration=%.6f", c->name, e->status, duration);
+}
+
+static void abort_queue(sup_ctx *c, const char *cause)
+{
+    run_end e = {.status = "aborted", .cause = cause};
+    sup_run *r;
+    while ((r = c->queue) != NULL) {
+        c->queue = r->next;
+        send_done(c, r, &e, 0.0);
+        sup_run_free(r);
+    }
+    c->queue_tail = NULL;
+    c->queued = 0;
+}
+
+static void finish_run(sup_ctx *c, const run_end *e)
+{
+    sup_run *r = c->running;
+    c->running = NULL;
+    send_done(c, r, e, sup_now() - c->run_t0);
+    if (c->timed_out && !c->kill_reason)
+        c->kill_at = 0; /* it stopped within the grace period */
+    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->deadline = 0;
+    if (r->stop_on_error && strcmp(e->status, "ok") != 0)
+        abort_queue(c, "an earlier run on this context failed (stop_on_error)");
+    sup_run_free(r);
+}
+
+/* ---- the worker ------------------------------------------------------- */
+
+static int spawn(sup_ctx *c, proto_error *err)
+{
+    pid_t pid;
+    int fd;
+    if (sup_spawn_worker(c, &pid, &fd, err) < 0)
+        return -1;
+    c->pid = pid;
+    c->fd = fd;
+    c->incarnation++;
+    c->ready = c->chan_eof = c->broken = false;
+    c->execution_count = 0;
+    c->in.len = c->out.len = 0;
+    free(c->kill_reason);
+    c->kill_reason = NULL;
+    c->kill_why = NULL;
+    c->kill_at = 0;
+    sup_log("spawned ctx=%s pid=%d incarnation=%u", c->name, (int)pid, c->incarnation);
+    return 0;
+}
+
+static void reply_waiters_ok(sup_ctx *c)
+{
+    sup_waiter *w;
+    while ((w = c->waiters) != NULL) {
+        c->waiters = w->next;
+        proto_buf b;
+        proto_buf_init(&b);
+        sup_msg_begin(&b, "ok", &w->peer, 1);
+        proto_put_str(&b, "ctx");
+        sup_put_ctx_info(&b, c);
+        sup_send(&w->peer, &b);
+        proto_buf_free(&b);
+        free(w);
+    }
+}
+
+static void reply_waiters_err(sup_ctx *c, const char *code, const char *why)
+{
+    sup_waiter *w;
+    while ((w = c->waiters) != NULL) {
+        c->waiters = w->next;
+        sup_reply_err(&w->peer, code, "%s", why);
+        free(w);
+    }
+}
+
+/* Forgets the current worker after killing its whole process group: its
+ * runs end with `status`/`cause`. The pid is reaped by the SIGCHLD path. */
+static void discard_worker(sup_ctx *c, const char *status, const char *cause)
+{
+    if (c->pid > 0) {
+        kill(-c->pid, SIGKILL);
+        kill(c->pid, SIGKILL);
+    }
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->pid = 0;
+    c->ready = false;
+    if (c->running) {
+        run_end e = {.status = status, .state_lost = true, .cause = cause};
+        finish_run(c, &e);
+    }
+    abort_queue(c, cause);
+    c->kill_at = 0;
+}
+
+/* How a worker ended, in words. Exit codes 126/127 come from the spawn
+ * child before exec. */
+static char *describe_exit(const sup_ctx *c, int status)
+{
+    char buf[256];
+    if (WIFEXITED(status)) {
+        int code = WEXITSTATUS(status);
+        if (!c->ready && code == 126)
+            snprintf(buf, sizeof buf, "worker could not start: cannot enter directory %s", c->cwd);
+        else if (!c->ready && code == 127)
+            snprintf(buf, sizeof buf, "worker could not start: cannot execute %s",
+                     sup_cfg.worker_path);
+        else
+            snprintf(buf, sizeof buf, "exited with code %d", code);
+    } else if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        const char *abbrev = sigabbrev_np(sig);
+        snprintf(buf, sizeof buf, "killed by signal %d (SIG%s)%s", sig, abbrev ? abbrev : "?",
+                 sig == SIGKILL ? ", possibly out of memory or killed from outside" : "");
+    } else {
+        snprintf(buf, sizeof buf, "ended with wait status %d", status);
+    }
+    return mem_strdup(buf);
+}
+
+static void process_frames(sup_ctx *c);
+
+/* Reads everything the channel holds now. Returns false on EOF. */
+static bool read_channel(sup_ctx *c)
+{
+    for (int rounds = 0; rounds < 64; rounds++) {
+        proto_buf_reserve(&c->in, READ_CHUNK);
+        ssize_t n = read(c->fd, c->in.data + c->in.len, READ_CHUNK);
+        if (n > 0) {
+            c->in.len += (size_t)n;
+            if ((size_t)n < READ_CHUNK)
+                return true;
+            process_frames(c);
+            if (c->fd < 0 || c->pending)
+                return true;
+            continue;
+        }
+        if (n == 0)
+            return false;
+        return errno == EAGAIN || errno == EINTR;
+    }
+    return true;
+}
+
+/* Kills a worker that broke the channel protocol; it is reported dead. */
+static void worker_broken(sup_ctx *c, const char *why)
+{
+    if (c->kill_reason)
+        return;
+    char buf[300];
+    snprintf(buf, sizeof buf, "worker broke the channel protocol: %s", why);
+    c->kill_reason = mem_strdup(buf);
+    kill(-c->pid, SIGKILL);
+    kill(c->pid, SIGKILL);
+    c->broken = true;
+}
+
+void sup_ctx_on_exit(pid_t pid, int status)
+{
+    sup_ctx *c = contexts;
+    while (c && c->pid != pid)
+        c = c->next;
+    if (!c)
+        return; /* a discarded worker, already accounted for */
+    /* Children it left behind die with it. The group id cannot have been
+     * reused while members remain, so this is safe after the reap. */
+    kill(-pid, SIGKILL);
+    c->pid = 0;
+    if (!c->broken && c->fd >= 0) {
+        /* Output written before the end is still in the socket. */
+        read_channel(c);
+        process_frames(c);
+    }
+    char *cause = c->kill_reason ? mem_strdup(c->kill_reason) : describe_exit(c, status);
+    const char *status_name = c->timed_out && c->kill_reason ? "timeout" : "died";
+    char *queued_cause = mem_alloc(strlen(cause) + 32);
+    sprintf(queued_cause, "worker died: %s", cause);
+    bool failed_create = c->creating;
+    if (!c->ready)
+        reply_waiters_err(c, "spawn", cause);
+    if (c->running) {
+        run_end e = {.status = status_name, .state_lost = true, .cause = cause};
+        finish_run(c, &e);
+    }
+    discard_worker(c, "died", queued_cause);
+    free(queued_cause);
+    free(c->last_death);
+    c->last_death = cause;
+    c->death_unshown = true;
+    c->broken = false;
+    sup_log("worker of ctx=%s died: %s", c->name, c->last_death);
+    if (failed_create)
+        sup_ctx_delete(c);
+}
+
+/* ---- frames from the worker (table dispatch) --------------------------- */
+
+typedef struct frame_kind {
+    const char *type;
+    const proto_field *fields;
+    size_t nfields;
+    bool needs_run;
+    void (*handle)(sup_ctx *c, const proto_val *msg);
+} frame_kind;
+
+static void on_ready(sup_ctx *c, const proto_val *msg)
+{
+    (void)msg;
+    if (c->ready) {
+        worker_broken(c, "a second ready");
+        return;
+    }
+    c->ready = true;
+    c->creating = false;
+    reply_waiters_ok(c);
+    dispatch(c);
+}
+
+static void on_start(sup_ctx *c, const proto_val *msg)
+{
+    (void)msg;
+    c->started = true;
+    if (c->interrupt_wanted) {
+        c->interrupt_wanted = false;
+        kill(-c->pid, SIGINT);
+    }
+}
+
+/* Relays an event to the run's client: envelope plus the listed fields,
+ * re-encoded from the checked frame (a worker's bytes are never forwarded
+ * unchecked). */
+static void relay(sup_ctx *c, const char *type, const proto_val *msg, const char *const *keys,
+                  uint32_t nkeys, bool with_count)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, type, &c->running->peer, nkeys + (with_count ? 1 : 0));
+    if (with_count) {
+        proto_put_str(&b, "execution_count");
+        proto_put_uint(&b, c->execution_count);
+    }
+    for (uint32_t i = 0; i < nkeys; i++) {
+        proto_put_str(&b, keys[i]);
+        proto_put_val(&b, proto_map_get(msg, keys[i]));
+    }
+    ctx_send(c, &c->running->peer, &b);
+    proto_buf_free(&b);
+}
+
+static void on_stream(sup_ctx *c, const proto_val *msg)
+{
+    const proto_val *name = proto_map_get(msg, "name");
+    if (!proto_str_eq(name, "stdout") && !proto_str_eq(name, "stderr")) {
+        worker_broken(c, "stream name is not stdout or stderr");
+        return;
+    }
+    static const char *const keys[] = {"name", "data"};
+    relay(c, "stream", msg, keys, 2, false);
+}
+
+static void on_result(sup_ctx *c, const proto_val *msg)
+{
+    static const char *const keys[] = {"data"};
+    relay(c, "result", msg, keys, 1, true);
+}
+
+static void on_error(sup_ctx *c, const proto_val *msg)
+{
+    const proto_val *tb = proto_map_get(msg, "traceback");
+    for (uint32_t i = 0; i < tb->n; i++) {
+        const proto_val *line = &tb->as.items[i];
+        if (line->kind != PROTO_STR || !proto_utf8_valid(line->as.s, line->n, true)) {
+            worker_broken(c, "traceback line is not a str");
+            return;
+        }
+    }
+    static const char *const keys[] = {"ename", "evalue", "traceback"};
+    relay(c, "error", msg, keys, 3, false);
+}
+
+static void on_done(sup_ctx *c, const proto_val *msg)
+{
+    const proto_val *status = proto_map_get(msg, "status");
+    const proto_val *cpu = proto_map_get(msg, "cpu_time");
+    static const char *const allowed[] = {"ok", "error", "interrupted"};
+    const char *st = NULL;
+    for (size_t i = 0; i < 3 && !st; i++)
+        if (proto_str_eq(status, allowed[i]))
+            st = allowed[i];
+    if (!st) {
+        worker_broken(c, "unknown run status");
+        return;
+    }
+    if (c->timed_out && strcmp(st, "interrupted") == 0)
+        st = "timeout";
+    run_end e = {.status = st};
+    if (cpu)
+        e.cpu_time = cpu->kind == PROTO_FLOAT  ? cpu->as.f
+                     : cpu->kind == PROTO_UINT ? (double)cpu->as.u
+                                               : 0.0;
+    finish_run(c, &e);
+    dispatch(c);
+}
+
+static const proto_field stream_fields[] = {
+    {"name", PF_STR, true, 16},
+    {"data", PF_BIN, true, PROTO_STREAM_CHUNK},
+};
+static const proto_field result_fields[] = {{"data", PF_STRMAP, true, 64}};
+static const proto_field error_fields[] = {
+    {"ename", PF_STR, true, 4096},
+    {"evalue", PF_STR, true, 1u << 20},
+    {"traceback", PF_ARRAY, true, 10000},
+};
+static const proto_field done_fields[] = {
+    {"status", PF_STR, true, 32},
+    {"cpu_time", PF_NUM, false, 0},
+};
+
+#define FIELDS(a) a, sizeof a / sizeof a[0]
+static const frame_kind frame_kinds[] = {
+    {"ready", NULL, 0, false, on_ready},
+    {"start", NULL, 0, true, on_start},
+    {"stream", FIELDS(stream_fields), true, on_stream},
+    {"result", FIELDS(result_fields), true, on_result},
+    {"error", FIELDS(error_fields), true, on_error},
+    {"done", FIELDS(done_fields), true, on_done},
+};
+
+static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
+{
+    proto_doc doc;
+    proto_error err;
+    if (proto_decode(&doc, body, len, &err) < 0) {
+        worker_broken(c, err.msg);
+        return;
+    }
+    const proto_val *msg = &doc.nodes[0];
+    const proto_val *t = proto_map_get(msg, "t");
+    const frame_kind *k = NULL;
+    for (size_t i = 0; i < sizeof frame_kinds / sizeof frame_kinds[0] && !k; i++)
+        if (proto_str_eq(t, frame_kinds[i].type))
+            k = &frame_kinds[i];
+    if (!k)
+        worker_broken(c, "unknown frame type");
+    else if (proto_check(msg, k->fields, k->nfields, &err) < 0)
+        worker_broken(c, err.msg);
+    else if (k->needs_run && !c->running)
+        worker_broken(c, "run event while no run is active");
+    else if (k->needs_run && strcmp(k->type, "start") != 0 && !c->started)
+        worker_broken(c, "run event before start");
+    else
+        k->handle(c, msg);
+    proto_doc_free(&doc);
+}
+
+static void process_frames(sup_ctx *c)
+{
+    size_t off = 0;
+    while (c->fd >= 0 && !c->broken) {
+        const uint8_t *body;
+        size_t body_len, used;
+        int r = proto_frame_next(c->in.data + off, c->in.len - off, PROTO_MAX_FRAME, &body,
+                                 &body_len, &used);
+        if (r < 0) {
+            worker_broken(c, "frame longer than the maximum");
+            return;
+        }
+        if (r == 0)
+            break;
+        off += used;
+        handle_frame(c, body, body_len);
+    }
+    if (c->broken)
+        c->in.len = 0;
+    else
+        proto_buf_consume(&c->in, off);
+}
+
+void sup_ctx_on_readable(sup_ctx *c)
+{
+    bool open = read_channel(c);
+    if (c->fd < 0)
+        return;
+    process_frames(c);
+    if (!open && c->fd >= 0 && !c->chan_eof) {
+        /* The worker closed its end; it should be exiting. Give it a moment
+         * before killing it, so a crash reports its own cause. */
+        c->chan_eof = true;
+        c->kill_at = sup_now() + 1.0;
+        c->kill_why = "worker closed its channel";
+    }
+}
+
+void sup_ctx_on_writable(sup_ctx *c)
+{
+    while (c->out.len) {
+        ssize_t n = write(c->fd, c->out.data, c->out.len);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EINTR)
+                c->out.len = 0; /* EPIPE: the death path reports it */
+            return;
+        }
+        proto_buf_consume(&c->out, (size_t)n);
+    }
+}
+
+/* ---- runs ------------------------------------------------------------- */
+
+static void send_accepted(sup_ctx *c, sup_run *r)
+{
+    bool show_death = c->death_unshown && c->last_death;
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "accepted", &r->peer, show_death ? 4 : 3);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, c->name);
+    proto_put_str(&b, "execution_count");
+    proto_put_uint(&b, c->execution_count);
+    proto_put_str(&b, "incarnation");
+    proto_put_uint(&b, c->incarnation);
+    if (show_death) {
+        proto_put_str(&b, "previous_death");
+        proto_put_str(&b, c->last_death);
+        c->death_unshown = false;
+    }
+    ctx_send(c, &r->peer, &b);
+    proto_buf_free(&b);
+}
+
+/* Starts the next queued run when the worker is ready and free. */
+static void dispatch(sup_ctx *c)
+{
+    if (c->running || !c->ready || c->chan_eof || c->kill_reason || !c->queue)
+        return;
+    sup_run *r = c->queue;
+    c->queue = r->next;
+    if (!c->queue)
+        c->queue_tail = NULL;
+    c->queued--;
+    r->next = NULL;
+    c->running = r;
+    if (!r->silent)
+        c->execution_count++;
+    size_t start = proto_frame_begin(&c->out);
+    proto_put_map(&c->out, 5);
+    proto_put_str(&c->out, "t");
+    proto_put_str(&c->out, "run");
+    proto_put_str(&c->out, "code");
+    proto_put_strn(&c->out, r->code, r->code_len);
+    proto_put_str(&c->out, "execution_count");
+    proto_put_uint(&c->out, c->execution_count);
+    proto_put_str(&c->out, "silent");
+    proto_put_bool(&c->out, r->silent);
+    proto_put_str(&c->out, "env");
+    if (r->env.len)
+        proto_buf_append(&c->out, r->env.data, r->env.len);
+    else
+        proto_put_map(&c->out, 0);
+    proto_frame_end(&c->out, start);
+    free(r->code); /* the frame holds it now */
+    r->code = NULL;
+    sup_ctx_on_writable(c);
+    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->run_t0 = sup_now();
+    c->deadline = r->timeout > 0 ? c->run_t0 + r->timeout : 0;
+    send_accepted(c, r);
+}
+
+void sup_ctx_submit(sup_ctx *c, sup_run *r)
+{
+    if (c->pid == 0) {
+        proto_error err;
+        if (spawn(c, &err) < 0) {
+            c->running = r;
+            c->run_t0 = sup_now();
+            run_end e = {.status = "aborted", .cause = err.msg};
+            finish_run(c, &e);
+            return;
+        }
+    }
+    r->next = NULL;
+    if (c->queue_tail)
+        c->queue_tail->next = r;
+    else
+        c->queue = r;
+    c->queue_tail = r;
+    c->queued++;
+    dispatch(c);
+}
+
+bool sup_ctx_interrupt(sup_ctx *c)
+{
+    if (!c->running)
+        return false;
+    if (c->started)
+        kill(-c->pid, SIGINT);
+    else
+        c->interrupt_wanted = true;
+    return true;
+}
+
+void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer)
+{
+    sup_waiter *w = mem_calloc(1, sizeof *w);
+    w->peer = *peer;
+    sup_waiter **tail = &c->waiters;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = w;
+    if (c->ready)
+        reply_waiters_ok(c);
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv,
+                        proto_error *err)
+{
+    if (ncontexts >= sup_cfg.max_contexts) {
+        proto_error_set(err, "limit", "the daemon already holds %zu contexts (max_contexts)",
+                        ncontexts);
+        return NULL;
+    }
+    sup_ctx *c = mem_calloc(1, sizeof *c);
+    c->name = mem_strdup(name);
+    c->cwd = mem_strdup(cwd);
+    c->env = env;
+    c->nenv = nenv;
+    c->created = sup_unix_now();
+    c->fd = -1;
+    c->creating = true;
+    if (spawn(c, err) < 0) {
+        c->env = NULL; /* still the caller's on failure */
+        c->nenv = 0;
+        free(c->name);
+        free(c->cwd);
+        free(c);
+        return NULL;
+    }
+    sup_ctx **pos = &contexts;
+    while (*pos && strcmp((*pos)->name, name) < 0)
+        pos = &(*pos)->next;
+    c->next = *pos;
+    *pos = c;
+    ncontexts++;
+    return c;
+}
+
+void sup_ctx_delete(sup_ctx *c)
+{
+    discard_worker(c, "aborted", "context deleted");
+    reply_waiters_err(c, "unknown_context", "the context was deleted before it was ready");
+    sup_ctx **pos = &contexts;
+    while (*pos != c)
+        pos = &(*pos)->next;
+    *pos = c->next;
+    ncontexts--;
+    c->deleted = true;
+    c->next = graveyard;
+    graveyard = c;
+}
+
+int sup_ctx_restart(sup_ctx *c, proto_error *err)
+{
+    discard_worker(c, "aborted", "context restarted");
+    c->death_unshown = false;
+    return spawn(c, err);
+}
+
+static void free_ctx(sup_ctx *c)
+{
+    drop_pending(c);
+    free(c->name);
+    free(c->cwd);
+    for (size_t i = 0; i < c->nenv; i++)
+        free(c->env[i]);
+    free(c->env);
+    free(c->last_death);
+    free(c->kill_reason);
+    proto_buf_free(&c->in);
+    proto_buf_free(&c->out);
+    free(c);
+}
+
+/* Fires the timers: a run past its deadline is interrupted, a worker past
+ * its kill time is killed. Also retries held-back client messages. */
+double sup_ctx_tick(double now)
+{
+    while (graveyard) {
+        sup_ctx *c = graveyard;
+        graveyard = c->next;
+        free_ctx(c);
+    }
+    double next = 0;
+    for (sup_ctx *c = contexts; c; c = c->next) {
+        if (c->pending && !flush_pending(c))
+            next = next == 0 || now + 0.002 < next ? now + 0.002 : next;
+        if (c->running && c->deadline && now >= c->deadline && !c->timed_out) {
+            c->timed_out = true;
+            c->deadline = 0;
+            if (c->started)
+                kill(-c->pid, SIGINT);
+            else
+                c->interrupt_wanted = true;
+            c->kill_at = now + sup_cfg.kill_grace;
+            c->kill_why = "killed after timeout: did not stop within the grace period";
+        }
+        if (c->kill_at && now >= c->kill_at && c->pid > 0) {
+            c->kill_at = 0;
+            if (!c->kill_reason) {
+                char buf[160];
+                if (c->timed_out)
+                    snprintf(buf, sizeof buf,
+                             "killed after timeout: did not stop within the %g s grace period",
+                             sup_cfg.kill_grace);
+                else
+                    snprintf(buf, sizeof buf, "%s", c->kill_why);
+                c->kill_reason = mem_strdup(buf);
+            }
+            kill(-c->pid, SIGKILL);
+            kill(c->pid, SIGKILL);
+        }
+        double t[] = {c->deadline, c->kill_at};
+        for (size_t i = 0; i < 2; i++)
+            if (t[i] > 0 && (next == 0 || t[i] < next))
+                next = t[i];
+    }
+    return next;
+}
+
+void sup_ctx_shutdown_all(void)
+{
+    for (sup_ctx *c = contexts; c; c = c->next) {
+        discard_worker(c, "aborted", "the daemon is shutting down");
+        flush_pending(c);
+    }
+    while (contexts) {
+        sup_ctx *c = contexts;
+        contexts = c->next;
+        free_ctx(c);
+    }
+    sup_ctx_tick(0);
+}

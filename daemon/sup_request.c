@@ -1,0 +1,452 @@
+/* sup_request: decoding, checking and answering client requests. Requests
+ * are dispatched from a table; each entry lists its fields for proto_check. */
+#include "sup.h"
+
+#include "mem.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void sup_msg_begin(proto_buf *b, const char *type, const sup_peer *peer, uint32_t nfields)
+{
+    proto_put_map(b, nfields + 3);
+    proto_put_str(b, "v");
+    proto_put_uint(b, PROTO_VERSION);
+    proto_put_str(b, "t");
+    proto_put_str(b, type);
+    proto_put_str(b, "re");
+    if (peer->re_len)
+        proto_buf_append(b, peer->re, peer->re_len);
+    else
+        proto_put_nil(b);
+}
+
+void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "err", peer, 2);
+    proto_put_str(&b, "code");
+    proto_put_str(&b, code);
+    proto_put_str(&b, "message");
+    proto_put_str(&b, msg);
+    sup_send(peer, &b);
+    proto_buf_free(&b);
+    sup_log("err %s: %s", code, msg);
+}
+
+/* A field's value, with an explicit nil read as absent (as proto_check
+ * treats it). */
+static const proto_val *get(const proto_val *msg, const char *key)
+{
+    const proto_val *v = proto_map_get(msg, key);
+    return v && v->kind == PROTO_NIL ? NULL : v;
+}
+
+static void reply_error(const sup_peer *peer, const proto_error *err)
+{
+    sup_reply_err(peer, err->code, "%s", err->msg);
+}
+
+void sup_put_ctx_info(proto_buf *b, const sup_ctx *c)
+{
+    proto_put_map(b, c->last_death ? 9 : 8);
+    proto_put_str(b, "name");
+    proto_put_str(b, c->name);
+    proto_put_str(b, "cwd");
+    proto_put_str(b, c->cwd);
+    proto_put_str(b, "state");
+    proto_put_str(b, sup_ctx_state_name(c));
+    proto_put_str(b, "pid");
+    proto_put_uint(b, (uint64_t)c->pid);
+    proto_put_str(b, "incarnation");
+    proto_put_uint(b, c->incarnation);
+    proto_put_str(b, "created");
+    proto_put_double(b, c->created);
+    proto_put_str(b, "execution_count");
+    proto_put_uint(b, c->execution_count);
+    proto_put_str(b, "queued");
+    proto_put_uint(b, c->queued);
+    if (c->last_death) {
+        proto_put_str(b, "last_death");
+        proto_put_str(b, c->last_death);
+    }
+}
+
+/* `ok` with one context's INFO, the reply of create and restart. */
+static void reply_ok_empty(const sup_peer *peer)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 0);
+    sup_send(peer, &b);
+    proto_buf_free(&b);
+}
+
+/* The context a request names (field `ctx`, default "default"); `default`
+ * is made on first use when make_default is set. */
+static sup_ctx *lookup_ctx(const proto_val *msg, const sup_peer *peer, bool make_default)
+{
+    const proto_val *name = get(msg, "ctx");
+    const char *s = name ? name->as.s : "default";
+    size_t n = name ? name->n : 7;
+    sup_ctx *c = sup_ctx_find(s, n);
+    if (c)
+        return c;
+    if (make_default && n == 7 && memcmp(s, "default", 7) == 0) {
+        char cwd[4096];
+        proto_error err;
+        if (!getcwd(cwd, sizeof cwd))
+            strcpy(cwd, "/");
+        c = sup_ctx_create("default", cwd, NULL, 0, &err);
+        if (!c)
+            reply_error(peer, &err);
+        return c;
+    }
+    sup_reply_err(peer, "unknown_context", "no context named '%.*s'", (int)n, s);
+    return NULL;
+}
+
+/* Copies a checked str->str map into "KEY=VALUE" strings. Keys must be
+ * non-empty and free of '='. */
+static int env_strings(const proto_val *map, char ***out, size_t *n, const sup_peer *peer)
+{
+    *out = NULL;
+    *n = 0;
+    if (!map)
+        return 0;
+    for (uint32_t i = 0; i < map->n; i++) {
+        const proto_val *k = &map->as.items[2 * i];
+        if (k->n == 0 || memchr(k->as.s, '=', k->n)) {
+            sup_reply_err(peer, "bad_field",
+                          "field 'env': a variable name must be non-empty "
+                          "and must not contain '='");
+            return -1;
+        }
+    }
+    char **env = mem_calloc(map->n + 1, sizeof *env);
+    for (uint32_t i = 0; i < map->n; i++) {
+        const proto_val *k = &map->as.items[2 * i], *v = &map->as.items[2 * i + 1];
+        env[i] = mem_alloc(k->n + v->n + 2);
+        memcpy(env[i], k->as.s, k->n);
+        env[i][k->n] = '=';
+        memcpy(env[i] + k->n + 1, v->as.s, v->n);
+        env[i][k->n + 1 + v->n] = '\0';
+    }
+    *out = env;
+    *n = map->n;
+    return 0;
+}
+
+static void free_strings(char **s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(s[i]);
+    free(s);
+}
+
+/* ---- handlers --------------------------------------------------------- */
+
+static void do_hello(const proto_val *msg, const sup_peer *peer)
+{
+    (void)msg;
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 6);
+    proto_put_str(&b, "server");
+    proto_put_str(&b, "ctxd");
+    proto_put_str(&b, "version");
+    proto_put_str(&b, SUP_VERSION);
+    proto_put_str(&b, "protocol");
+    proto_put_uint(&b, PROTO_VERSION);
+    proto_put_str(&b, "versions");
+    proto_put_array(&b, 1);
+    proto_put_uint(&b, PROTO_VERSION);
+    proto_put_str(&b, "pid");
+    proto_put_uint(&b, (uint64_t)getpid());
+    proto_put_str(&b, "limits");
+    proto_put_map(&b, 6);
+    proto_put_str(&b, "max_request_bytes");
+    proto_put_uint(&b, PROTO_MAX_REQUEST);
+    proto_put_str(&b, "max_code_bytes");
+    proto_put_uint(&b, sup_cfg.max_code_bytes);
+    proto_put_str(&b, "max_queue");
+    proto_put_uint(&b, sup_cfg.max_queue);
+    proto_put_str(&b, "max_contexts");
+    proto_put_uint(&b, sup_cfg.max_contexts);
+    proto_put_str(&b, "default_timeout");
+    proto_put_double(&b, sup_cfg.default_timeout);
+    proto_put_str(&b, "kill_grace");
+    proto_put_double(&b, sup_cfg.kill_grace);
+    sup_send(peer, &b);
+    proto_buf_free(&b);
+}
+
+static double num_value(const proto_val *v, double dflt)
+{
+    if (!v)
+        return dflt;
+    switch (v->kind) {
+    case PROTO_UINT:
+        return (double)v->as.u;
+    case PROTO_INT:
+        return (double)v->as.i;
+    case PROTO_FLOAT:
+        return v->as.f;
+    default:
+        return dflt;
+    }
+}
+
+static void do_execute(const proto_val *msg, const sup_peer *peer)
+{
+    const proto_val *code = get(msg, "code");
+    if (code->n > sup_cfg.max_code_bytes) {
+        sup_reply_err(peer, "too_large", "field 'code' is %u bytes; max_code_bytes is %zu",
+                      (unsigned)code->n, sup_cfg.max_code_bytes);
+        return;
+    }
+    double timeout = num_value(get(msg, "timeout"), sup_cfg.default_timeout);
+    if (!(timeout >= 0) || timeout > 1e9) {
+        sup_reply_err(peer, "bad_field", "field 'timeout' must be between 0 and 1e9 seconds");
+        return;
+    }
+    const proto_val *env = get(msg, "env");
+    char **unused;
+    size_t nunused;
+    if (env_strings(env, &unused, &nunused, peer) < 0)
+        return;
+    free_strings(unused, nunused);
+    sup_ctx *c = lookup_ctx(msg, peer, true);
+    if (!c)
+        return;
+    if (c->queued >= sup_cfg.max_queue) {
+        sup_reply_err(peer, "busy", "context '%s' already has %zu runs queued (max_queue)", c->name,
+                      c->queued);
+        return;
+    }
+    sup_run *r = mem_calloc(1, sizeof *r);
+    r->peer = *peer;
+    r->code = mem_strndup(code->as.s, code->n);
+    r->code_len = code->n;
+    if (env)
+        proto_put_val(&r->env, env);
+    r->timeout = timeout;
+    const proto_val *silent = get(msg, "silent");
+    const proto_val *soe = get(msg, "stop_on_error");
+    r->silent = silent && silent->kind == PROTO_BOOL && silent->as.b;
+    r->stop_on_error = soe && soe->kind == PROTO_BOOL && soe->as.b;
+    sup_ctx_submit(c, r);
+}
+
+static void do_interrupt(const proto_val *msg, const sup_peer *peer)
+{
+    sup_ctx *c = lookup_ctx(msg, peer, false);
+    if (!c)
+        return;
+    bool interrupted = sup_ctx_interrupt(c);
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 1);
+    proto_put_str(&b, "interrupted");
+    proto_put_bool(&b, interrupted);
+    sup_send(peer, &b);
+    proto_buf_free(&b);
+}
+
+static void do_create(const proto_val *msg, const sup_peer *peer)
+{
+    const proto_val *name = get(msg, "name");
+    char generated[32];
+    char *want;
+    if (name) {
+        want = proto_strdup(name);
+    } else {
+        unsigned long long r = 0;
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(&r, sizeof r, 1, f) != 1)
+            r = (unsigned long long)(sup_unix_now() * 1e6);
+        if (f)
+            fclose(f);
+        snprintf(generated, sizeof generated, "ctx-%012llx", r & 0xffffffffffffULL);
+        want = mem_strdup(generated);
+    }
+    if (sup_ctx_find(want, strlen(want))) {
+        sup_reply_err(peer, "exists", "a context named '%s' already exists", want);
+        free(want);
+        return;
+    }
+    char cwd[4096];
+    const proto_val *cwdv = get(msg, "cwd");
+    struct stat st;
+    if (cwdv) {
+        if (cwdv->n >= sizeof cwd || cwdv->n == 0 || cwdv->as.s[0] != '/') {
+            sup_reply_err(peer, "bad_cwd", "field 'cwd' must be an absolute path");
+            free(want);
+            return;
+        }
+        memcpy(cwd, cwdv->as.s, cwdv->n);
+        cwd[cwdv->n] = '\0';
+        if (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            sup_reply_err(peer, "bad_cwd", "'%s' is not an existing directory", cwd);
+            free(want);
+            return;
+        }
+    } else if (!getcwd(cwd, sizeof cwd)) {
+        strcpy(cwd, "/");
+    }
+    char **env;
+    size_t nenv;
+    if (env_strings(get(msg, "env"), &env, &nenv, peer) < 0) {
+        free(want);
+        return;
+    }
+    proto_error err;
+    sup_ctx *c = sup_ctx_create(want, cwd, env, nenv, &err);
+    free(want);
+    if (!c) {
+        free_strings(env, nenv);
+        reply_error(peer, &err);
+        return;
+    }
+    sup_ctx_add_waiter(c, peer);
+}
+
+static void do_list(const proto_val *msg, const sup_peer *peer)
+{
+    (void)msg;
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 1);
+    proto_put_str(&b, "contexts");
+    proto_put_array(&b, (uint32_t)sup_ctx_count());
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
+        sup_put_ctx_info(&b, c);
+    sup_send(peer, &b);
+    proto_buf_free(&b);
+}
+
+static void do_delete(const proto_val *msg, const sup_peer *peer)
+{
+    if (proto_str_eq(get(msg, "ctx"), "default")) {
+        sup_reply_err(peer, "forbidden", "the context 'default' cannot be deleted; restart it");
+        return;
+    }
+    sup_ctx *c = lookup_ctx(msg, peer, false);
+    if (!c)
+        return;
+    sup_ctx_delete(c);
+    reply_ok_empty(peer);
+}
+
+static void do_restart(const proto_val *msg, const sup_peer *peer)
+{
+    const proto_val *name = get(msg, "ctx");
+    bool existed = sup_ctx_find(name->as.s, name->n) != NULL;
+    sup_ctx *c = lookup_ctx(msg, peer, true);
+    if (!c)
+        return;
+    proto_error err;
+    if (existed && sup_ctx_restart(c, &err) < 0) {
+        reply_error(peer, &err);
+        return;
+    }
+    sup_ctx_add_waiter(c, peer);
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+typedef struct request_kind {
+    const char *type;
+    const proto_field *fields;
+    size_t nfields;
+    void (*handle)(const proto_val *msg, const sup_peer *peer);
+} request_kind;
+
+#define MAX_ENV 1024
+static const proto_field execute_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},    {"code", PF_STR, true, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0}, {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
+    {"silent", PF_BOOL | PF_NIL, false, 0}, {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
+};
+static const proto_field ctx_opt_fields[] = {{"ctx", PF_NAME | PF_NIL, false, 0}};
+static const proto_field ctx_req_fields[] = {{"ctx", PF_NAME, true, 0}};
+static const proto_field create_fields[] = {
+    {"name", PF_NAME | PF_NIL, false, 0},
+    {"cwd", PF_STR | PF_NIL, false, 4095},
+    {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
+};
+
+#define FIELDS(a) a, sizeof a / sizeof a[0]
+static const request_kind request_kinds[] = {
+    {"hello", NULL, 0, do_hello},
+    {"execute", FIELDS(execute_fields), do_execute},
+    {"interrupt", FIELDS(ctx_opt_fields), do_interrupt},
+    {"ctx.create", FIELDS(create_fields), do_create},
+    {"ctx.list", NULL, 0, do_list},
+    {"ctx.delete", FIELDS(ctx_req_fields), do_delete},
+    {"ctx.restart", FIELDS(ctx_req_fields), do_restart},
+};
+
+/* Entry point for one client message: every path ends in exactly one
+ * terminal reply (here for refusals, later for runs). */
+void sup_request_handle(const uint8_t *route, size_t route_len, const uint8_t *data, size_t len,
+                        bool multipart)
+{
+    sup_peer peer = {.route_len = route_len, .re_len = 0};
+    if (route_len > sizeof peer.route)
+        return;
+    memcpy(peer.route, route, route_len);
+    if (multipart) {
+        sup_reply_err(&peer, "bad_frame", "a message must be exactly one frame");
+        return;
+    }
+    if (len > PROTO_MAX_REQUEST) {
+        sup_reply_err(&peer, "too_large", "message of %zu bytes exceeds max_request_bytes (%u)",
+                      len, PROTO_MAX_REQUEST);
+        return;
+    }
+    proto_doc doc;
+    proto_error err;
+    if (proto_decode(&doc, data, len, &err) < 0) {
+        reply_error(&peer, &err);
+        return;
+    }
+    const proto_val *msg = &doc.nodes[0];
+    proto_envelope env;
+    int ok = proto_envelope_read(msg, &env, &err);
+    if (env.id) {
+        proto_buf idb;
+        proto_buf_init(&idb);
+        proto_put_val(&idb, env.id);
+        memcpy(peer.re, idb.data, idb.len);
+        peer.re_len = idb.len;
+        proto_buf_free(&idb);
+    }
+    if (ok < 0) {
+        reply_error(&peer, &err);
+        proto_doc_free(&doc);
+        return;
+    }
+    const request_kind *k = NULL;
+    for (size_t i = 0; i < sizeof request_kinds / sizeof request_kinds[0] && !k; i++)
+        if (proto_str_eq(env.type, request_kinds[i].type))
+            k = &request_kinds[i];
+    if (!k)
+        sup_reply_err(&peer, "unknown_type", "unknown message type '%.*s'",
+                      (int)(env.type->n > 64 ? 64 : env.type->n), env.type->as.s);
+    else if (proto_check(msg, k->fields, k->nfields, &err) < 0)
+        reply_error(&peer, &err);
+    else
+        k->handle(msg, &peer);
+    proto_doc_free(&doc);
+}

@@ -1,0 +1,16 @@
+# ctxd-worker: embeds CPython (Debian's python3-embed); one process per
+# context, started by the supervisor with the channel on fd 3.
+find_package(Threads REQUIRED)
+pkg_get_variable(CTXD_PYEMBED_PREFIX python3-embed prefix)
+add_executable(ctxd-worker
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_main.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_chan.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_log.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_output.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_py.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c)
+target_link_libraries(ctxd-worker PRIVATE ctxd_proto PkgConfig::PYEMBED Threads::Threads)
+# The interpreter's own executable: sys.executable and the prefix search
+# must not depend on which python3 comes first on PATH.
+target_compile_definitions(ctxd-worker PRIVATE
+  WRK_PYTHON_EXE="${CTXD_PYEMBED_PREFIX}/bin/python${PYEMBED_VERSION}")

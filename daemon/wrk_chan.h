@@ -1,0 +1,31 @@
+/* wrk_chan: the framed channel to the supervisor (fd 3). Every frame the
+ * worker sends goes through one mutex so frames from the main thread, Python
+ * threads and the output flusher never interleave. Writes block: when the
+ * supervisor stops reading, every writer waits (backpressure). */
+#ifndef CTXD_WRK_CHAN_H
+#define CTXD_WRK_CHAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+/* Takes over fd as the channel (blocking, close-on-exec). Exits with status 2
+ * when fd is not open. */
+void wrk_chan_init(int fd);
+
+void wrk_chan_lock(void);
+void wrk_chan_unlock(void);
+/* Writes n bytes of whole frames; the caller holds the lock. A broken channel
+ * means the supervisor is gone: the worker exits. In a forked child (which
+ * has no channel) this does nothing. */
+void wrk_chan_write_locked(const void *p, size_t n);
+/* Lock, write one buffer of whole frames, unlock. */
+void wrk_chan_send(const proto_buf *frames);
+
+/* Reads from the channel until `in` starts with one complete frame and
+ * returns its body. The caller drops it with proto_buf_consume(in, consumed).
+ * Exits on end of file (0), on a read error (1) or on an oversized frame (2). */
+void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t *consumed);
+
+#endif

@@ -1,0 +1,36 @@
+/* wrk_log: diagnostics to the stderr the worker was started with. */
+#include "wrk_log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static int log_fd = 2;
+
+/* Remembers where diagnostics go once fd 2 has been redirected. */
+void wrk_log_init(int fd)
+{
+    log_fd = fd;
+}
+
+/* One unbuffered write per message so lines from concurrent threads do not
+ * mix and nothing is lost when the worker exits right after. */
+void wrk_log(const char *fmt, ...)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof line, "ctxd-worker[%ld]: ", (long)getpid());
+    if (n < 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        return;
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof line - 2)
+        len = sizeof line - 2;
+    line[len++] = '\n';
+    if (write(log_fd, line, len) < 0)
+        return;
+}

@@ -1,0 +1,12 @@
+/* wrk_log: the worker's own diagnostics. File descriptor 2 is captured into
+ * the run's output, so the worker keeps a private copy of the stderr it was
+ * started with and reports its own problems there. */
+#ifndef CTXD_WRK_LOG_H
+#define CTXD_WRK_LOG_H
+
+/* fd: a duplicate of the original stderr (owned from now on). */
+void wrk_log_init(int fd);
+/* Prints "ctxd-worker[pid]: <msg>\n" to the original stderr. */
+void wrk_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,185 @@
+/* ctxd-worker: one persistent CPython interpreter per context, driven by the
+ * supervisor over the channel on fd 3 (PROTOCOL.md section 9). main() sets
+ * the process up and then serves `run` requests one at a time. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "mem.h"
+#include "proto.h"
+#include "wrk_chan.h"
+#include "wrk_log.h"
+#include "wrk_output.h"
+#include "wrk_py.h"
+#include "wrk_run.h"
+
+#define CHAN_FD 3
+
+#ifndef WRK_PYTHON_EXE
+#error "WRK_PYTHON_EXE (the python executable of the embedded interpreter) must be defined"
+#endif
+
+/* Dies with the supervisor, so an orphaned worker never lingers. */
+static void watch_parent(void)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        fatal("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+    if (getppid() == 1)
+        _exit(1);
+}
+
+/* Exits after reporting a failed CPython initialisation step. */
+static void check_status(PyStatus st, const char *what)
+{
+    if (!PyStatus_Exception(st))
+        return;
+    wrk_log("%s: %s%s%s", what, st.func ? st.func : "", st.func ? ": " : "",
+            st.err_msg ? st.err_msg : "failed");
+    _exit(PyStatus_IsExit(st) ? st.exitcode : 1);
+}
+
+/* Starts CPython like `python3` would, minus the parts a daemon must not
+ * inherit: no argv parsing, the executable pinned to the interpreter this was
+ * built against (the first python3 on PATH may be another one), C stdio left
+ * alone. site is imported, so dist-packages are importable; SIGINT raises
+ * KeyboardInterrupt. */
+static void init_python(void)
+{
+    PyConfig config;
+    PyConfig_InitPythonConfig(&config);
+    config.parse_argv = 0;
+    config.install_signal_handlers = 1;
+    config.site_import = 1;
+    config.configure_c_stdio = 0;
+    check_status(PyConfig_SetBytesString(&config, &config.program_name, WRK_PYTHON_EXE),
+                 "python config");
+    check_status(PyConfig_SetBytesString(&config, &config.executable, WRK_PYTHON_EXE),
+                 "python config");
+    char *argv[] = {(char *)""};
+    check_status(PyConfig_SetBytesArgv(&config, 1, argv), "python config");
+    PyStatus st = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    check_status(st, "python initialisation");
+}
+
+/* Python-side set-up: output capture, helper module, __main__ as the
+ * namespace of runs, and '' on sys.path so modules in the working directory
+ * import as in an interactive interpreter. */
+static void init_session(void)
+{
+    if (wrk_output_install() < 0 || wrk_py_init() < 0)
+        goto fail;
+    PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
+    if (!main_mod)
+        goto fail;
+    wrk_run_init(PyModule_GetDict(main_mod));
+    PyObject *path = PySys_GetObject("path"); /* borrowed */
+    PyObject *empty = PyUnicode_FromString("");
+    if (!path || !PyList_Check(path) || !empty || PyList_Insert(path, 0, empty) < 0)
+        goto fail;
+    Py_DECREF(empty);
+    return;
+fail:
+    wrk_log("python session set-up failed:");
+    PyErr_Print(); /* lands in the captured (discarded) stderr; rarely useful */
+    _exit(1);
+}
+
+static void send_ready(void)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    size_t start = proto_frame_begin(&b);
+    proto_put_map(&b, 2);
+    proto_put_str(&b, "t");
+    proto_put_str(&b, "ready");
+    proto_put_str(&b, "pid");
+    proto_put_uint(&b, (uint64_t)getpid());
+    proto_frame_end(&b, start);
+    wrk_chan_send(&b);
+    proto_buf_free(&b);
+}
+
+/* Decodes a `run` frame into req (pointing into the frame). Anything else is
+ * a broken supervisor: exit(2), it kills and reports the context anyway. */
+static void parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_req *req)
+{
+    proto_error err;
+    if (proto_decode(doc, body, len, &err) < 0) {
+        wrk_log("undecodable frame from the supervisor: %s", err.msg);
+        _exit(2);
+    }
+    const proto_val *msg = &doc->nodes[0];
+    if (!proto_str_eq(proto_map_get(msg, "t"), "run")) {
+        wrk_log("unexpected frame from the supervisor");
+        _exit(2);
+    }
+    static const proto_field fields[] = {
+        {"execution_count", PF_UINT, true, 0},
+        {"silent", PF_BOOL | PF_NIL, false, 0},
+        {"env", PF_STRMAP | PF_NIL, false, 0},
+    };
+    /* code may legitimately hold NUL bytes (Python reports them), which the
+     * generic str check refuses: check it separately. */
+    const proto_val *code = proto_map_get(msg, "code");
+    if (!code || code->kind != PROTO_STR || proto_check(msg, fields, sizeof fields / sizeof fields[0], &err) < 0) {
+        wrk_log("bad run frame: %s", code && code->kind == PROTO_STR ? err.msg : "code");
+        _exit(2);
+    }
+    const proto_val *silent = proto_map_get(msg, "silent");
+    const proto_val *env = proto_map_get(msg, "env");
+    req->code = code->as.s;
+    req->code_len = code->n;
+    req->execution_count = proto_map_get(msg, "execution_count")->as.u;
+    req->silent = silent && silent->kind == PROTO_BOOL && silent->as.b;
+    req->env = env && env->kind == PROTO_MAP ? env : NULL;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+
+    /* SIGINT stays blocked in the main thread except during a run; every
+     * thread created from here on inherits the block. */
+    sigset_t intr;
+    sigemptyset(&intr);
+    sigaddset(&intr, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &intr, NULL);
+    signal(SIGINT, SIG_DFL); /* CPython installs its handler only over SIG_DFL */
+    watch_parent();
+
+    wrk_chan_init(CHAN_FD);
+    int err_fd = fcntl(2, F_DUPFD_CLOEXEC, CHAN_FD + 1);
+    if (err_fd >= 0)
+        wrk_log_init(err_fd);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    wrk_output_init();
+
+    init_python();
+    init_session();
+    PyThreadState *main_ts = PyEval_SaveThread();
+    (void)main_ts;
+
+    send_ready();
+    proto_buf in;
+    proto_buf_init(&in);
+    for (;;) {
+        const uint8_t *body;
+        size_t len, consumed;
+        wrk_chan_recv(&in, &body, &len, &consumed);
+        proto_doc doc;
+        wrk_run_req req;
+        parse_run(body, len, &doc, &req);
+        wrk_run_execute(&req);
+        proto_doc_free(&doc);
+        proto_buf_consume(&in, consumed);
+    }
+}

@@ -1,0 +1,664 @@
+/* wrk_output: output capture (pipes on fds 1/2, the sys.stdout type, the
+ * flusher thread). Locking: the channel lock (wrk_chan) is taken before
+ * out_mu, never the other way round, and nobody holding either lock waits for
+ * the GIL. Everything that sends stream data holds the channel lock from the
+ * moment it takes data out of a buffer or a pipe until it has written it, so
+ * stream data leaves in the order it was taken. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "wrk_output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mem.h"
+#include "wrk_chan.h"
+#include "wrk_log.h"
+
+/* How long Python-level output may wait in its buffer (the protocol allows
+ * 5 ms); waiting at all lets a loop of small prints share frames. */
+#define FLUSH_DELAY_NS (2L * 1000 * 1000)
+/* Size of the pipes (Linux caps unprivileged requests at 1 MiB). */
+#define PIPE_SIZE (1024 * 1024)
+#define CHUNK ((size_t)PROTO_STREAM_CHUNK)
+
+enum { OUT_STDOUT, OUT_STDERR, OUT_NSTREAMS };
+
+static const char *const stream_names[OUT_NSTREAMS] = {"stdout", "stderr"};
+
+static int pipe_rd[OUT_NSTREAMS] = {-1, -1};
+/* Extra write ends so that the pipes never report end of file, even if user
+ * code closes fd 1 or 2. */
+static int pipe_keep[OUT_NSTREAMS] = {-1, -1};
+static int wake_fd = -1;
+
+/* Python-level output not yet sent, per stream; guarded by out_mu. */
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+static proto_buf pending[OUT_NSTREAMS];
+/* A run is active: output is forwarded, not discarded. Changed only while
+ * holding both the channel lock and out_mu. */
+static atomic_bool running;
+/* The flusher has been told that a buffer is non-empty and will flush it. */
+static atomic_bool armed;
+/* Set in forked children: writes go straight to the pipes. */
+static atomic_bool forked;
+
+/* Scratch space of whoever holds the channel lock. */
+static proto_buf spare, frame;
+static uint8_t rawbuf[PROTO_STREAM_CHUNK];
+
+/* ---- helpers shared by all senders (channel lock held) ----------------- */
+
+/* Sends n bytes of stream s as frames of at most PROTO_STREAM_CHUNK bytes. */
+static void send_stream_locked(int s, const void *p, size_t n)
+{
+    const uint8_t *q = p;
+    while (n > 0) {
+        size_t k = n < CHUNK ? n : CHUNK;
+        frame.len = 0;
+        size_t start = proto_frame_begin(&frame);
+        proto_put_map(&frame, 3);
+        proto_put_str(&frame, "t");
+        proto_put_str(&frame, "stream");
+        proto_put_str(&frame, "name");
+        proto_put_str(&frame, stream_names[s]);
+        proto_put_str(&frame, "data");
+        proto_put_bin(&frame, q, k);
+        proto_frame_end(&frame, start);
+        wrk_chan_write_locked(frame.data, frame.len);
+        q += k;
+        n -= k;
+    }
+}
+
+/* Sends stream s's Python-level buffer. The buffer is swapped with a spare
+ * so writers can go on appending while the data is written. */
+static void flush_pending_locked(int s)
+{
+    pthread_mutex_lock(&out_mu);
+    if (pending[s].len == 0) {
+        pthread_mutex_unlock(&out_mu);
+        return;
+    }
+    proto_buf tmp = pending[s];
+    pending[s] = spare;
+    spare = tmp;
+    bool live = atomic_load(&running);
+    pthread_mutex_unlock(&out_mu);
+    if (live)
+        send_stream_locked(s, spare.data, spare.len);
+    spare.len = 0;
+}
+
+/* Reads one chunk (at most max bytes) from stream s's pipe and forwards it,
+ * after the Python-level data written before it. Returns the bytes read, 0
+ * when the pipe is empty. Reading under the channel lock means data taken
+ * from a pipe is always sent before a run's `done`. */
+static size_t pump_pipe_locked(int s, size_t max)
+{
+    if (max > sizeof rawbuf)
+        max = sizeof rawbuf;
+    ssize_t r;
+    do
+        r = read(pipe_rd[s], rawbuf, max);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0) {
+        if (r < 0 && errno != EAGAIN)
+            fatal("read from the stream pipe: %s", strerror(errno));
+        return 0;
+    }
+    if (atomic_load(&running)) {
+        flush_pending_locked(s);
+        send_stream_locked(s, rawbuf, (size_t)r);
+    }
+    return (size_t)r;
+}
+
+/* Reads what stream s's pipe holds right now. Bounded by the amount present
+ * at the start so a background process writing without pause cannot keep
+ * the caller here forever. */
+static void drain_pipe_locked(int s)
+{
+    int avail = 0;
+    if (ioctl(pipe_rd[s], FIONREAD, &avail) < 0)
+        fatal("FIONREAD on the stream pipe: %s", strerror(errno));
+    size_t left = (size_t)avail;
+    while (left > 0) {
+        size_t r = pump_pipe_locked(s, left);
+        if (r == 0)
+            break;
+        left -= r;
+    }
+}
+
+/* ---- the flusher thread ------------------------------------------------- */
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Tells the flusher that a Python-level buffer became non-empty. */
+static void wake_flusher(void)
+{
+    uint64_t one = 1;
+    if (write(wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        fatal("eventfd write: %s", strerror(errno));
+}
+
+/* Forwards pipe data as it arrives and Python-level buffers FLUSH_DELAY_NS
+ * after they became non-empty. Runs with every signal blocked. */
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    struct pollfd pfd[3] = {
+        {.fd = pipe_rd[OUT_STDOUT], .events = POLLIN},
+        {.fd = pipe_rd[OUT_STDERR], .events = POLLIN},
+        {.fd = wake_fd, .events = POLLIN},
+    };
+    bool timed = false;
+    long long deadline = 0;
+    for (;;) {
+        struct timespec ts, *tp = NULL;
+        if (timed) {
+            long long left = deadline - now_ns();
+            if (left < 0)
+                left = 0;
+            ts.tv_sec = (time_t)(left / 1000000000LL);
+            ts.tv_nsec = (long)(left % 1000000000LL);
+            tp = &ts;
+        }
+        if (ppoll(pfd, 3, tp, NULL) < 0) {
+            if (errno == EINTR)
+                continue;
+            fatal("flusher poll: %s", strerror(errno));
+        }
+        if (pfd[2].revents & POLLIN) {
+            uint64_t v;
+            if (read(wake_fd, &v, sizeof v) < 0 && errno != EAGAIN)
+                fatal("eventfd read: %s", strerror(errno));
+            if (!timed) {
+                timed = true;
+                deadline = now_ns() + FLUSH_DELAY_NS;
+            }
+        }
+        for (int s = 0; s < OUT_NSTREAMS; s++) {
+            if (pfd[s].revents) {
+                wrk_chan_lock();
+                pump_pipe_locked(s, CHUNK);
+                wrk_chan_unlock();
+            }
+        }
+        if (timed && now_ns() >= deadline) {
+            timed = false;
+            /* Cleared before taking the buffers: a write that lands after
+             * the take finds the buffer empty and `armed` false, and wakes
+             * us again. */
+            atomic_store(&armed, false);
+            wrk_chan_lock();
+            flush_pending_locked(OUT_STDOUT);
+            flush_pending_locked(OUT_STDERR);
+            wrk_chan_unlock();
+        }
+    }
+    return NULL;
+}
+
+/* ---- set-up --------------------------------------------------------------- */
+
+/* In a forked child the flusher does not exist and the channel is closed:
+ * writes go straight to the pipes, the parent's buffered data is dropped
+ * (the parent sends it), and locks held by other threads are reset. */
+static void output_after_fork_child(void)
+{
+    pthread_mutex_init(&out_mu, NULL);
+    for (int s = 0; s < OUT_NSTREAMS; s++)
+        pending[s].len = 0;
+    atomic_store(&forked, true);
+}
+
+/* One pipe whose write end becomes fd `target`. */
+static void make_pipe(int s, int target)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        fatal("pipe2: %s", strerror(errno));
+    (void)fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* best effort */
+    if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0)
+        fatal("fcntl O_NONBLOCK: %s", strerror(errno));
+    if (dup2(p[1], target) < 0)
+        fatal("dup2 onto fd %d: %s", target, strerror(errno));
+    pipe_rd[s] = p[0];
+    pipe_keep[s] = p[1];
+}
+
+/* Redirects fds 1/2 and starts the flusher with all signals blocked, so
+ * SIGINT is only ever handled by the main thread. */
+void wrk_output_init(void)
+{
+    for (int s = 0; s < OUT_NSTREAMS; s++)
+        proto_buf_reserve(&pending[s], 2 * CHUNK);
+    proto_buf_reserve(&spare, 2 * CHUNK);
+    proto_buf_reserve(&frame, CHUNK + 64);
+    make_pipe(OUT_STDOUT, 1);
+    make_pipe(OUT_STDERR, 2);
+    wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd < 0)
+        fatal("eventfd: %s", strerror(errno));
+    if (pthread_atfork(NULL, NULL, output_after_fork_child) != 0)
+        fatal("pthread_atfork failed");
+
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t th;
+    int rc = pthread_create(&th, NULL, flusher_main, NULL);
+    if (rc != 0)
+        fatal("pthread_create: %s", strerror(rc));
+    pthread_detach(th);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+bool wrk_output_forked(void)
+{
+    return atomic_load(&forked);
+}
+
+/* ---- run boundaries -------------------------------------------------------- */
+
+/* Left-over output of idle time is dropped so it cannot be attributed to
+ * this run; `start` goes out under the same lock so it precedes any stream
+ * frame of the run. */
+void wrk_output_begin_run(const proto_buf *start)
+{
+    wrk_chan_lock();
+    for (int s = 0; s < OUT_NSTREAMS; s++)
+        drain_pipe_locked(s);
+    pthread_mutex_lock(&out_mu);
+    for (int s = 0; s < OUT_NSTREAMS; s++)
+        pending[s].len = 0;
+    atomic_store(&running, true);
+    pthread_mutex_unlock(&out_mu);
+    wrk_chan_write_locked(start->data, start->len);
+    wrk_chan_unlock();
+}
+
+/* Everything written before the run ended reaches the supervisor before
+ * `done`: C stdio buffers are flushed into the pipes, then, per stream, the
+ * pipe is drained (each raw chunk preceded by the Python-level data written
+ * before it) and the Python-level buffer is sent. */
+void wrk_output_end_run(const proto_buf *tail)
+{
+    fflush(NULL);
+    wrk_chan_lock();
+    for (int s = 0; s < OUT_NSTREAMS; s++) {
+        drain_pipe_locked(s);
+        flush_pending_locked(s);
+    }
+    wrk_chan_write_locked(tail->data, tail->len);
+    pthread_mutex_lock(&out_mu);
+    atomic_store(&running, false);
+    for (int s = 0; s < OUT_NSTREAMS; s++)
+        pending[s].len = 0;
+    pthread_mutex_unlock(&out_mu);
+    wrk_chan_unlock();
+}
+
+/* ---- the write path (GIL held on entry) ------------------------------------ */
+
+/* write(2) until done; used by forked children. */
+static void write_fd_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return; /* like a closed stdout: the output is lost */
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Appends n bytes to stream s. The common case is a memcpy under a mutex; a
+ * full buffer or a large write is sent by the writer itself with the GIL
+ * released. p must stay valid while the GIL is released (callers pass data
+ * of objects they hold a reference to). */
+static void out_write(int s, const char *p, size_t n)
+{
+    if (n == 0)
+        return;
+    if (atomic_load(&forked)) {
+        Py_BEGIN_ALLOW_THREADS write_fd_all(s + 1, p, n);
+        Py_END_ALLOW_THREADS return;
+    }
+    if (!atomic_load(&running))
+        return;
+    if (n >= CHUNK) {
+        Py_BEGIN_ALLOW_THREADS wrk_chan_lock();
+        flush_pending_locked(s);
+        if (atomic_load(&running))
+            send_stream_locked(s, p, n);
+        wrk_chan_unlock();
+        Py_END_ALLOW_THREADS return;
+    }
+    pthread_mutex_lock(&out_mu);
+    if (!atomic_load(&running)) {
+        pthread_mutex_unlock(&out_mu);
+        return;
+    }
+    bool was_empty = pending[s].len == 0;
+    proto_buf_append(&pending[s], p, n);
+    bool full = pending[s].len >= CHUNK;
+    pthread_mutex_unlock(&out_mu);
+    if (full) {
+        Py_BEGIN_ALLOW_THREADS wrk_chan_lock();
+        flush_pending_locked(s);
+        wrk_chan_unlock();
+        Py_END_ALLOW_THREADS
+    } else if (was_empty && !atomic_exchange(&armed, true)) {
+        wake_flusher();
+    }
+}
+
+/* Sends stream s's buffer now: flush() promises the data has left the
+ * process (e.g. before os._exit). */
+static void out_flush(int s)
+{
+    if (atomic_load(&forked))
+        return;
+    pthread_mutex_lock(&out_mu);
+    bool empty = pending[s].len == 0;
+    pthread_mutex_unlock(&out_mu);
+    if (empty)
+        return;
+    Py_BEGIN_ALLOW_THREADS wrk_chan_lock();
+    flush_pending_locked(s);
+    wrk_chan_unlock();
+    Py_END_ALLOW_THREADS
+}
+
+/* ---- the Python types ----------------------------------------------------- */
+
+/* One object per stream and kind: text (sys.stdout) and its binary twin
+ * (sys.stdout.buffer). */
+typedef struct {
+    PyObject_HEAD
+    int stream;
+    PyObject *buffer; /* text objects: the binary twin */
+} out_obj;
+
+static void out_dealloc(out_obj *self)
+{
+    Py_XDECREF(self->buffer);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* TextIOBase.write: str only, UTF-8 with backslashreplace, returns the
+ * number of characters. ASCII strings are copied without re-encoding. */
+static PyObject *text_write(out_obj *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "write() argument must be str, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) < 0)
+        return NULL;
+    Py_ssize_t nchars = PyUnicode_GET_LENGTH(arg);
+    if (PyUnicode_IS_COMPACT_ASCII(arg)) {
+        out_write(self->stream, PyUnicode_DATA(arg), (size_t)nchars);
+    } else {
+        PyObject *b = PyUnicode_AsEncodedString(arg, "utf-8", "backslashreplace");
+        if (!b)
+            return NULL;
+        out_write(self->stream, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+        Py_DECREF(b);
+    }
+    return PyLong_FromSsize_t(nchars);
+}
+
+/* BufferedIOBase.write: any bytes-like object, returns its length. */
+static PyObject *bin_write(out_obj *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    out_write(self->stream, view.buf, (size_t)view.len);
+    Py_ssize_t n = view.len;
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(n);
+}
+
+/* IOBase.writelines: write() for every item. */
+static PyObject *out_writelines(out_obj *self, PyObject *lines)
+{
+    PyObject *it = PyObject_GetIter(lines);
+    if (!it)
+        return NULL;
+    PyObject *item;
+    PyObject *(*wr)(out_obj *, PyObject *) =
+        self->buffer ? text_write : bin_write; /* only text objects have a twin */
+    while ((item = PyIter_Next(it)) != NULL) {
+        PyObject *r = wr(self, item);
+        Py_DECREF(item);
+        if (!r) {
+            Py_DECREF(it);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *out_flush_m(out_obj *self, PyObject *unused)
+{
+    (void)unused;
+    out_flush(self->stream);
+    Py_RETURN_NONE;
+}
+
+static PyObject *out_fileno(out_obj *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLong(self->stream + 1);
+}
+
+static PyObject *out_false(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *out_true(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    Py_RETURN_TRUE;
+}
+
+/* close() and reconfigure(...) are accepted and ignored: the capture must
+ * survive code that tidies up or tunes sys.stdout. */
+static PyObject *out_ignore(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self, (void)args, (void)kw;
+    Py_RETURN_NONE;
+}
+
+static PyObject *out_repr(out_obj *self)
+{
+    return PyUnicode_FromFormat("<ctxd %s%s>", stream_names[self->stream],
+                                self->buffer ? "" : ".buffer");
+}
+
+static PyObject *get_name(out_obj *self, void *c)
+{
+    (void)c;
+    return PyUnicode_FromFormat("<%s>", stream_names[self->stream]);
+}
+
+static PyObject *get_const(out_obj *self, void *c)
+{
+    (void)self;
+    return PyUnicode_FromString((const char *)c);
+}
+
+static PyObject *get_false(out_obj *self, void *c)
+{
+    (void)self, (void)c;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *get_none(out_obj *self, void *c)
+{
+    (void)self, (void)c;
+    Py_RETURN_NONE;
+}
+
+static PyObject *get_buffer(out_obj *self, void *c)
+{
+    (void)c;
+    Py_INCREF(self->buffer);
+    return self->buffer;
+}
+
+#define COMMON_METHODS                                                                         \
+    {"writelines", (PyCFunction)out_writelines, METH_O, NULL},                                 \
+        {"flush", (PyCFunction)out_flush_m, METH_NOARGS, NULL},                                \
+        {"fileno", (PyCFunction)out_fileno, METH_NOARGS, NULL},                                \
+        {"isatty", out_false, METH_NOARGS, NULL}, {"readable", out_false, METH_NOARGS, NULL}, \
+        {"seekable", out_false, METH_NOARGS, NULL},                                            \
+        {"writable", out_true, METH_NOARGS, NULL},                                             \
+        {"close", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL}
+
+static PyMethodDef text_methods[] = {
+    {"write", (PyCFunction)text_write, METH_O, NULL},
+    COMMON_METHODS,
+    {"reconfigure", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef bin_methods[] = {
+    {"write", (PyCFunction)bin_write, METH_O, NULL},
+    COMMON_METHODS,
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef text_getset[] = {
+    {"name", (getter)get_name, NULL, NULL, NULL},
+    {"encoding", (getter)get_const, NULL, NULL, "utf-8"},
+    {"errors", (getter)get_const, NULL, NULL, "backslashreplace"},
+    {"mode", (getter)get_const, NULL, NULL, "w"},
+    {"closed", (getter)get_false, NULL, NULL, NULL},
+    {"line_buffering", (getter)get_false, NULL, NULL, NULL},
+    {"newlines", (getter)get_none, NULL, NULL, NULL},
+    {"buffer", (getter)get_buffer, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyGetSetDef bin_getset[] = {
+    {"name", (getter)get_name, NULL, NULL, NULL},
+    {"mode", (getter)get_const, NULL, NULL, "wb"},
+    {"closed", (getter)get_false, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject text_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ctxd.OutStream",
+    .tp_basicsize = sizeof(out_obj),
+    .tp_dealloc = (destructor)out_dealloc,
+    .tp_repr = (reprfunc)out_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Captured text output of a ctxd worker.",
+    .tp_methods = text_methods,
+    .tp_getset = text_getset,
+};
+
+static PyTypeObject bin_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ctxd.OutBuffer",
+    .tp_basicsize = sizeof(out_obj),
+    .tp_dealloc = (destructor)out_dealloc,
+    .tp_repr = (reprfunc)out_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Captured binary output of a ctxd worker.",
+    .tp_methods = bin_methods,
+    .tp_getset = bin_getset,
+};
+
+/* A text object for stream s with its binary twin. */
+static PyObject *make_stream(int s)
+{
+    out_obj *b = PyObject_New(out_obj, &bin_type);
+    if (!b)
+        return NULL;
+    b->stream = s;
+    b->buffer = NULL;
+    out_obj *t = PyObject_New(out_obj, &text_type);
+    if (!t) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    t->stream = s;
+    t->buffer = (PyObject *)b;
+    return (PyObject *)t;
+}
+
+/* Registers type with an io ABC so isinstance(sys.stdout, io.TextIOBase)
+ * holds, as some libraries check it. */
+static int register_abc(PyObject *io, const char *abc, PyTypeObject *type)
+{
+    PyObject *cls = PyObject_GetAttrString(io, abc);
+    if (!cls)
+        return -1;
+    PyObject *r = PyObject_CallMethod(cls, "register", "O", (PyObject *)type);
+    Py_DECREF(cls);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+int wrk_output_install(void)
+{
+    if (PyType_Ready(&text_type) < 0 || PyType_Ready(&bin_type) < 0)
+        return -1;
+    PyObject *io = PyImport_ImportModule("io");
+    if (!io)
+        return -1;
+    int rc = register_abc(io, "TextIOBase", &text_type);
+    if (rc == 0)
+        rc = register_abc(io, "BufferedIOBase", &bin_type);
+    Py_DECREF(io);
+    if (rc < 0)
+        return -1;
+    static const char *const names[OUT_NSTREAMS][2] = {{"stdout", "__stdout__"},
+                                                       {"stderr", "__stderr__"}};
+    for (int s = 0; s < OUT_NSTREAMS; s++) {
+        PyObject *o = make_stream(s);
+        if (!o)
+            return -1;
+        rc = PySys_SetObject(names[s][0], o);
+        if (rc == 0)
+            rc = PySys_SetObject(names[s][1], o);
+        Py_DECREF(o);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* wrk_output: capturing the output of runs.
+ *
+ * File descriptors 1 and 2 are the write ends of two pipes, so raw writes
+ * (os.write, C extensions, subprocesses) are captured. sys.stdout and
+ * sys.stderr are replaced by a C type that appends UTF-8 to an in-process
+ * buffer per stream, without a system call per write. A background thread
+ * (the flusher, which never touches Python objects) forwards pipe data as
+ * `stream` frames and sends the buffers within a few milliseconds; writers
+ * send themselves once a buffer holds PROTO_STREAM_CHUNK bytes. Output that
+ * appears while no run is active is discarded. */
+#ifndef CTXD_WRK_OUTPUT_H
+#define CTXD_WRK_OUTPUT_H
+
+#include <stdbool.h>
+
+#include "proto.h"
+
+/* Creates the pipes, puts them on fds 1 and 2 and starts the flusher. Call
+ * before Python is initialised (and after the channel is set up). */
+void wrk_output_init(void);
+/* GIL held: installs the capturing objects as sys.stdout, sys.stderr and
+ * sys.__stdout__, sys.__stderr__. Returns -1 with a Python error set. */
+int wrk_output_install(void);
+/* GIL released: discards left-over output, marks a run active and sends
+ * `start` (the frames in `start`) before any output of the run. */
+void wrk_output_begin_run(const proto_buf *start);
+/* GIL released: sends every byte written so far (C stdio, Python buffers,
+ * both pipes drained), then the frames in `tail` (result/error/done), then
+ * marks the run over. */
+void wrk_output_end_run(const proto_buf *tail);
+/* True in a process forked from the worker (it has no channel). */
+bool wrk_output_forked(void);
+
+#endif

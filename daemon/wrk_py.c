@@ -1,0 +1,171 @@
+/* wrk_py: the embedded helper module and calls into it. */
+#include "wrk_py.h"
+
+#include "mem.h"
+
+/* The helper's source. Names starting with "_" are internal. */
+static const char helper_src[] =
+    "import ast, linecache, os, re, sys, traceback\n"
+    "\n"
+    "_HERE = sys._getframe().f_code.co_filename\n"
+    "_LINE = re.compile(r'[^\\r\\n]*(?:\\r\\n|\\r|\\n)|[^\\r\\n]+\\Z')\n"
+    "\n"
+    "def env_apply(env):\n"
+    "    saved = []\n"
+    "    try:\n"
+    "        for k, v in env.items():\n"
+    "            saved.append((k, os.environ.get(k)))\n"
+    "            os.environ[k] = v\n"
+    "    except BaseException:\n"
+    "        env_restore(saved)\n"
+    "        raise\n"
+    "    return saved\n"
+    "\n"
+    "def env_restore(saved):\n"
+    "    for k, old in reversed(saved):\n"
+    "        try:\n"
+    "            if old is None:\n"
+    "                os.environ.pop(k, None)\n"
+    "            else:\n"
+    "                os.environ[k] = old\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "\n"
+    /* Lines split the way the compiler counts them (\n, \r\n, \r), so
+     * traceback line numbers and source lines agree. */
+    "def run(code, filename, silent, g):\n"
+    "    linecache.cache[filename] = (len(code), None, _LINE.findall(code), filename)\n"
+    "    tree = compile(code, filename, 'exec', ast.PyCF_ONLY_AST, dont_inherit=True)\n"
+    "    last = None\n"
+    "    if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
+    "        last = ast.Expression(tree.body.pop().value)\n"
+    "    exec(compile(tree, filename, 'exec', dont_inherit=True), g)\n"
+    "    if last is None:\n"
+    "        return None\n"
+    "    value = eval(compile(last, filename, 'eval', dont_inherit=True), g)\n"
+    "    if value is None or silent:\n"
+    "        return None\n"
+    "    g['_'] = value\n"
+    "    return repr(value)\n"
+    "\n"
+    /* Drops the helper's own leading frames from every exception of the
+     * chain (causes, contexts, members of exception groups). */
+    "def _strip(e):\n"
+    "    seen = set()\n"
+    "    todo = [e]\n"
+    "    while todo:\n"
+    "        x = todo.pop()\n"
+    "        if x is None or id(x) in seen:\n"
+    "            continue\n"
+    "        seen.add(id(x))\n"
+    "        tb = x.__traceback__\n"
+    "        while tb is not None and tb.tb_frame.f_code.co_filename == _HERE:\n"
+    "            tb = tb.tb_next\n"
+    "        try:\n"
+    "            x.__traceback__ = tb\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "        todo.append(x.__cause__)\n"
+    "        todo.append(x.__context__)\n"
+    "        if isinstance(x, BaseExceptionGroup):\n"
+    "            todo.extend(x.exceptions)\n"
+    "\n"
+    "def format(e):\n"
+    "    _strip(e)\n"
+    "    ename = type(e).__name__\n"
+    "    try:\n"
+    "        evalue = str(e)\n"
+    "    except BaseException:\n"
+    "        evalue = '<unprintable %s object>' % ename\n"
+    "    try:\n"
+    "        text = ''.join(traceback.format_exception(type(e), e, e.__traceback__))\n"
+    "    except BaseException:\n"
+    "        text = '%s: %s\\n' % (ename, evalue)\n"
+    "    if text.endswith('\\n'):\n"
+    "        text = text[:-1]\n"
+    "    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, e.__traceback__\n"
+    "    return ename, evalue, text.split('\\n')\n"
+    "\n"
+    "def flush():\n"
+    "    for name in ('stdout', 'stderr'):\n"
+    "        try:\n"
+    "            getattr(sys, name).flush()\n"
+    "        except BaseException:\n"
+    "            pass\n"
+    "\n"
+    /* A forked child that falls off the end of the cell exits like a
+     * script would: SystemExit's code, or 1 with the traceback on stderr. */
+    "def child_exit(e):\n"
+    "    if e is None:\n"
+    "        code = 0\n"
+    "    elif isinstance(e, SystemExit):\n"
+    "        code = e.code\n"
+    "        if code is None:\n"
+    "            code = 0\n"
+    "        elif not isinstance(code, int):\n"
+    "            try:\n"
+    "                print(code, file=sys.stderr)\n"
+    "            except BaseException:\n"
+    "                pass\n"
+    "            code = 1\n"
+    "    else:\n"
+    "        try:\n"
+    "            sys.stderr.write('\\n'.join(format(e)[2]) + '\\n')\n"
+    "        except BaseException:\n"
+    "            pass\n"
+    "        code = 1\n"
+    "    flush()\n"
+    "    return code & 0xff\n";
+
+static const char *const fn_names[WRK_PY_NFNS] = {
+    [WRK_PY_ENV_APPLY] = "env_apply", [WRK_PY_ENV_RESTORE] = "env_restore",
+    [WRK_PY_RUN] = "run",             [WRK_PY_FORMAT] = "format",
+    [WRK_PY_FLUSH] = "flush",         [WRK_PY_CHILD_EXIT] = "child_exit",
+};
+
+static PyObject *fns[WRK_PY_NFNS];
+
+/* Executes the helper source once in a fresh module that user code never
+ * sees (it is not in sys.modules) and looks up the entry points. */
+int wrk_py_init(void)
+{
+    PyObject *mod = PyModule_New("_ctxd_worker");
+    if (!mod)
+        return -1;
+    PyObject *d = PyModule_GetDict(mod);
+    if (PyDict_SetItemString(d, "__builtins__", PyEval_GetBuiltins()) < 0)
+        goto fail;
+    PyObject *code = Py_CompileString(helper_src, "<ctxd-worker>", Py_file_input);
+    if (!code)
+        goto fail;
+    PyObject *r = PyEval_EvalCode(code, d, d);
+    Py_DECREF(code);
+    if (!r)
+        goto fail;
+    Py_DECREF(r);
+    for (int i = 0; i < WRK_PY_NFNS; i++) {
+        fns[i] = PyDict_GetItemString(d, fn_names[i]);
+        if (!fns[i]) {
+            PyErr_Format(PyExc_RuntimeError, "helper function %s missing", fn_names[i]);
+            goto fail;
+        }
+        Py_INCREF(fns[i]);
+    }
+    Py_DECREF(mod);
+    return 0;
+fail:
+    Py_DECREF(mod);
+    return -1;
+}
+
+/* Thin wrapper so callers need not know the helper's layout. */
+PyObject *wrk_py_call(wrk_py_fn fn, PyObject *args)
+{
+    if (fn < 0 || fn >= WRK_PY_NFNS || !fns[fn])
+        fatal("wrk_py_call: helper %d not loaded", (int)fn);
+    if (!args)
+        return NULL;
+    PyObject *r = PyObject_Call(fns[fn], args, NULL);
+    Py_DECREF(args);
+    return r;
+}

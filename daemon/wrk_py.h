@@ -1,0 +1,27 @@
+/* wrk_py: the Python-level half of the worker, an embedded helper module
+ * (splitting off a trailing expression, linecache registration, traceback
+ * filtering, applying and restoring a run's environment). It lives in a
+ * private module whose code has the file name "<ctxd-worker>", which is how
+ * its frames are recognised and removed from user tracebacks. */
+#ifndef CTXD_WRK_PY_H
+#define CTXD_WRK_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+typedef enum wrk_py_fn {
+    WRK_PY_ENV_APPLY,   /* (env: dict) -> saved state */
+    WRK_PY_ENV_RESTORE, /* (saved) -> None */
+    WRK_PY_RUN,         /* (code, filename, silent, globals) -> repr str or None */
+    WRK_PY_FORMAT,      /* (exc) -> (ename, evalue, [lines]) */
+    WRK_PY_FLUSH,       /* () -> None: flush sys.stdout / sys.stderr */
+    WRK_PY_CHILD_EXIT,  /* (exc or None) -> exit status of a forked child */
+    WRK_PY_NFNS
+} wrk_py_fn;
+
+/* GIL held: creates the helper module. Returns -1 with a Python error set. */
+int wrk_py_init(void);
+/* GIL held: calls a helper function with a tuple of arguments (stolen). */
+PyObject *wrk_py_call(wrk_py_fn fn, PyObject *args);
+
+#endif

@@ -1,0 +1,321 @@
+/* wrk_run: one run, from `start` to `done`. SIGINT is blocked in the main
+ * thread while idle and unblocked only between `start` and the end of the
+ * user code, so an interrupt can never hit the worker's own bookkeeping
+ * outside that window, and a late one is discarded before the next run. */
+#include "wrk_run.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "mem.h"
+#include "wrk_log.h"
+#include "wrk_output.h"
+#include "wrk_py.h"
+
+/* Caps that keep result and error frames far below PROTO_MAX_FRAME. */
+#define MAX_RESULT_BYTES (8u * 1024 * 1024)
+#define MAX_EVALUE_BYTES (1u * 1024 * 1024)
+#define MAX_TRACEBACK_BYTES (8u * 1024 * 1024)
+
+static PyObject *run_globals;
+static uint64_t silent_runs;
+
+void wrk_run_init(PyObject *globals)
+{
+    Py_INCREF(globals);
+    run_globals = globals;
+}
+
+/* ---- signals ---------------------------------------------------------- */
+
+static void sigint_mask(int how)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(how, &set, NULL);
+}
+
+/* Drops a SIGINT that arrived while idle (it is blocked then, so it waits
+ * as pending) and a Python-level one already tripped by another thread. */
+static void sigint_discard(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    struct timespec zero = {0, 0};
+    for (;;) {
+        int r = sigtimedwait(&set, NULL, &zero);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break;
+    }
+    if (PyErr_CheckSignals() < 0)
+        PyErr_Clear();
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+/* CPU seconds of the worker and its waited-for children so far. */
+static double cpu_seconds(void)
+{
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    double t = 0;
+    const struct rusage *u[2] = {&self, &kids};
+    for (int i = 0; i < 2; i++) {
+        t += (double)u[i]->ru_utime.tv_sec + (double)u[i]->ru_utime.tv_usec / 1e6;
+        t += (double)u[i]->ru_stime.tv_sec + (double)u[i]->ru_stime.tv_usec / 1e6;
+    }
+    return t;
+}
+
+/* The pending exception as one normalised object with its traceback. */
+static PyObject *fetch_exception(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (!type)
+        return PyObject_CallFunction(PyExc_SystemError, "s", "error return without exception");
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb && value)
+        PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+}
+
+/* Appends a Python str as msgpack str: UTF-8 with backslashreplace (str()
+ * of an exception may hold lone surrogates), at most max bytes, cut at a
+ * character boundary. */
+static void put_pystr(proto_buf *b, PyObject *s, size_t max)
+{
+    PyObject *bytes = NULL;
+    if (s && PyUnicode_Check(s))
+        bytes = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+    if (!bytes) {
+        PyErr_Clear();
+        proto_put_str(b, "<unrepresentable>");
+        return;
+    }
+    const char *p = PyBytes_AS_STRING(bytes);
+    size_t n = (size_t)PyBytes_GET_SIZE(bytes);
+    if (n <= max) {
+        proto_put_strn(b, p, n);
+    } else {
+        static const char more[] = "... [truncated]";
+        size_t cut = max - (sizeof more - 1);
+        while (cut > 0 && ((unsigned char)p[cut] & 0xc0) == 0x80)
+            cut--;
+        proto_buf tmp;
+        proto_buf_init(&tmp);
+        proto_buf_append(&tmp, p, cut);
+        proto_buf_append(&tmp, more, sizeof more - 1);
+        proto_put_strn(b, (const char *)tmp.data, tmp.len);
+        proto_buf_free(&tmp);
+    }
+    Py_DECREF(bytes);
+}
+
+/* The request's env map as a dict; exits (bad frame) if it is malformed. */
+static PyObject *env_dict(const proto_val *env)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    for (uint32_t i = 0; env && i < env->n; i++) {
+        const proto_val *k = &env->as.items[2 * i], *v = &env->as.items[2 * i + 1];
+        PyObject *ks = PyUnicode_DecodeUTF8(k->as.s, k->n, "strict");
+        PyObject *vs = v->kind == PROTO_STR ? PyUnicode_DecodeUTF8(v->as.s, v->n, "strict") : NULL;
+        if (!ks || !vs || PyDict_SetItem(d, ks, vs) < 0) {
+            wrk_log("run: env is not a map of UTF-8 str to str");
+            _exit(2);
+        }
+        Py_DECREF(ks);
+        Py_DECREF(vs);
+    }
+    return d;
+}
+
+/* ---- frames -------------------------------------------------------------- */
+
+static void put_result(proto_buf *b, PyObject *repr)
+{
+    size_t start = proto_frame_begin(b);
+    proto_put_map(b, 2);
+    proto_put_str(b, "t");
+    proto_put_str(b, "result");
+    proto_put_str(b, "data");
+    proto_put_map(b, 1);
+    proto_put_str(b, "text/plain");
+    put_pystr(b, repr, MAX_RESULT_BYTES);
+    proto_frame_end(b, start);
+}
+
+/* The error frame from the helper's (ename, evalue, [lines]); falls back to
+ * the bare type name if formatting itself failed. */
+static void put_error(proto_buf *b, PyObject *exc)
+{
+    PyObject *f = wrk_py_call(WRK_PY_FORMAT, PyTuple_Pack(1, exc));
+    if (f && (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 3 ||
+              !PyList_Check(PyTuple_GET_ITEM(f, 2)))) {
+        Py_CLEAR(f);
+    }
+    if (!f)
+        PyErr_Clear();
+    size_t start = proto_frame_begin(b);
+    proto_put_map(b, 4);
+    proto_put_str(b, "t");
+    proto_put_str(b, "error");
+    proto_put_str(b, "ename");
+    if (f)
+        put_pystr(b, PyTuple_GET_ITEM(f, 0), MAX_EVALUE_BYTES);
+    else
+        proto_put_str(b, Py_TYPE(exc)->tp_name);
+    proto_put_str(b, "evalue");
+    if (f)
+        put_pystr(b, PyTuple_GET_ITEM(f, 1), MAX_EVALUE_BYTES);
+    else
+        proto_put_str(b, "");
+    proto_put_str(b, "traceback");
+    if (!f) {
+        proto_put_array(b, 0);
+    } else {
+        PyObject *lines = PyTuple_GET_ITEM(f, 2);
+        Py_ssize_t n = PyList_GET_SIZE(lines);
+        proto_put_array(b, (uint32_t)n);
+        size_t budget_end = b->len + MAX_TRACEBACK_BYTES;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            size_t room = b->len < budget_end ? budget_end - b->len : 0;
+            if (room < 64)
+                proto_put_str(b, "...");
+            else
+                put_pystr(b, PyList_GET_ITEM(lines, i), room - 16);
+        }
+    }
+    proto_frame_end(b, start);
+    Py_XDECREF(f);
+}
+
+static void put_done(proto_buf *b, const char *status, double cpu)
+{
+    size_t start = proto_frame_begin(b);
+    proto_put_map(b, 3);
+    proto_put_str(b, "t");
+    proto_put_str(b, "done");
+    proto_put_str(b, "status");
+    proto_put_str(b, status);
+    proto_put_str(b, "cpu_time");
+    proto_put_double(b, cpu < 0 ? 0 : cpu);
+    proto_frame_end(b, start);
+}
+
+/* ---- the run --------------------------------------------------------------- */
+
+/* A process forked by the cell (os.fork) that returns from it must not go
+ * on as a second worker: it exits as a script would. */
+static _Noreturn void child_exit(PyObject *exc)
+{
+    PyObject *r = wrk_py_call(WRK_PY_CHILD_EXIT, PyTuple_Pack(1, exc ? exc : Py_None));
+    int code = r && PyLong_Check(r) ? (int)PyLong_AsLong(r) : 1;
+    fflush(NULL);
+    _exit(code);
+}
+
+/* File name the code is compiled under; silent runs share the execution
+ * count of a real cell, so they get names of their own. */
+static PyObject *cell_filename(const wrk_run_req *req)
+{
+    if (req->silent)
+        return PyUnicode_FromFormat("<silent-%llu>", (unsigned long long)++silent_runs);
+    return PyUnicode_FromFormat("<cell-%llu>", (unsigned long long)req->execution_count);
+}
+
+void wrk_run_execute(const wrk_run_req *req)
+{
+    double cpu0 = cpu_seconds();
+    PyGILState_STATE gil = PyGILState_Ensure();
+
+    PyObject *code = PyUnicode_DecodeUTF8(req->code, (Py_ssize_t)req->code_len, "strict");
+    if (!code) {
+        wrk_log("run: code is not valid UTF-8");
+        _exit(2);
+    }
+    PyObject *filename = cell_filename(req);
+    PyObject *env = env_dict(req->env);
+    if (!filename || !env)
+        fatal("run: out of memory building the request");
+
+    /* Applied while SIGINT is still blocked; a failure (an illegal name)
+     * becomes the run's error. */
+    PyObject *exc = NULL;
+    PyObject *saved = wrk_py_call(WRK_PY_ENV_APPLY, PyTuple_Pack(1, env));
+    if (!saved)
+        exc = fetch_exception();
+
+    sigint_discard();
+    sigint_mask(SIG_UNBLOCK);
+    proto_buf frames;
+    proto_buf_init(&frames);
+    size_t start = proto_frame_begin(&frames);
+    proto_put_map(&frames, 1);
+    proto_put_str(&frames, "t");
+    proto_put_str(&frames, "start");
+    proto_frame_end(&frames, start);
+    Py_BEGIN_ALLOW_THREADS wrk_output_begin_run(&frames);
+    Py_END_ALLOW_THREADS
+
+    PyObject *repr = NULL;
+    if (!exc) {
+        repr = wrk_py_call(WRK_PY_RUN, Py_BuildValue("(OOOO)", code, filename,
+                                                     req->silent ? Py_True : Py_False,
+                                                     run_globals));
+        if (!repr)
+            exc = fetch_exception();
+    }
+
+    sigint_mask(SIG_BLOCK);
+    if (PyErr_CheckSignals() < 0)
+        PyErr_Clear();
+    if (wrk_output_forked())
+        child_exit(exc);
+
+    frames.len = 0;
+    const char *status = "ok";
+    if (exc) {
+        status = PyErr_GivenExceptionMatches(exc, PyExc_KeyboardInterrupt) ? "interrupted"
+                                                                           : "error";
+        put_error(&frames, exc);
+    } else if (repr && repr != Py_None) {
+        put_result(&frames, repr);
+    }
+    if (saved) {
+        PyObject *r = wrk_py_call(WRK_PY_ENV_RESTORE, PyTuple_Pack(1, saved));
+        if (!r)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    PyObject *r = wrk_py_call(WRK_PY_FLUSH, PyTuple_New(0));
+    if (!r)
+        PyErr_Clear();
+    Py_XDECREF(r);
+
+    Py_XDECREF(repr);
+    Py_XDECREF(exc);
+    Py_XDECREF(saved);
+    Py_DECREF(env);
+    Py_DECREF(filename);
+    Py_DECREF(code);
+    PyGILState_Release(gil);
+
+    put_done(&frames, status, cpu_seconds() - cpu0);
+    wrk_output_end_run(&frames);
+    proto_buf_free(&frames);
+}

@@ -1,0 +1,204 @@
+"""ctx.create, ctx.list, ctx.delete, ctx.restart."""
+
+import os
+import re
+import time
+
+from conftest import pid_gone, wait_until
+
+INFO_FIELDS = {"name": str, "cwd": str, "state": str, "pid": int, "incarnation": int,
+               "created": float, "execution_count": int, "queued": int}
+
+
+def check_info(info):
+    for f, ty in INFO_FIELDS.items():
+        assert isinstance(info.get(f), ty) and not isinstance(info.get(f), bool), \
+            f"INFO.{f} missing or of wrong type: {info!r}"
+    assert info["state"] in ("idle", "busy", "dead"), info
+    if "last_death" in info:
+        assert isinstance(info["last_death"], str), info
+
+
+def test_create_named(client, daemon):
+    before = time.time()
+    r = client.ok("ctx.create", name="exp-1.a_B")
+    info = r["ctx"]
+    check_info(info)
+    assert info["name"] == "exp-1.a_B"
+    assert info["state"] == "idle"
+    assert info["pid"] > 0 and not pid_gone(info["pid"])
+    assert info["incarnation"] == 1
+    assert info["execution_count"] == 0
+    assert info["queued"] == 0
+    assert before - 5 <= info["created"] <= time.time() + 5
+    assert "last_death" not in info
+    # default cwd: the daemon's
+    assert os.path.realpath(info["cwd"]) == os.path.realpath(daemon.cwd)
+    r = client.execute("import os\nos.getcwd()", ctx="exp-1.a_B")
+    assert os.path.realpath(eval(r.text)) == os.path.realpath(daemon.cwd)
+
+
+def test_create_generated_name(client):
+    r = client.ok("ctx.create")
+    name = r["ctx"]["name"]
+    assert re.fullmatch(r"ctx-[0-9a-f]{12}", name), name
+    r2 = client.ok("ctx.create")
+    assert r2["ctx"]["name"] != name
+    assert client.execute("1", ctx=name).status == "ok"
+    assert {name, r2["ctx"]["name"]} <= set(client.contexts())
+
+
+def test_create_longest_name(client):
+    name = "n" * 64
+    assert client.ok("ctx.create", name=name)["ctx"]["name"] == name
+    assert client.execute("1", ctx=name).text == "1"
+
+
+def test_create_exists(client):
+    client.ok("ctx.create", name="dup")
+    client.err("ctx.create", "exists", name="dup")
+    # default, once it exists, too
+    client.execute("1")
+    client.err("ctx.create", "exists", name="default")
+
+
+def test_create_bad_cwd(client, tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    for cwd in ("relative/dir", str(tmp_path / "missing"), str(f), ""):
+        client.err("ctx.create", "bad_cwd", name="c", cwd=cwd)
+    assert "c" not in client.contexts()
+
+
+def test_create_cwd_respected(client, tmp_path):
+    d = tmp_path / "work dir"
+    d.mkdir()
+    r = client.ok("ctx.create", name="cw", cwd=str(d))
+    assert os.path.realpath(r["ctx"]["cwd"]) == os.path.realpath(d)
+    r = client.execute("import os\nos.getcwd()", ctx="cw")
+    assert os.path.realpath(eval(r.text)) == os.path.realpath(d)
+    r = client.execute("open('made.txt', 'w').write('ok')", ctx="cw")
+    assert r.status == "ok", r
+    assert (d / "made.txt").read_text() == "ok"
+
+
+def test_create_env_respected(client):
+    client.ok("ctx.create", name="env", env={"CTXD_A": "alpha", "CTXD_B": "b=c d"})
+    r = client.execute("import os\nos.environ['CTXD_A'], os.environ['CTXD_B']", ctx="env")
+    assert r.text == "('alpha', 'b=c d')", r
+    r = client.execute("import os\nos.system('echo $CTXD_A')", ctx="env")
+    assert r.stdout == b"alpha\n"
+    # not in other contexts
+    r = client.execute("import os\n'CTXD_A' in os.environ")
+    assert r.text == "False"
+
+
+def test_list_fields_sorted_and_states(client):
+    for n in ("zeta", "alpha", "Mid"):
+        client.ok("ctx.create", name=n)
+    r = client.ok("ctx.list")
+    names = [c["name"] for c in r["contexts"]]
+    assert names == sorted(names), names
+    assert {"zeta", "alpha", "Mid"} <= set(names)
+    for c in r["contexts"]:
+        check_info(c)
+    rid = client.submit("import time\ntime.sleep(30)", ctx="alpha")
+    q1 = client.submit("1", ctx="alpha")
+    q2 = client.submit("2", ctx="alpha")
+    client.wait_event(rid, "accepted")
+    info = client.info("alpha")
+    assert info["state"] == "busy", info
+    assert info["queued"] == 2, info
+    assert client.info("zeta")["state"] == "idle"
+    client.request("interrupt", ctx="alpha")
+    assert client.wait(rid).status == "interrupted"
+    assert client.wait(q1).status == "ok" and client.wait(q2).status == "ok"
+    info = client.info("alpha")
+    assert info["state"] == "idle" and info["queued"] == 0, info
+    assert info["execution_count"] == 3, info
+
+
+def test_delete_kills_worker_and_children(client):
+    client.ok("ctx.create", name="del")
+    pid = client.info("del")["pid"]
+    r = client.execute("import subprocess\np = subprocess.Popen(['sleep', '100'])\np.pid",
+                       ctx="del")
+    child = int(r.text)
+    assert not pid_gone(child) and not pid_gone(pid)
+    r = client.ok("ctx.delete", ctx="del")
+    assert wait_until(lambda: pid_gone(pid), 10), f"worker {pid} still alive"
+    assert wait_until(lambda: pid_gone(child), 10), f"worker's child {child} still alive"
+    assert "del" not in client.contexts()
+    client.err("execute", "unknown_context", ctx="del", code="1")
+    # the name can be used again
+    r = client.ok("ctx.create", name="del")
+    assert r["ctx"]["incarnation"] == 1
+
+
+def test_delete_aborts_running_and_queued(client):
+    client.ok("ctx.create", name="busydel")
+    rid = client.submit("import time\ntime.sleep(30)", ctx="busydel")
+    q = client.submit("1", ctx="busydel")
+    client.wait_event(rid, "accepted")
+    client.ok("ctx.delete", ctx="busydel")
+    for i in (rid, q):
+        r = client.wait(i)
+        assert r.status == "aborted", r
+        assert r.done["cause"] == "context deleted", r.done
+    for i in (rid, q):
+        client.expect_quiet(i, 0.1)
+
+
+def test_delete_default_forbidden(client):
+    client.execute("1")
+    client.err("ctx.delete", "forbidden", ctx="default")
+    assert client.execute("2").status == "ok"
+
+
+def test_delete_unknown_and_missing_ctx(client):
+    client.err("ctx.delete", "unknown_context", ctx="ghost")
+    client.err("ctx.delete", "bad_field")  # ctx is required
+
+
+def test_restart(client):
+    client.ok("ctx.create", name="rs")
+    assert client.execute("x = 1", ctx="rs").status == "ok"
+    assert client.execute("x", ctx="rs").status == "ok"
+    old_pid = client.info("rs")["pid"]
+    r = client.ok("ctx.restart", ctx="rs")
+    info = r["ctx"]
+    check_info(info)
+    assert info["incarnation"] == 2
+    assert info["execution_count"] == 0
+    assert info["pid"] != old_pid and info["pid"] > 0
+    assert wait_until(lambda: pid_gone(old_pid), 10)
+    r = client.execute("'x' in globals()", ctx="rs")
+    assert r.text == "False", r
+    assert r.accepted["execution_count"] == 1
+    assert r.accepted["incarnation"] == 2
+
+
+def test_restart_default_creates_it(client):
+    r = client.ok("ctx.restart", ctx="default")
+    assert r["ctx"]["name"] == "default"
+    assert client.execute("1").status == "ok"
+    r = client.ok("ctx.restart", ctx="default")
+    assert r["ctx"]["incarnation"] >= 2
+
+
+def test_restart_aborts_running_and_queued(sclient):
+    c = sclient
+    rid = c.submit("import time\ntime.sleep(30)")
+    q = c.submit("1")
+    c.wait_event(rid, "accepted")
+    c.ok("ctx.restart", ctx="default")
+    for i in (rid, q):
+        r = c.wait(i)
+        assert r.status == "aborted", r
+        assert r.done["cause"] == "context restarted", r.done
+    r = c.execute("'time' in globals()")
+    assert r.text == "False" and r.accepted["execution_count"] == 1
+
+
+def test_restart_unknown(client):
+    client.err("ctx.restart", "unknown_context", ctx="ghost")

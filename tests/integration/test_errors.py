@@ -1,0 +1,136 @@
+"""The `error` event: ename, evalue, user-only tracebacks with the right lines."""
+
+import re
+
+FRAME = re.compile(r'File "([^"]*)", line (\d+)')
+
+
+def tb_text(run):
+    return "".join(run.error["traceback"])
+
+
+def frames(run):
+    return FRAME.findall(tb_text(run))
+
+
+def assert_user_frames_only(run, daemon):
+    text = tb_text(run)
+    fs = frames(run)
+    # every frame is from the submitted cell (one shared pseudo-filename)
+    files = {f for f, _ in fs}
+    assert len(files) == 1, f"frames from several files (worker internals?): {text}"
+    (name,) = files
+    assert not name.endswith(".py") or "ctxd" not in name, text
+    for bad in ("ctxd-worker", "wrk_", "runpy", "<frozen", "exec(", "site-packages"):
+        assert bad not in text, f"worker-internal text {bad!r} in traceback:\n{text}"
+
+
+def test_error_fields_and_line_number(client, daemon):
+    code = "x = 1\ny = 2\nraise ValueError('boom')"
+    r = client.execute(code)
+    assert r.status == "error", r
+    e = r.error
+    assert e["ename"] == "ValueError"
+    assert e["evalue"] == "boom"
+    text = tb_text(r)
+    assert "line 3" in text, text
+    assert [ln for _, ln in frames(r)] == ["3"], text
+    assert "ValueError: boom" in text
+    assert_user_frames_only(r, daemon)
+    # the globals set before the failing line are kept
+    assert client.execute("x + y").text == "3"
+
+
+def test_error_in_function_frames(client, daemon):
+    code = ("def inner():\n"
+            "    return 1 / 0\n"
+            "\n"
+            "def outer():\n"
+            "    return inner()\n"
+            "\n"
+            "outer()\n")
+    r = client.execute(code)
+    assert r.status == "error", r
+    assert r.error["ename"] == "ZeroDivisionError"
+    assert r.error["evalue"] == "division by zero"
+    assert [ln for _, ln in frames(r)] == ["7", "5", "2"], tb_text(r)
+    assert "inner" in tb_text(r) and "outer" in tb_text(r)
+    assert_user_frames_only(r, daemon)
+
+
+def test_error_in_function_defined_in_earlier_run(client):
+    assert client.execute("\n\ndef f():\n    raise KeyError('k')").status == "ok"
+    r = client.execute("f()")
+    assert r.status == "error"
+    assert r.error["ename"] == "KeyError"
+    assert r.error["evalue"] == "'k'"
+    lines = [ln for _, ln in frames(r)]
+    assert lines == ["1", "4"], tb_text(r)
+
+
+def test_chained_exception_explicit(client, daemon):
+    code = ("try:\n"
+            "    1 / 0\n"
+            "except ZeroDivisionError as e:\n"
+            "    raise ValueError('wrapped') from e\n")
+    r = client.execute(code)
+    assert r.status == "error", r
+    assert r.error["ename"] == "ValueError"
+    assert r.error["evalue"] == "wrapped"
+    text = tb_text(r)
+    assert "ZeroDivisionError" in text and "ValueError: wrapped" in text, text
+    assert "direct cause" in text, text
+    assert text.index("ZeroDivisionError") < text.index("ValueError: wrapped")
+    assert sorted(ln for _, ln in frames(r)) == ["2", "4"], text
+    assert_user_frames_only(r, daemon)
+
+
+def test_chained_exception_implicit(client):
+    code = ("try:\n"
+            "    {}['missing']\n"
+            "except KeyError:\n"
+            "    undefined_name\n")
+    r = client.execute(code)
+    assert r.status == "error", r
+    assert r.error["ename"] == "NameError"
+    text = tb_text(r)
+    assert "KeyError" in text and "NameError" in text
+    assert "During handling" in text, text
+
+
+def test_syntax_error(client):
+    r = client.execute("a = 1\nb = (1,\nc = 3 +\n")
+    assert r.status == "error", r
+    assert r.error["ename"] == "SyntaxError"
+    assert client.execute("a = 1\nif True print(a)").error["ename"] == "SyntaxError"
+    # nothing of the cell ran
+    r = client.execute("'a' in globals()")
+    assert r.text == "False", r
+
+
+def test_custom_exception_and_empty_message(client):
+    r = client.execute("class MyErr(Exception):\n    pass\nraise MyErr")
+    assert r.status == "error"
+    assert r.error["ename"] == "MyErr"
+    assert r.error["evalue"] == ""
+
+
+def test_system_exit_does_not_kill_the_context(client):
+    assert client.execute("keep = 1").status == "ok"
+    r = client.execute("import sys\nsys.exit(5)")
+    # The spec does not say; either an error that keeps the context (as
+    # Jupyter does) or a reported death, never a silent reset.
+    if r.status == "error":
+        assert r.error["ename"] == "SystemExit"
+        r = client.execute("keep")
+        assert r.text == "1" and r.accepted["incarnation"] == 1, r
+    else:
+        assert r.status == "died" and "5" in r.done["cause"], r
+        r = client.execute("1")
+        assert r.accepted["incarnation"] == 2 and r.accepted["previous_death"], r
+
+
+def test_error_status_does_not_lose_state(client):
+    r = client.execute("z = 9\nraise RuntimeError('r')")
+    assert r.status == "error" and r.done["state_lost"] is False
+    assert client.execute("z").text == "9"

@@ -1,0 +1,164 @@
+"""stdout/stderr capture: Python-level and raw fd writes, streaming, volume."""
+
+import time
+
+
+def test_print_stdout(client):
+    r = client.execute("print('hello')\nprint('world')")
+    assert r.status == "ok", r
+    assert r.stdout == b"hello\nworld\n"
+    assert r.stderr == b""
+
+
+def test_stderr_stream(client):
+    r = client.execute("import sys\nprint('err line', file=sys.stderr)\n"
+                       "sys.stderr.write('more')\nprint('out')")
+    assert r.status == "ok", r
+    assert r.stderr == b"err line\nmore"
+    assert r.stdout == b"out\n"
+
+
+def test_os_write_fd1_and_fd2(client):
+    r = client.execute("import os\nos.write(1, b'raw out\\n')\nos.write(2, b'raw err\\n')\n"
+                       "os.write(1, b'\\x00\\xff\\xfe bytes\\n')")
+    assert r.status == "ok", r
+    assert r.stdout == b"raw out\n\x00\xff\xfe bytes\n"
+    assert r.stderr == b"raw err\n"
+
+
+def test_os_system_output_captured(client):
+    r = client.execute("import os\nrc = os.system('echo hi')\nrc")
+    assert r.status == "ok", r
+    assert r.stdout == b"hi\n"
+    assert r.text == "0"
+    r = client.execute("os.system('echo oops >&2')")
+    assert r.stderr == b"oops\n", r
+
+
+def test_print_then_subprocess_ordered(client):
+    r = client.execute("import os, subprocess\nprint('a')\nos.system('echo b')\n")
+    assert r.status == "ok", r
+    assert r.stdout == b"a\nb\n"
+    r = client.execute("print('c')\nsubprocess.run(['echo', 'd'])\n")
+    assert r.stdout == b"c\nd\n", r
+
+
+def test_unencodable_text_backslashreplace(client):
+    r = client.execute("print('caf\\u00e9 \\udcff')")
+    assert r.status == "ok", r
+    assert r.stdout == "café ".encode() + b"\\udcff\n"
+
+
+def test_output_streams_while_running(client):
+    assert client.execute("import time").status == "ok"  # worker warm
+    t0 = time.monotonic()
+    rid = client.submit("print(1)\ntime.sleep(1)\nprint(2)")
+    chunks = []
+    while True:
+        msg = client.next_for(rid)
+        now = time.monotonic() - t0
+        if msg["t"] == "stream":
+            chunks.append((now, msg["name"], msg["data"]))
+        if msg["t"] == "done":
+            break
+    assert msg["status"] == "ok", msg
+    out = b"".join(d for _, n, d in chunks if n == "stdout")
+    assert out == b"1\n2\n"
+    first_t, _, first_data = chunks[0]
+    assert first_data == b"1\n", chunks
+    assert first_t < 0.9, f"'1' arrived only after {first_t:.2f} s: {chunks!r}"
+    t2 = [t for t, _, d in chunks if b"2" in d][0]
+    assert t2 >= 0.9, chunks
+
+
+def test_output_streams_without_newline(client):
+    # no newline, no flush: still forwarded while the run goes on
+    assert client.execute("import time, sys").status == "ok"
+    t0 = time.monotonic()
+    rid = client.submit("sys.stdout.write('partial')\ntime.sleep(1)")
+    msg = client.next_for(rid)
+    while msg["t"] != "stream":
+        assert msg["t"] != "done", msg
+        msg = client.next_for(rid)
+    assert msg["data"] == b"partial"
+    assert time.monotonic() - t0 < 0.9
+    assert client.wait(rid).status == "ok"
+
+
+def _numbered_lines(n, width):
+    return b"".join(b"%08d " % i + b"x" * (width - 10) + b"\n" for i in range(n))
+
+
+def test_10mb_print_complete_in_order(client):
+    n, width = 100_000, 100  # 10 MB
+    code = (f"for i in range({n}):\n"
+            f"    print('%08d ' % i + 'x' * {width - 10})")
+    r = client.execute(code)
+    assert r.status == "ok", r.done
+    out = r.stdout
+    expected = _numbered_lines(n, width)
+    assert len(out) == len(expected), f"got {len(out)} bytes, expected {len(expected)}"
+    if out != expected:
+        lines = out.split(b"\n")
+        for i, line in enumerate(lines):
+            if line != b"%08d " % i + b"x" * (width - 10):
+                raise AssertionError(f"line {i} wrong: {line[:40]!r}")
+    assert out == expected
+
+
+def test_10mb_raw_and_stderr_complete(client):
+    # raw fd writes in large chunks plus interleaved stderr
+    code = ("import os, sys\n"
+            "blk = bytes(range(256)) * 4096\n"  # 1 MiB
+            "for i in range(10):\n"
+            "    os.write(1, bytes([i]) * 16 + blk)\n"
+            "    sys.stderr.write('e%d\\n' % i)\n")
+    r = client.execute(code)
+    assert r.status == "ok", r.done
+    blk = bytes(range(256)) * 4096
+    expected = b"".join(bytes([i]) * 16 + blk for i in range(10))
+    out = r.stdout
+    assert len(out) == len(expected)
+    assert out == expected
+    assert r.stderr == b"".join(b"e%d\n" % i for i in range(10))
+
+
+def test_slow_reader_loses_nothing(daemon):
+    # A client with a tiny receive queue does not read while 8 MB are
+    # produced in many flushed writes, then reads everything.
+    slow = daemon.client(rcvhwm=2)
+    n, width = 80_000, 100
+    code = ("import sys\n"
+            f"for i in range({n}):\n"
+            f"    sys.stdout.write('%08d ' % i + 'x' * {width - 10} + '\\n')\n"
+            "    if i % 16 == 0:\n"
+            "        sys.stdout.flush()\n")
+    other = daemon.client()
+    other.ok("ctx.create", name="bystander")
+    rid = slow.submit(code)
+    time.sleep(1)
+    # while the slow client is not reading, the daemon serves others
+    t0 = time.monotonic()
+    assert other.execute("1", ctx="bystander").text == "1"
+    assert other.ok("hello")
+    assert time.monotonic() - t0 < 10
+    time.sleep(2)
+    r = slow.wait(rid)
+    assert r.status == "ok", r.done
+    assert r.stdout == _numbered_lines(n, width)
+
+
+def test_output_of_other_context_not_mixed(client):
+    client.ok("ctx.create", name="o1")
+    client.ok("ctx.create", name="o2")
+    a = client.submit("for i in range(2000):\n    print('A' * 50)", ctx="o1")
+    b = client.submit("for i in range(2000):\n    print('B' * 50)", ctx="o2")
+    ra, rb = client.wait(a), client.wait(b)
+    assert ra.stdout == (b"A" * 50 + b"\n") * 2000
+    assert rb.stdout == (b"B" * 50 + b"\n") * 2000
+
+
+def test_output_before_error_arrives(client):
+    r = client.execute("print('before')\nimport os\nos.write(1, b'raw\\n')\nraise RuntimeError('x')")
+    assert r.status == "error", r
+    assert r.stdout == b"before\nraw\n"

@@ -1,0 +1,379 @@
+/* Unit tests of the proto codec: golden vectors byte for byte, every
+ * malformed-input vector refused with its code, and frame handling. */
+#include "proto.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+static const char *vecdir;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static unsigned char *slurp(const char *name, size_t *len)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", vecdir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("FAIL cannot open %s\n", path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *d = malloc((size_t)n + 1);
+    if (fread(d, 1, (size_t)n, f) != (size_t)n)
+        exit(1);
+    fclose(f);
+    *len = (size_t)n;
+    return d;
+}
+
+static void kv_str(proto_buf *b, const char *k, const char *v)
+{
+    proto_put_str(b, k);
+    proto_put_str(b, v);
+}
+
+static void kv_uint(proto_buf *b, const char *k, uint64_t v)
+{
+    proto_put_str(b, k);
+    proto_put_uint(b, v);
+}
+
+static void head(proto_buf *b, uint32_t n, const char *t)
+{
+    proto_put_map(b, n);
+    kv_uint(b, "v", 1);
+    kv_str(b, "t", t);
+}
+
+/* Each builder writes one vector the way the daemon or a client would. */
+static void build_hello(proto_buf *b)
+{
+    head(b, 3, "hello");
+    kv_uint(b, "id", 1);
+}
+
+static void build_execute(proto_buf *b)
+{
+    head(b, 9, "execute");
+    kv_str(b, "id", "req-42");
+    kv_str(b, "ctx", "default");
+    kv_str(b, "code", "x = 1\nprint(x)");
+    proto_put_str(b, "timeout");
+    proto_put_double(b, 2.5);
+    proto_put_str(b, "env");
+    proto_put_map(b, 1);
+    kv_str(b, "A", "1");
+    proto_put_str(b, "silent");
+    proto_put_bool(b, false);
+    proto_put_str(b, "stop_on_error");
+    proto_put_bool(b, true);
+}
+
+static void build_accepted(proto_buf *b)
+{
+    head(b, 6, "accepted");
+    kv_str(b, "re", "req-42");
+    kv_str(b, "ctx", "default");
+    kv_uint(b, "execution_count", 3);
+    kv_uint(b, "incarnation", 1);
+}
+
+static void build_stream(proto_buf *b)
+{
+    head(b, 5, "stream");
+    kv_str(b, "re", "req-42");
+    kv_str(b, "name", "stdout");
+    proto_put_str(b, "data");
+    proto_put_bin(b, "hello\n\x00\xff", 8);
+}
+
+static void build_result(proto_buf *b)
+{
+    head(b, 5, "result");
+    kv_uint(b, "re", 7);
+    kv_uint(b, "execution_count", 300);
+    proto_put_str(b, "data");
+    proto_put_map(b, 1);
+    char text[128] = "";
+    for (int i = 0; i < 20; i++)
+        strcat(text, "'\xc3\xa9'");
+    kv_str(b, "text/plain", text);
+}
+
+static void build_error(proto_buf *b)
+{
+    head(b, 6, "error");
+    kv_uint(b, "re", 7);
+    kv_str(b, "ename", "ZeroDivisionError");
+    kv_str(b, "evalue", "division by zero");
+    proto_put_str(b, "traceback");
+    proto_put_array(b, 3);
+    proto_put_str(b, "Traceback (most recent call last):");
+    proto_put_str(b, "  File \"<cell-1>\", line 1, in <module>");
+    proto_put_str(b, "ZeroDivisionError: division by zero");
+}
+
+static void build_done(proto_buf *b)
+{
+    head(b, 11, "done");
+    kv_uint(b, "re", 70000);
+    kv_str(b, "status", "timeout");
+    kv_uint(b, "execution_count", 65536);
+    kv_uint(b, "incarnation", 2);
+    proto_put_str(b, "duration");
+    proto_put_double(b, 1.25);
+    proto_put_str(b, "cpu_time");
+    proto_put_double(b, 0.0);
+    proto_put_str(b, "truncated");
+    proto_put_bool(b, false);
+    proto_put_str(b, "state_lost");
+    proto_put_bool(b, true);
+    kv_str(b, "cause", "killed after timeout: did not stop within the 2 s grace period");
+}
+
+static void build_err(proto_buf *b)
+{
+    head(b, 5, "err");
+    proto_put_str(b, "re");
+    proto_put_nil(b);
+    kv_str(b, "code", "bad_frame");
+    kv_str(b, "message", "malformed msgpack: truncated");
+}
+
+static void build_ctx_list_ok(proto_buf *b)
+{
+    head(b, 4, "ok");
+    kv_uint(b, "re", 1ull << 40);
+    proto_put_str(b, "contexts");
+    proto_put_array(b, 1);
+    proto_put_map(b, 8);
+    kv_str(b, "name", "exp-1");
+    kv_str(b, "cwd", "/tmp");
+    kv_str(b, "state", "idle");
+    kv_uint(b, "pid", 1234);
+    kv_uint(b, "incarnation", 1);
+    proto_put_str(b, "created");
+    proto_put_double(b, 1764489600.5);
+    kv_uint(b, "execution_count", 0);
+    kv_uint(b, "queued", 0);
+}
+
+static void build_ints(proto_buf *b)
+{
+    static const uint64_t pos[] = {0,     127,   128,           255,           256,
+                                   65535, 65536, 4294967295ull, 4294967296ull, UINT64_MAX};
+    static const int64_t neg[] = {-1,     -32,    -33,         -128,        -129,
+                                  -32768, -32769, -2147483648, -2147483649, INT64_MIN};
+    head(b, 4, "x");
+    kv_uint(b, "id", 5);
+    proto_put_str(b, "a");
+    proto_put_array(b, 20);
+    for (size_t i = 0; i < 10; i++)
+        proto_put_uint(b, pos[i]);
+    for (size_t i = 0; i < 10; i++)
+        proto_put_int(b, neg[i]);
+}
+
+static void build_long_str(proto_buf *b)
+{
+    static char big[65537];
+    head(b, 11, "x");
+    kv_uint(b, "id", 6);
+    memset(big, 'a', 31);
+    big[31] = 0;
+    kv_str(b, "s31", big);
+    memset(big, 'b', 32);
+    big[32] = 0;
+    kv_str(b, "s32", big);
+    memset(big, 'c', 256);
+    big[256] = 0;
+    kv_str(b, "s256", big);
+    memset(big, 'd', 65536);
+    big[65536] = 0;
+    kv_str(b, "s65536", big);
+    memset(big, 1, 300);
+    proto_put_str(b, "b300");
+    proto_put_bin(b, big, 300);
+    proto_put_str(b, "arr16");
+    proto_put_array(b, 16);
+    for (int i = 0; i < 16; i++)
+        proto_put_uint(b, (uint64_t)i);
+    proto_put_str(b, "nil");
+    proto_put_nil(b);
+    proto_put_str(b, "bool");
+    proto_put_bool(b, true);
+}
+
+static const struct {
+    const char *name;
+    void (*build)(proto_buf *);
+} good[] = {
+    {"hello", build_hello},   {"execute", build_execute},   {"accepted", build_accepted},
+    {"stream", build_stream}, {"result", build_result},     {"error", build_error},
+    {"done", build_done},     {"err", build_err},           {"ctx_list_ok", build_ctx_list_ok},
+    {"ints", build_ints},     {"long_str", build_long_str},
+};
+
+/* Encodes each vector and compares; decodes it and re-encodes (round trip). */
+static void test_good_vectors(void)
+{
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char file[128];
+        snprintf(file, sizeof file, "%s.msgpack", good[i].name);
+        size_t len;
+        unsigned char *want = slurp(file, &len);
+        proto_buf b;
+        proto_buf_init(&b);
+        good[i].build(&b);
+        CHECK(b.len == len && memcmp(b.data, want, len) == 0, "vector %s differs (%zu vs %zu)",
+              good[i].name, b.len, len);
+        proto_doc doc;
+        proto_error err;
+        CHECK(proto_decode(&doc, want, len, &err) == 0, "vector %s does not decode: %s",
+              good[i].name, err.msg);
+        proto_buf again;
+        proto_buf_init(&again);
+        proto_put_val(&again, &doc.nodes[0]);
+        CHECK(again.len == len && memcmp(again.data, want, len) == 0,
+              "vector %s does not round-trip", good[i].name);
+        proto_doc_free(&doc);
+        proto_buf_free(&again);
+        proto_buf_free(&b);
+        free(want);
+    }
+}
+
+/* The daemon's execute table, as proto/PROTOCOL.md specifies it. */
+static const proto_field execute_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},    {"code", PF_STR, true, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0}, {"env", PF_STRMAP | PF_NIL, false, 1024},
+    {"silent", PF_BOOL | PF_NIL, false, 0}, {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
+};
+
+/* The code a bad message gets through decode → envelope → field check. */
+static const char *refusal(const unsigned char *data, size_t len)
+{
+    static proto_error err;
+    proto_doc doc;
+    if (proto_decode(&doc, data, len, &err) < 0)
+        return err.code;
+    proto_envelope env;
+    const char *code = NULL;
+    if (proto_envelope_read(&doc.nodes[0], &env, &err) < 0)
+        code = err.code;
+    else if (proto_str_eq(env.type, "execute") &&
+             proto_check(&doc.nodes[0], execute_fields, 6, &err) < 0)
+        code = err.code;
+    proto_doc_free(&doc);
+    return code;
+}
+
+static void test_bad_vectors(void)
+{
+    size_t jlen;
+    char *json = (char *)slurp("vectors.json", &jlen);
+    json[jlen] = '\0';
+    char *bad = strstr(json, "\"bad\"");
+    CHECK(bad != NULL, "vectors.json has no bad section");
+    int seen = 0;
+    /* Entries look like  "name": "code"  one per line. */
+    for (char *line = bad ? strchr(bad, '\n') : NULL; line && *line;
+         line = strchr(line + 1, '\n')) {
+        char name[128], code[64];
+        if (sscanf(line, " \"%127[^\"]\": \"%63[^\"]\"", name, code) != 2)
+            continue;
+        char file[200];
+        snprintf(file, sizeof file, "bad/%s.msgpack", name);
+        size_t len;
+        unsigned char *data = slurp(file, &len);
+        const char *got = refusal(data, len);
+        CHECK(got && strcmp(got, code) == 0, "bad vector %s: want %s, got %s", name, code,
+              got ? got : "(accepted)");
+        free(data);
+        seen++;
+    }
+    CHECK(seen >= 20, "only %d bad vectors read", seen);
+    free(json);
+}
+
+static void test_frames(void)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    size_t s = proto_frame_begin(&b);
+    proto_put_map(&b, 1);
+    kv_str(&b, "t", "ready");
+    proto_frame_end(&b, s);
+    const uint8_t *body;
+    size_t blen, used;
+    CHECK(proto_frame_next(b.data, 3, 100, &body, &blen, &used) == 0, "short prefix");
+    CHECK(proto_frame_next(b.data, b.len - 1, 100, &body, &blen, &used) == 0, "short body");
+    CHECK(proto_frame_next(b.data, b.len, 100, &body, &blen, &used) == 1 && used == b.len &&
+              blen == b.len - 4,
+          "whole frame");
+    CHECK(proto_frame_next(b.data, b.len, 2, &body, &blen, &used) == -1, "over max");
+    const uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
+    CHECK(proto_frame_next(huge, 4, PROTO_MAX_FRAME, &body, &blen, &used) == -1, "4 GB prefix");
+    proto_buf_free(&b);
+}
+
+static void test_utf8_and_names(void)
+{
+    CHECK(proto_utf8_valid("h\xc3\xa9", 3, false), "valid 2-byte");
+    CHECK(!proto_utf8_valid("\xc0\xaf", 2, false), "overlong");
+    CHECK(!proto_utf8_valid("\xed\xa0\x80", 3, false), "surrogate");
+    CHECK(!proto_utf8_valid("\xf4\x90\x80\x80", 4, false), "above U+10FFFF");
+    CHECK(!proto_utf8_valid("a\0b", 3, false), "NUL refused");
+    CHECK(proto_utf8_valid("a\0b", 3, true), "NUL allowed");
+    CHECK(!proto_utf8_valid("\xe2\x82", 2, false), "truncated sequence");
+    CHECK(proto_name_valid("exp-1.fork_2", 12), "plain name");
+    CHECK(!proto_name_valid("", 0), "empty name");
+    CHECK(!proto_name_valid(".hidden", 7), "leading dot");
+    CHECK(!proto_name_valid("-x", 2), "leading dash");
+    CHECK(!proto_name_valid("a b", 3), "space");
+}
+
+/* Every prefix of a valid message is refused, never read past its end. */
+static void test_truncations(void)
+{
+    size_t len;
+    unsigned char *data = slurp("done.msgpack", &len);
+    for (size_t n = 0; n < len; n++) {
+        unsigned char *copy = malloc(n ? n : 1);
+        memcpy(copy, data, n);
+        proto_doc doc;
+        proto_error err;
+        CHECK(proto_decode(&doc, copy, n, &err) < 0, "prefix %zu accepted", n);
+        free(copy);
+    }
+    free(data);
+}
+
+int main(int argc, char **argv)
+{
+    vecdir = argc > 1 ? argv[1] : "proto/vectors";
+    test_good_vectors();
+    test_bad_vectors();
+    test_frames();
+    test_utf8_and_names();
+    test_truncations();
+    if (failures) {
+        printf("%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_proto: all passed\n");
+    return 0;
+}

@@ -1,0 +1,73 @@
+#!/bin/sh
+# One-step set-up on a fresh Debian 12 machine (as root):
+#   sh tools/setup.sh demo   install what is missing, build, start ctxd, run a demo
+#   sh tools/setup.sh test   install what is missing, build, run every test
+#   sh tools/setup.sh build  install what is missing and build only
+# The build goes to ./build (override with BUILD_DIR).
+set -eu
+mode=${1:-demo}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+
+PACKAGES="build-essential cmake pkg-config libzmq3-dev python3-dev python3-zmq
+python3-msgpack python3-pytest clang libclang-rt-14-dev"
+
+install_missing() {
+    missing=""
+    for p in $PACKAGES; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing="$missing $p"
+    done
+    if [ -n "$missing" ]; then
+        echo "setup: installing$missing"
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "setup: run as root to install packages (or install:$missing)" >&2
+            exit 1
+        fi
+        apt-get update -q
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+    fi
+}
+
+build_all() {
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j"$(nproc)"
+}
+
+demo() {
+    rt=$(mktemp -d /tmp/ctxd-demo.XXXXXX)
+    ep="ipc://$rt/ctxd.sock"
+    "$build/daemon/ctxd" --listen "$ep" &
+    daemon=$!
+    trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$rt"' EXIT INT TERM
+    ctx="$build/tools/ctx --endpoint $ep"
+    i=0
+    until $ctx hello >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -lt 100 ] || { echo "setup: ctxd did not start" >&2; exit 1; }
+        sleep 0.05
+    done
+    set -x
+    $ctx run 'import sys; x = 21; print("hello from", sys.version.split()[0])'
+    $ctx run 'x * 2'
+    $ctx run 'import time
+for i in range(3):
+    print("tick", i, flush=True); time.sleep(0.3)'
+    $ctx create exp-1
+    $ctx run -c exp-1 'x'  || true
+    $ctx run -c exp-1 'import os; os.system("echo from a subprocess")'
+    $ctx run -t 1 'while True: pass' || true
+    $ctx run 'x'
+    $ctx ls
+    $ctx rm exp-1
+    set +x
+}
+
+install_missing
+build_all
+case "$mode" in
+demo) demo ;;
+test) cd "$build" && ctest --output-on-failure ;;
+build) ;;
+*) echo "usage: sh tools/setup.sh demo|test|build" >&2; exit 2 ;;
+esac
