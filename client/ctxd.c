@@ -25,8 +25,8 @@ struct ctxd_client {
     void *sock;
     char *endpoint;
     uint64_t next_id;
-    double timeout;  /* control reply timeout, seconds */
-    double liveness; /* silence before an execute pings the daemon; 0 = never */
+    double timeout;             /* control reply timeout, seconds */
+    double liveness;            /* silence before an execute pings the daemon; 0 = never */
     uint64_t daemon_pid;        /* from the last hello; 0 = unknown */
     uint64_t max_request_bytes; /* from the last hello; 0 = unknown */
     /* Allocations handed to the caller; freed when the next request starts. */
@@ -165,8 +165,7 @@ static int put_env(ctxd_client *c, proto_buf *b, const ctxd_kv *env, size_t n)
     proto_put_map(b, (uint32_t)n);
     for (size_t i = 0; i < n; i++) {
         if (!env[i].key || !env[i].value)
-            return fail(c, CTXD_EINVALID, NULL, "environment entry %zu has a NULL key or value",
-                        i);
+            return fail(c, CTXD_EINVALID, NULL, "environment entry %zu has a NULL key or value", i);
         proto_put_str(b, env[i].key);
         proto_put_str(b, env[i].value);
     }
@@ -204,13 +203,14 @@ static int send_buf(ctxd_client *c, const proto_buf *b)
         if (e == EINTR)
             continue;
         if (e == EAGAIN)
-            return fail(c, CTXD_EUNREACHABLE, NULL, "cannot send to %s within %g s",
-                        c->endpoint, c->timeout);
+            return fail(c, CTXD_EUNREACHABLE, NULL, "cannot send to %s within %g s", c->endpoint,
+                        c->timeout);
         return fail(c, CTXD_ETRANSPORT, NULL, "cannot send to %s: %s", c->endpoint,
                     zmq_strerror(e));
     }
 }
 
+/* Frees what recv_msg filled in. */
 static void msg_release(msg_in *m)
 {
     proto_doc_free(&m->doc);
@@ -226,11 +226,11 @@ static int msg_decode(ctxd_client *c, msg_in *m)
     m->root = &m->doc.nodes[0];
     const proto_val *v = proto_map_get(m->root, "v");
     m->t = proto_map_get(m->root, "t");
-    const char *bad = m->root->kind != PROTO_MAP                     ? "not a map"
-                      : !v || v->kind != PROTO_UINT                  ? "no uint 'v'"
-                      : v->as.u != PROTO_VERSION                     ? "another protocol version"
-                      : !m->t || m->t->kind != PROTO_STR             ? "no str 't'"
-                                                                     : NULL;
+    const char *bad = m->root->kind != PROTO_MAP         ? "not a map"
+                      : !v || v->kind != PROTO_UINT      ? "no uint 'v'"
+                      : v->as.u != PROTO_VERSION         ? "another protocol version"
+                      : !m->t || m->t->kind != PROTO_STR ? "no str 't'"
+                                                         : NULL;
     if (bad) {
         proto_doc_free(&m->doc);
         return fail(c, CTXD_EPROTOCOL, NULL, "daemon sent a malformed message: %s", bad);
@@ -344,11 +344,11 @@ static int ipc_probe(ctxd_client *c)
         return 0;
     switch (e) {
     case ENOENT:
-        return fail(c, CTXD_EUNREACHABLE, NULL,
-                    "ctxd is not running at %s (no socket file %s)", c->endpoint, path);
+        return fail(c, CTXD_EUNREACHABLE, NULL, "ctxd is not running at %s (no socket file %s)",
+                    c->endpoint, path);
     case ECONNREFUSED:
-        return fail(c, CTXD_EUNREACHABLE, NULL,
-                    "ctxd is not running at %s (stale socket file %s)", c->endpoint, path);
+        return fail(c, CTXD_EUNREACHABLE, NULL, "ctxd is not running at %s (stale socket file %s)",
+                    c->endpoint, path);
     case EACCES:
     case ENOTDIR:
     case ENOTSOCK:
@@ -364,12 +364,15 @@ static int ipc_probe(ctxd_client *c)
 /* Fills an INFO map (PROTOCOL.md ctx.create) into caller-visible form. */
 static int parse_info(ctxd_client *c, const proto_val *v, ctxd_ctx_info *out)
 {
-    static const proto_field fields[] = {
-        {"name", PF_STR, true, 0},        {"cwd", PF_STR, false, 0},
-        {"state", PF_STR, true, 0},       {"pid", PF_UINT, false, 0},
-        {"incarnation", PF_UINT, false, 0}, {"created", PF_NUM, false, 0},
-        {"execution_count", PF_UINT, false, 0}, {"queued", PF_UINT, false, 0},
-        {"last_death", PF_STR | PF_NIL, false, 0}};
+    static const proto_field fields[] = {{"name", PF_STR, true, 0},
+                                         {"cwd", PF_STR, false, 0},
+                                         {"state", PF_STR, true, 0},
+                                         {"pid", PF_UINT, false, 0},
+                                         {"incarnation", PF_UINT, false, 0},
+                                         {"created", PF_NUM, false, 0},
+                                         {"execution_count", PF_UINT, false, 0},
+                                         {"queued", PF_UINT, false, 0},
+                                         {"last_death", PF_STR | PF_NIL, false, 0}};
     if (check_fields(c, "context info", v, fields, sizeof fields / sizeof fields[0]) < 0)
         return c->last_rc;
     if (!out)
@@ -402,9 +405,9 @@ static int parse_ctx_reply(ctxd_client *c, const msg_in *m, ctxd_ctx_info *out)
 static int parse_hello(ctxd_client *c, const msg_in *m, ctxd_hello_info *out)
 {
     static const proto_field fields[] = {
-        {"server", PF_STR, true, 0}, {"version", PF_STR, false, 0},
+        {"server", PF_STR, true, 0},     {"version", PF_STR, false, 0},
         {"protocol", PF_UINT, false, 0}, {"versions", PF_ARRAY, false, 0},
-        {"pid", PF_UINT, true, 0},   {"limits", PF_MAP, false, 0}};
+        {"pid", PF_UINT, true, 0},       {"limits", PF_MAP, false, 0}};
     static const proto_field limit_fields[] = {
         {"max_request_bytes", PF_UINT, false, 0}, {"max_code_bytes", PF_UINT, false, 0},
         {"max_queue", PF_UINT, false, 0},         {"max_contexts", PF_UINT, false, 0},
@@ -419,8 +422,9 @@ static int parse_hello(ctxd_client *c, const msg_in *m, ctxd_hello_info *out)
     uint64_t *versions = own(c, mem_calloc(vs ? vs->n : 0, sizeof *versions));
     for (uint32_t i = 0; vs && i < vs->n; i++) {
         if (vs->as.items[i].kind != PROTO_UINT)
-            return fail(c, CTXD_EPROTOCOL, NULL, "daemon sent a malformed hello reply: "
-                                                 "'versions' must hold uints");
+            return fail(c, CTXD_EPROTOCOL, NULL,
+                        "daemon sent a malformed hello reply: "
+                        "'versions' must hold uints");
         versions[i] = vs->as.items[i].as.u;
     }
     c->daemon_pid = get_uint(m->root, "pid");
@@ -447,6 +451,7 @@ static int parse_hello(ctxd_client *c, const msg_in *m, ctxd_hello_info *out)
 
 /* ---- connection -------------------------------------------------------- */
 
+/* PROTOCOL.md section 1's default, for clients without --endpoint. */
 const char *ctxd_default_endpoint(char *buf, size_t n)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
@@ -477,6 +482,8 @@ static int open_socket(ctxd_client *c)
     return 0;
 }
 
+/* Resolves the endpoint, fails fast on a dead ipc socket, connects and
+ * proves the daemon answers with a hello. */
 ctxd_client *ctxd_connect_ex(const char *endpoint, double timeout, int *rc, char *err,
                              size_t errlen)
 {
@@ -490,8 +497,7 @@ ctxd_client *ctxd_connect_ex(const char *endpoint, double timeout, int *rc, char
     c->next_id = 1;
     c->timeout = timeout > 0 ? timeout : CTXD_DEFAULT_TIMEOUT;
     c->liveness = CTXD_DEFAULT_LIVENESS;
-    int r = !endpoint ? fail(c, CTXD_EINVALID, NULL, "XDG_RUNTIME_DIR is too long")
-                      : ipc_probe(c);
+    int r = !endpoint ? fail(c, CTXD_EINVALID, NULL, "XDG_RUNTIME_DIR is too long") : ipc_probe(c);
     if (r == 0)
         r = open_socket(c);
     if (r == 0)
@@ -506,11 +512,13 @@ ctxd_client *ctxd_connect_ex(const char *endpoint, double timeout, int *rc, char
     return NULL;
 }
 
+/* The common case of ctxd_connect_ex. */
 ctxd_client *ctxd_connect(const char *endpoint, char *err, size_t errlen)
 {
     return ctxd_connect_ex(endpoint, CTXD_DEFAULT_TIMEOUT, NULL, err, errlen);
 }
 
+/* Releases the socket, the ZeroMQ context and all owned results. */
 void ctxd_close(ctxd_client *c)
 {
     if (!c)
@@ -525,11 +533,13 @@ void ctxd_close(ctxd_client *c)
     free(c);
 }
 
+/* Lets tools show where they are connected. */
 const char *ctxd_endpoint(const ctxd_client *c)
 {
     return c->endpoint;
 }
 
+/* Control timeout; also bounds a blocked send. */
 void ctxd_set_timeout(ctxd_client *c, double seconds)
 {
     if (seconds > 0) {
@@ -539,11 +549,13 @@ void ctxd_set_timeout(ctxd_client *c, double seconds)
     }
 }
 
+/* How soon a silent execute checks the daemon is still there. */
 void ctxd_set_liveness(ctxd_client *c, double seconds)
 {
     c->liveness = seconds > 0 ? seconds : 0;
 }
 
+/* Details of the last failure, for messages to the user. */
 int ctxd_last_error(const ctxd_client *c, const char **code, const char **msg)
 {
     if (code)
@@ -553,6 +565,7 @@ int ctxd_last_error(const ctxd_client *c, const char **code, const char **msg)
     return c->last_rc;
 }
 
+/* Text for a CTXD_E* code when no details are at hand. */
 const char *ctxd_strerror(int rc)
 {
     static const char *const text[] = {
@@ -572,6 +585,7 @@ const char *ctxd_strerror(int rc)
 
 /* ---- control requests ---------------------------------------------------- */
 
+/* hello: also refreshes the cached daemon pid and request limit. */
 int ctxd_hello(ctxd_client *c, ctxd_hello_info *out)
 {
     request_begin(c);
@@ -588,6 +602,7 @@ int ctxd_hello(ctxd_client *c, ctxd_hello_info *out)
     return r;
 }
 
+/* ctx.create with the optional fields the caller gave. */
 int ctxd_ctx_create(ctxd_client *c, const char *name, const char *cwd, const ctxd_kv *env,
                     size_t nenv, ctxd_ctx_info *out)
 {
@@ -619,6 +634,7 @@ int ctxd_ctx_create(ctxd_client *c, const char *name, const char *cwd, const ctx
     return r;
 }
 
+/* ctx.list into an owned array of infos. */
 int ctxd_ctx_list(ctxd_client *c, const ctxd_ctx_info **out, size_t *n)
 {
     static const proto_field fields[] = {{"contexts", PF_ARRAY, true, 0}};
@@ -660,6 +676,7 @@ static int ctx_request(ctxd_client *c, const char *type, const char *field, cons
     return r;
 }
 
+/* ctx.delete; the reply carries nothing. */
 int ctxd_ctx_delete(ctxd_client *c, const char *name)
 {
     request_begin(c);
@@ -672,6 +689,7 @@ int ctxd_ctx_delete(ctxd_client *c, const char *name)
     return r;
 }
 
+/* ctx.restart; default context when name is NULL. */
 int ctxd_ctx_restart(ctxd_client *c, const char *name, ctxd_ctx_info *out)
 {
     request_begin(c);
@@ -684,6 +702,7 @@ int ctxd_ctx_restart(ctxd_client *c, const char *name, ctxd_ctx_info *out)
     return r;
 }
 
+/* interrupt; reports whether a run was executing. */
 int ctxd_interrupt(ctxd_client *c, const char *ctx, bool *interrupted)
 {
     static const proto_field fields[] = {{"interrupted", PF_BOOL, true, 0}};
@@ -733,6 +752,7 @@ static int send_interrupt(exec_state *st)
     return r;
 }
 
+/* accepted: the run started; send an interrupt asked for earlier. */
 static int on_accepted(exec_state *st, const msg_in *m)
 {
     static const proto_field fields[] = {{"execution_count", PF_UINT, true, 0},
@@ -756,6 +776,7 @@ static int on_accepted(exec_state *st, const msg_in *m)
     return 1;
 }
 
+/* stream: output bytes straight to the caller. */
 static int on_stream(exec_state *st, const msg_in *m)
 {
     static const proto_field fields[] = {{"name", PF_STR, true, 0}, {"data", PF_BIN, true, 0}};
@@ -771,6 +792,7 @@ static int on_stream(exec_state *st, const msg_in *m)
     return 1;
 }
 
+/* result: the MIME bundle as NUL-terminated arrays. */
 static int on_result(exec_state *st, const msg_in *m)
 {
     static const proto_field fields[] = {{"execution_count", PF_UINT, false, 0},
@@ -797,11 +819,11 @@ static int on_result(exec_state *st, const msg_in *m)
     return 1;
 }
 
+/* error: exception name, value and traceback lines. */
 static int on_error(exec_state *st, const msg_in *m)
 {
-    static const proto_field fields[] = {{"ename", PF_STR, true, 0},
-                                         {"evalue", PF_STR, true, 0},
-                                         {"traceback", PF_ARRAY, true, 0}};
+    static const proto_field fields[] = {
+        {"ename", PF_STR, true, 0}, {"evalue", PF_STR, true, 0}, {"traceback", PF_ARRAY, true, 0}};
     if (check_fields(st->c, "error event", m->root, fields, 3) < 0)
         return st->c->last_rc;
     const proto_val *tb = proto_map_get(m->root, "traceback");
@@ -825,13 +847,14 @@ static int on_error(exec_state *st, const msg_in *m)
     return 1;
 }
 
+/* done: the outcome; ends the wait. */
 static int on_done(exec_state *st, const msg_in *m)
 {
     static const proto_field fields[] = {
-        {"status", PF_STR, true, 0},       {"execution_count", PF_UINT, false, 0},
+        {"status", PF_STR, true, 0},        {"execution_count", PF_UINT, false, 0},
         {"incarnation", PF_UINT, false, 0}, {"duration", PF_NUM, false, 0},
-        {"cpu_time", PF_NUM, false, 0},    {"truncated", PF_BOOL, false, 0},
-        {"state_lost", PF_BOOL, false, 0}, {"cause", PF_STR | PF_NIL, false, 0}};
+        {"cpu_time", PF_NUM, false, 0},     {"truncated", PF_BOOL, false, 0},
+        {"state_lost", PF_BOOL, false, 0},  {"cause", PF_STR | PF_NIL, false, 0}};
     static const char *const statuses[] = {
         [CTXD_OK] = "ok",           [CTXD_ERROR] = "error", [CTXD_INTERRUPTED] = "interrupted",
         [CTXD_TIMEOUT] = "timeout", [CTXD_DIED] = "died",   [CTXD_ABORTED] = "aborted"};
@@ -858,6 +881,7 @@ static int on_done(exec_state *st, const msg_in *m)
     return 0;
 }
 
+/* err: the execute was refused; ends the wait. */
 static int on_err(exec_state *st, const msg_in *m)
 {
     return take_err(st->c, m);
@@ -947,9 +971,9 @@ static int put_execute(ctxd_client *c, proto_buf *b, const ctxd_exec_opts *o, si
                        uint64_t *id)
 {
     bool timeout = o->timeout >= 0; /* false for NaN too */
-    *id = put_envelope(c, b, "execute",
-                       1 + (o->ctx != NULL) + timeout + (o->nenv > 0) + o->silent +
-                           o->stop_on_error);
+    *id =
+        put_envelope(c, b, "execute",
+                     1 + (o->ctx != NULL) + timeout + (o->nenv > 0) + o->silent + o->stop_on_error);
     proto_put_str(b, "code");
     proto_put_strn(b, o->code, code_len);
     if (o->ctx) {
@@ -975,6 +999,8 @@ static int put_execute(ctxd_client *c, proto_buf *b, const ctxd_exec_opts *o, si
     return 0;
 }
 
+/* execute: send, then route events until done, err, a failed liveness
+ * check or a detach. */
 int ctxd_execute(ctxd_client *c, const ctxd_exec_opts *opts, const ctxd_callbacks *cb, void *user,
                  ctxd_outcome *out)
 {
@@ -986,8 +1012,7 @@ int ctxd_execute(ctxd_client *c, const ctxd_exec_opts *opts, const ctxd_callback
         return fail(c, CTXD_EREFUSED, "too_large",
                     "code of %zu bytes exceeds the daemon's max_request_bytes (%llu)", code_len,
                     (unsigned long long)c->max_request_bytes);
-    exec_state st = {
-        .c = c, .o = opts, .cb = cb, .user = user, .out = out, .last_heard = now()};
+    exec_state st = {.c = c, .o = opts, .cb = cb, .user = user, .out = out, .last_heard = now()};
     proto_buf b;
     proto_buf_init(&b);
     int r = put_execute(c, &b, opts, code_len, &st.id);
@@ -1007,8 +1032,8 @@ int ctxd_execute(ctxd_client *c, const ctxd_exec_opts *opts, const ctxd_callback
         if (got == 1) {
             st.last_heard = now();
             int e = st.ping_id && m.re == st.ping_id ? on_ping_reply(&st, &m)
-                    : m.re == st.id    ? dispatch_event(&st, &m)
-                                       : 1;
+                    : m.re == st.id                  ? dispatch_event(&st, &m)
+                                                     : 1;
             msg_release(&m);
             if (e <= 0)
                 return e;

@@ -133,10 +133,10 @@ typedef enum ctxd_status {
 } ctxd_status;
 
 typedef struct ctxd_exec_opts {
-    const char *ctx;  /* context name; NULL: "default" */
-    const char *code; /* Python source (UTF-8), required */
-    size_t code_len;  /* bytes of code; 0: strlen(code) */
-    double timeout;   /* seconds; < 0: the daemon's default; 0: no timeout */
+    const char *ctx;    /* context name; NULL: "default" */
+    const char *code;   /* Python source (UTF-8), required */
+    size_t code_len;    /* bytes of code; 0: strlen(code) */
+    double timeout;     /* seconds; < 0: the daemon's default; 0: no timeout */
     const ctxd_kv *env; /* variables set for this run only; may be NULL */
     size_t nenv;
     bool silent;        /* no result, no execution count increment */

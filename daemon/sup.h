@@ -26,6 +26,8 @@ typedef struct sup_config {
 } sup_config;
 
 extern sup_config sup_cfg;
+/* Random id of this daemon process, so clients can tell a restart. */
+extern char sup_instance[33];
 
 /* Who a reply goes to: the client's routing id and its request id, kept
  * encoded (msgpack bytes of the id) so it can be echoed as `re` verbatim. */

@@ -137,6 +137,10 @@ void sup_loop_run(void)
     sup_ctx **owners = NULL;
     size_t cap = 0;
     while (!stopping) {
+        /* Timers first: they can change what is polled (a flushed backlog
+         * resumes reading its worker). */
+        double now = sup_now();
+        double next = sup_ctx_tick(now);
         size_t n = sup_ctx_count() + 2;
         if (n > cap) {
             cap = n * 2;
@@ -159,8 +163,6 @@ void sup_loop_run(void)
             owners[k] = c;
             items[k++] = (zmq_pollitem_t){.fd = c->fd, .events = ev};
         }
-        double now = sup_now();
-        double next = sup_ctx_tick(now);
         long timeout = -1;
         if (next > 0) {
             double ms = (next - now) * 1000.0;

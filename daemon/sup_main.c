@@ -21,6 +21,20 @@ sup_config sup_cfg = {
     .kill_grace = 2,
 };
 
+char sup_instance[33];
+
+/* 16 random bytes in hex, different for every daemon start. */
+static void make_instance_id(void)
+{
+    unsigned char r[16] = {0};
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(r, 1, sizeof r, f) != sizeof r)
+        fatal("cannot read /dev/urandom");
+    fclose(f);
+    for (size_t i = 0; i < sizeof r; i++)
+        sprintf(sup_instance + 2 * i, "%02x", r[i]);
+}
+
 static const char usage[] =
     "usage: ctxd [options]\n"
     "\n"
@@ -157,6 +171,7 @@ int main(int argc, char **argv)
     }
     if (nendpoints == 0)
         endpoints[nendpoints++] = default_endpoint();
+    make_instance_id();
     if (sup_loop_open(endpoints, nendpoints) < 0)
         return 1;
     for (size_t i = 0; i < nendpoints; i++)

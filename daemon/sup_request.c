@@ -161,7 +161,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 6);
+    sup_msg_begin(&b, "ok", peer, 7);
     proto_put_str(&b, "server");
     proto_put_str(&b, "ctxd");
     proto_put_str(&b, "version");
@@ -173,6 +173,8 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     proto_put_uint(&b, PROTO_VERSION);
     proto_put_str(&b, "pid");
     proto_put_uint(&b, (uint64_t)getpid());
+    proto_put_str(&b, "instance");
+    proto_put_str(&b, sup_instance);
     proto_put_str(&b, "limits");
     proto_put_map(&b, 6);
     proto_put_str(&b, "max_request_bytes");
@@ -248,12 +250,29 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
     sup_ctx_submit(c, r);
 }
 
+static bool run_matches(const sup_run *r, const sup_peer *peer, const proto_val *id)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    proto_put_val(&b, id);
+    bool same = b.len == r->peer.re_len && memcmp(b.data, r->peer.re, b.len) == 0 &&
+                peer->route_len == r->peer.route_len &&
+                memcmp(peer->route, r->peer.route, peer->route_len) == 0;
+    proto_buf_free(&b);
+    return same;
+}
+
 static void do_interrupt(const proto_val *msg, const sup_peer *peer)
 {
     sup_ctx *c = lookup_ctx(msg, peer, false);
     if (!c)
         return;
-    bool interrupted = sup_ctx_interrupt(c);
+    /* With `run`, only that execute of this client is interrupted, so an
+     * interrupt that races with the run's end cannot hit the next one. */
+    const proto_val *run = get(msg, "run");
+    bool interrupted = false;
+    if (!run || (c->running && run_matches(c->running, peer, run)))
+        interrupted = sup_ctx_interrupt(c);
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 1);
@@ -378,7 +397,10 @@ static const proto_field execute_fields[] = {
     {"timeout", PF_NUM | PF_NIL, false, 0}, {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
     {"silent", PF_BOOL | PF_NIL, false, 0}, {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
 };
-static const proto_field ctx_opt_fields[] = {{"ctx", PF_NAME | PF_NIL, false, 0}};
+static const proto_field interrupt_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},
+    {"run", PF_STR | PF_UINT | PF_NIL, false, PROTO_MAX_ID},
+};
 static const proto_field ctx_req_fields[] = {{"ctx", PF_NAME, true, 0}};
 static const proto_field create_fields[] = {
     {"name", PF_NAME | PF_NIL, false, 0},
@@ -390,7 +412,7 @@ static const proto_field create_fields[] = {
 static const request_kind request_kinds[] = {
     {"hello", NULL, 0, do_hello},
     {"execute", FIELDS(execute_fields), do_execute},
-    {"interrupt", FIELDS(ctx_opt_fields), do_interrupt},
+    {"interrupt", FIELDS(interrupt_fields), do_interrupt},
     {"ctx.create", FIELDS(create_fields), do_create},
     {"ctx.list", NULL, 0, do_list},
     {"ctx.delete", FIELDS(ctx_req_fields), do_delete},

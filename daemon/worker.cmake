@@ -10,7 +10,8 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_py.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c)
 target_link_libraries(ctxd-worker PRIVATE ctxd_proto PkgConfig::PYEMBED Threads::Threads)
-# The interpreter's own executable: sys.executable and the prefix search
-# must not depend on which python3 comes first on PATH.
+# The interpreter's own executable and prefix: sys.executable and the
+# stdlib must not depend on PATH or on a PYTHONHOME meant for another python.
 target_compile_definitions(ctxd-worker PRIVATE
-  WRK_PYTHON_EXE="${CTXD_PYEMBED_PREFIX}/bin/python${PYEMBED_VERSION}")
+  WRK_PYTHON_EXE="${CTXD_PYEMBED_PREFIX}/bin/python${PYEMBED_VERSION}"
+  WRK_PYTHON_HOME="${CTXD_PYEMBED_PREFIX}")

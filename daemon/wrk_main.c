@@ -23,8 +23,9 @@
 
 #define CHAN_FD 3
 
-#ifndef WRK_PYTHON_EXE
-#error "WRK_PYTHON_EXE (the python executable of the embedded interpreter) must be defined"
+#if !defined(WRK_PYTHON_EXE) || !defined(WRK_PYTHON_HOME)
+#error                                                                                             \
+    "WRK_PYTHON_EXE and WRK_PYTHON_HOME (the embedded interpreter's executable and prefix) must be defined"
 #endif
 
 /* Dies with the supervisor, so an orphaned worker never lingers. */
@@ -47,10 +48,11 @@ static void check_status(PyStatus st, const char *what)
 }
 
 /* Starts CPython like `python3` would, minus the parts a daemon must not
- * inherit: no argv parsing, the executable pinned to the interpreter this was
- * built against (the first python3 on PATH may be another one), C stdio left
- * alone. site is imported, so dist-packages are importable; SIGINT raises
- * KeyboardInterrupt. */
+ * inherit: no argv parsing, the executable and prefix pinned to the
+ * interpreter this was built against (the first python3 on PATH, or a stray
+ * PYTHONHOME, may belong to another one), C stdio left alone. PYTHONPATH and
+ * the other PYTHON* variables apply as usual. site is imported, so dist-packages are importable;
+ * SIGINT raises KeyboardInterrupt. */
 static void init_python(void)
 {
     PyConfig config;
@@ -63,6 +65,7 @@ static void init_python(void)
                  "python config");
     check_status(PyConfig_SetBytesString(&config, &config.executable, WRK_PYTHON_EXE),
                  "python config");
+    check_status(PyConfig_SetBytesString(&config, &config.home, WRK_PYTHON_HOME), "python config");
     char *argv[] = {(char *)""};
     check_status(PyConfig_SetBytesArgv(&config, 1, argv), "python config");
     PyStatus st = Py_InitializeFromConfig(&config);
@@ -130,7 +133,8 @@ static void parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_r
     /* code may legitimately hold NUL bytes (Python reports them), which the
      * generic str check refuses: check it separately. */
     const proto_val *code = proto_map_get(msg, "code");
-    if (!code || code->kind != PROTO_STR || proto_check(msg, fields, sizeof fields / sizeof fields[0], &err) < 0) {
+    if (!code || code->kind != PROTO_STR ||
+        proto_check(msg, fields, sizeof fields / sizeof fields[0], &err) < 0) {
         wrk_log("bad run frame: %s", code && code->kind == PROTO_STR ? err.msg : "code");
         _exit(2);
     }
@@ -158,15 +162,18 @@ int main(int argc, char **argv)
 
     wrk_chan_init(CHAN_FD);
     int err_fd = fcntl(2, F_DUPFD_CLOEXEC, CHAN_FD + 1);
-    if (err_fd >= 0)
+    if (err_fd >= 0) {
         wrk_log_init(err_fd);
+        mem_set_fatal_fd(err_fd);
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     wrk_output_init();
 
     init_python();
     init_session();
-    PyThreadState *main_ts = PyEval_SaveThread();
-    (void)main_ts;
+    /* Idle time runs without the GIL so user threads keep running; runs
+     * take it back with PyGILState_Ensure. */
+    (void)PyEval_SaveThread();
 
     send_ready();
     proto_buf in;

@@ -32,6 +32,9 @@
 /* Size of the pipes (Linux caps unprivileged requests at 1 MiB). */
 #define PIPE_SIZE (1024 * 1024)
 #define CHUNK ((size_t)PROTO_STREAM_CHUNK)
+/* A Python-level write first forwards raw data still unread in its pipe if
+ * this long has passed since its stream was last checked; see out_write. */
+#define RAW_CHECK_NS (50L * 1000)
 
 enum { OUT_STDOUT, OUT_STDERR, OUT_NSTREAMS };
 
@@ -53,12 +56,25 @@ static atomic_bool running;
 static atomic_bool armed;
 /* Set in forked children: writes go straight to the pipes. */
 static atomic_bool forked;
+/* A pipe chunk of the stream has been read but not yet sent (set under the
+ * channel lock); see forward_unread_raw. */
+static atomic_bool pumping[OUT_NSTREAMS];
+/* When out_write last looked for unread raw data, per stream (GIL). */
+static long long last_raw_check[OUT_NSTREAMS];
 
 /* Scratch space of whoever holds the channel lock. */
 static proto_buf spare, frame;
 static uint8_t rawbuf[PROTO_STREAM_CHUNK];
 
 /* ---- helpers shared by all senders (channel lock held) ----------------- */
+
+/* Monotonic clock in nanoseconds (vDSO: no system call). */
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 /* Sends n bytes of stream s as frames of at most PROTO_STREAM_CHUNK bytes. */
 static void send_stream_locked(int s, const void *p, size_t n)
@@ -109,20 +125,19 @@ static size_t pump_pipe_locked(int s, size_t max)
 {
     if (max > sizeof rawbuf)
         max = sizeof rawbuf;
+    atomic_store(&pumping[s], true);
     ssize_t r;
     do
         r = read(pipe_rd[s], rawbuf, max);
     while (r < 0 && errno == EINTR);
-    if (r <= 0) {
-        if (r < 0 && errno != EAGAIN)
-            fatal("read from the stream pipe: %s", strerror(errno));
-        return 0;
-    }
-    if (atomic_load(&running)) {
+    if (r < 0 && errno != EAGAIN)
+        fatal("read from the stream pipe: %s", strerror(errno));
+    if (r > 0 && atomic_load(&running)) {
         flush_pending_locked(s);
         send_stream_locked(s, rawbuf, (size_t)r);
     }
-    return (size_t)r;
+    atomic_store(&pumping[s], false);
+    return r > 0 ? (size_t)r : 0;
 }
 
 /* Reads what stream s's pipe holds right now. Bounded by the amount present
@@ -143,13 +158,6 @@ static void drain_pipe_locked(int s)
 }
 
 /* ---- the flusher thread ------------------------------------------------- */
-
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* Tells the flusher that a Python-level buffer became non-empty. */
 static void wake_flusher(void)
@@ -334,45 +342,92 @@ static void write_fd_all(int fd, const char *p, size_t n)
     }
 }
 
-/* Appends n bytes to stream s. The common case is a memcpy under a mutex; a
- * full buffer or a large write is sent by the writer itself with the GIL
- * released. p must stay valid while the GIL is released (callers pass data
- * of objects they hold a reference to). */
+/* Sends stream s's buffered data, and first any raw data unread in its
+ * pipe if drain is set, with the GIL released (sending may block). */
+static void send_now_nogil(int s, bool drain)
+{
+    PyThreadState *ts = PyEval_SaveThread();
+    wrk_chan_lock();
+    if (drain)
+        drain_pipe_locked(s);
+    flush_pending_locked(s);
+    wrk_chan_unlock();
+    PyEval_RestoreThread(ts);
+}
+
+/* Forwards raw output that was written before this Python-level write but
+ * not yet sent, so the write cannot overtake it (os.system('ls') then
+ * print('done')). That output is either unread in the pipe or has just been
+ * read by the flusher, which then holds the channel lock until it has sent
+ * it; either way this writer forwards or waits for it before appending. Costs
+ * one ioctl, done at most every RAW_CHECK_NS per stream; raw output written
+ * less than that after the previous check may still be overtaken (the
+ * protocol only promises the print-then-raw order). */
+static void forward_unread_raw(int s)
+{
+    long long now = now_ns();
+    if (now - last_raw_check[s] < RAW_CHECK_NS)
+        return;
+    last_raw_check[s] = now;
+    int avail = 0;
+    if (ioctl(pipe_rd[s], FIONREAD, &avail) < 0)
+        return;
+    if (avail > 0 || atomic_load(&pumping[s]))
+        send_now_nogil(s, true);
+}
+
+/* A large write is sent straight from the caller's memory, after what was
+ * written before it. */
+static void send_large_nogil(int s, const char *p, size_t n)
+{
+    PyThreadState *ts = PyEval_SaveThread();
+    wrk_chan_lock();
+    drain_pipe_locked(s);
+    flush_pending_locked(s);
+    if (atomic_load(&running))
+        send_stream_locked(s, p, n);
+    wrk_chan_unlock();
+    PyEval_RestoreThread(ts);
+}
+
+/* Appends n bytes to stream s. The common case is a memcpy under a mutex;
+ * a buffer that would grow past PROTO_STREAM_CHUNK, or a large write, is sent
+ * by the writer itself with the GIL released (so buffers stay bounded). p
+ * must stay valid while the GIL is released (callers pass data of objects
+ * they hold a reference to). */
 static void out_write(int s, const char *p, size_t n)
 {
     if (n == 0)
         return;
     if (atomic_load(&forked)) {
-        Py_BEGIN_ALLOW_THREADS write_fd_all(s + 1, p, n);
-        Py_END_ALLOW_THREADS return;
+        PyThreadState *ts = PyEval_SaveThread();
+        write_fd_all(s + 1, p, n);
+        PyEval_RestoreThread(ts);
+        return;
     }
     if (!atomic_load(&running))
         return;
     if (n >= CHUNK) {
-        Py_BEGIN_ALLOW_THREADS wrk_chan_lock();
-        flush_pending_locked(s);
-        if (atomic_load(&running))
-            send_stream_locked(s, p, n);
-        wrk_chan_unlock();
-        Py_END_ALLOW_THREADS return;
+        send_large_nogil(s, p, n);
+        return;
     }
+    forward_unread_raw(s);
     pthread_mutex_lock(&out_mu);
+    if (pending[s].len + n > CHUNK) {
+        /* Send what is there first, so frames are full-size. */
+        pthread_mutex_unlock(&out_mu);
+        send_now_nogil(s, false);
+        pthread_mutex_lock(&out_mu);
+    }
     if (!atomic_load(&running)) {
         pthread_mutex_unlock(&out_mu);
         return;
     }
     bool was_empty = pending[s].len == 0;
     proto_buf_append(&pending[s], p, n);
-    bool full = pending[s].len >= CHUNK;
     pthread_mutex_unlock(&out_mu);
-    if (full) {
-        Py_BEGIN_ALLOW_THREADS wrk_chan_lock();
-        flush_pending_locked(s);
-        wrk_chan_unlock();
-        Py_END_ALLOW_THREADS
-    } else if (was_empty && !atomic_exchange(&armed, true)) {
+    if (was_empty && !atomic_exchange(&armed, true))
         wake_flusher();
-    }
 }
 
 /* Sends stream s's buffer now: flush() promises the data has left the
@@ -384,12 +439,8 @@ static void out_flush(int s)
     pthread_mutex_lock(&out_mu);
     bool empty = pending[s].len == 0;
     pthread_mutex_unlock(&out_mu);
-    if (empty)
-        return;
-    Py_BEGIN_ALLOW_THREADS wrk_chan_lock();
-    flush_pending_locked(s);
-    wrk_chan_unlock();
-    Py_END_ALLOW_THREADS
+    if (!empty)
+        send_now_nogil(s, false);
 }
 
 /* ---- the Python types ----------------------------------------------------- */
@@ -397,8 +448,7 @@ static void out_flush(int s)
 /* One object per stream and kind: text (sys.stdout) and its binary twin
  * (sys.stdout.buffer). */
 typedef struct {
-    PyObject_HEAD
-    int stream;
+    PyObject_HEAD int stream;
     PyObject *buffer; /* text objects: the binary twin */
 } out_obj;
 
@@ -538,25 +588,30 @@ static PyObject *get_buffer(out_obj *self, void *c)
     return self->buffer;
 }
 
-#define COMMON_METHODS                                                                         \
-    {"writelines", (PyCFunction)out_writelines, METH_O, NULL},                                 \
-        {"flush", (PyCFunction)out_flush_m, METH_NOARGS, NULL},                                \
-        {"fileno", (PyCFunction)out_fileno, METH_NOARGS, NULL},                                \
-        {"isatty", out_false, METH_NOARGS, NULL}, {"readable", out_false, METH_NOARGS, NULL}, \
-        {"seekable", out_false, METH_NOARGS, NULL},                                            \
-        {"writable", out_true, METH_NOARGS, NULL},                                             \
-        {"close", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL}
-
 static PyMethodDef text_methods[] = {
     {"write", (PyCFunction)text_write, METH_O, NULL},
-    COMMON_METHODS,
+    {"writelines", (PyCFunction)out_writelines, METH_O, NULL},
+    {"flush", (PyCFunction)out_flush_m, METH_NOARGS, NULL},
+    {"fileno", (PyCFunction)out_fileno, METH_NOARGS, NULL},
+    {"isatty", out_false, METH_NOARGS, NULL},
+    {"readable", out_false, METH_NOARGS, NULL},
+    {"seekable", out_false, METH_NOARGS, NULL},
+    {"writable", out_true, METH_NOARGS, NULL},
+    {"close", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL},
     {"reconfigure", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMethodDef bin_methods[] = {
     {"write", (PyCFunction)bin_write, METH_O, NULL},
-    COMMON_METHODS,
+    {"writelines", (PyCFunction)out_writelines, METH_O, NULL},
+    {"flush", (PyCFunction)out_flush_m, METH_NOARGS, NULL},
+    {"fileno", (PyCFunction)out_fileno, METH_NOARGS, NULL},
+    {"isatty", out_false, METH_NOARGS, NULL},
+    {"readable", out_false, METH_NOARGS, NULL},
+    {"seekable", out_false, METH_NOARGS, NULL},
+    {"writable", out_true, METH_NOARGS, NULL},
+    {"close", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -118,9 +118,12 @@ static const char helper_src[] =
     "    return code & 0xff\n";
 
 static const char *const fn_names[WRK_PY_NFNS] = {
-    [WRK_PY_ENV_APPLY] = "env_apply", [WRK_PY_ENV_RESTORE] = "env_restore",
-    [WRK_PY_RUN] = "run",             [WRK_PY_FORMAT] = "format",
-    [WRK_PY_FLUSH] = "flush",         [WRK_PY_CHILD_EXIT] = "child_exit",
+    [WRK_PY_ENV_APPLY] = "env_apply",
+    [WRK_PY_ENV_RESTORE] = "env_restore",
+    [WRK_PY_RUN] = "run",
+    [WRK_PY_FORMAT] = "format",
+    [WRK_PY_FLUSH] = "flush",
+    [WRK_PY_CHILD_EXIT] = "child_exit",
 };
 
 static PyObject *fns[WRK_PY_NFNS];

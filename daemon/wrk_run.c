@@ -164,8 +164,8 @@ static void put_result(proto_buf *b, PyObject *repr)
 static void put_error(proto_buf *b, PyObject *exc)
 {
     PyObject *f = wrk_py_call(WRK_PY_FORMAT, PyTuple_Pack(1, exc));
-    if (f && (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 3 ||
-              !PyList_Check(PyTuple_GET_ITEM(f, 2)))) {
+    if (f &&
+        (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 3 || !PyList_Check(PyTuple_GET_ITEM(f, 2)))) {
         Py_CLEAR(f);
     }
     if (!f)
@@ -269,14 +269,15 @@ void wrk_run_execute(const wrk_run_req *req)
     proto_put_str(&frames, "t");
     proto_put_str(&frames, "start");
     proto_frame_end(&frames, start);
-    Py_BEGIN_ALLOW_THREADS wrk_output_begin_run(&frames);
-    Py_END_ALLOW_THREADS
+    PyThreadState *ts = PyEval_SaveThread();
+    wrk_output_begin_run(&frames);
+    PyEval_RestoreThread(ts);
 
     PyObject *repr = NULL;
     if (!exc) {
-        repr = wrk_py_call(WRK_PY_RUN, Py_BuildValue("(OOOO)", code, filename,
-                                                     req->silent ? Py_True : Py_False,
-                                                     run_globals));
+        repr =
+            wrk_py_call(WRK_PY_RUN, Py_BuildValue("(OOOO)", code, filename,
+                                                  req->silent ? Py_True : Py_False, run_globals));
         if (!repr)
             exc = fetch_exception();
     }
@@ -290,8 +291,8 @@ void wrk_run_execute(const wrk_run_req *req)
     frames.len = 0;
     const char *status = "ok";
     if (exc) {
-        status = PyErr_GivenExceptionMatches(exc, PyExc_KeyboardInterrupt) ? "interrupted"
-                                                                           : "error";
+        status =
+            PyErr_GivenExceptionMatches(exc, PyExc_KeyboardInterrupt) ? "interrupted" : "error";
         put_error(&frames, exc);
     } else if (repr && repr != Py_None) {
         put_result(&frames, repr);

@@ -8,9 +8,16 @@
 
 /* Out of memory is not recoverable for a daemon that must stay consistent:
  * stop loudly instead of limping on with NULLs. */
+static int fatal_fd = 2;
+
+void mem_set_fatal_fd(int fd)
+{
+    fatal_fd = fd;
+}
+
 static _Noreturn void out_of_memory(size_t n)
 {
-    fprintf(stderr, "ctxd: fatal: out of memory allocating %zu bytes\n", n);
+    dprintf(fatal_fd, "ctxd: fatal: out of memory allocating %zu bytes\n", n);
     abort();
 }
 
@@ -53,11 +60,11 @@ char *mem_strdup(const char *s)
 
 void fatal(const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fputs("ctxd: fatal: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    dprintf(fatal_fd, "ctxd: fatal: %s\n", msg);
     abort();
 }

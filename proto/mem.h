@@ -11,7 +11,11 @@ void *mem_realloc(void *p, size_t n);
 char *mem_strdup(const char *s);
 char *mem_strndup(const char *s, size_t n);
 
-/* Prints "ctxd: fatal: <msg>" to stderr and aborts. For broken invariants
+/* Where fatal() writes (default 2). The worker points it at its saved copy
+ * of the original stderr, since its fd 2 is the captured output. */
+void mem_set_fatal_fd(int fd);
+
+/* Prints "ctxd: fatal: <msg>" to the fatal fd and aborts. For broken invariants
  * only; bad outside input gets an error reply instead. */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

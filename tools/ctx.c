@@ -95,7 +95,7 @@ static const char ctx_exit_help[] =
     "  1  the code raised          6  aborted (context deleted/restarted/died,\n"
     "  2  usage error                 or an earlier run failed with --stop-on-error)\n"
     "  3  timeout                  7  refused by the daemon (err reply)\n"
-    "  4  interrupted              8  daemon unreachable\n";
+    "  4  interrupted              8  daemon unreachable (or it broke the protocol)\n";
 
 static const char ctx_global_help[] =
     "global options (before or after the command):\n"
@@ -114,17 +114,20 @@ static void print_main_help(FILE *f)
                "ctxd daemon: globals survive from one run to the next.\n\ncommands:\n");
     for (size_t i = 0; i < ctx_ncommands; i++)
         fprintf(f, "  %-10s %s\n", ctx_commands[i].name, ctx_commands[i].summary);
-    fprintf(f, "\nRun 'ctx help COMMAND' or 'ctx COMMAND --help' for a command's options.\n\n%s\n%s",
+    fprintf(f,
+            "\nRun 'ctx help COMMAND' or 'ctx COMMAND --help' for a command's options.\n\n%s\n%s",
             ctx_global_help, ctx_exit_help);
 }
 
-/* Help for one command. */
+/* Help for one command: synopsis, summary, details, shared options and
+ * exit statuses. */
 static void print_cmd_help(const ctx_cmd *cmd, FILE *f)
 {
-    fprintf(f, "usage: ctx %s%s%s\n\n%s\n%s%s\n%s", cmd->name, cmd->args[0] ? " " : "", cmd->args,
-            cmd->summary, cmd->details, cmd->details[0] ? "\n" : "", ctx_global_help);
-    if (strcmp(cmd->name, "run") == 0)
-        fprintf(f, "\n%s", ctx_exit_help);
+    fprintf(f, "usage: ctx %s%s%s\n\n%s\n", cmd->name, cmd->args[0] ? " " : "", cmd->args,
+            cmd->summary);
+    if (cmd->details[0])
+        fprintf(f, "\n%s", cmd->details);
+    fprintf(f, "\n%s\n%s", ctx_global_help, ctx_exit_help);
 }
 
 /* A usage error: the problem, the synopsis, and exit status 2. */
@@ -192,7 +195,11 @@ static int need_client(ctx_cli *cli)
 
 /* Long options every command accepts. Option strings start with ':' so a
  * missing argument comes back as ':' and we word the message ourselves. */
-#define COMMON_LONGOPTS {"endpoint", required_argument, NULL, 'E'}, {"help", no_argument, NULL, 'h'}
+#define COMMON_LONGOPTS                                                                            \
+    {"endpoint", required_argument, NULL, 'E'},                                                    \
+    {                                                                                              \
+        "help", no_argument, NULL, 'h'                                                             \
+    }
 
 /* Handles the options every command accepts and getopt's error returns.
  * Returns CONTINUE, or an exit status to return at once. */
@@ -432,19 +439,19 @@ static int run_outcome(const run_state *rs, const ctxd_outcome *out)
     if ((size_t)out->status >= sizeof statuses / sizeof statuses[0])
         return EX_UNREACHABLE;
     const char *what = statuses[out->status].what;
+    if (rs->error_shown && out->status == CTXD_INTERRUPTED)
+        what = NULL; /* the KeyboardInterrupt traceback says it */
     if (out->status == CTXD_ERROR && !rs->error_shown)
         what = "the code raised";
     if (what)
         fprintf(stderr, "ctx: %s%s%s\n", what, out->cause ? ": " : "",
                 out->cause ? out->cause : "");
     if (out->state_lost)
-        fprintf(stderr,
-                "ctx: state lost: the globals of context '%s' are gone; the next run starts "
-                "a fresh interpreter\n",
-                rs->ctx);
+        fprintf(stderr, "ctx: state lost: the globals of context '%s' are gone\n", rs->ctx);
     return statuses[out->status].exit;
 }
 
+/* ctx run: execute code and mirror the run on the terminal. */
 static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     static const struct option longopts[] = {{"ctx", required_argument, NULL, 'c'},
@@ -537,6 +544,7 @@ static int simple_opts(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv, 
     return r;
 }
 
+/* ctx create: start a context, print its (possibly generated) name. */
 static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     static const struct option longopts[] = {{"cwd", required_argument, NULL, 'C'},
@@ -562,8 +570,8 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         /* The daemon wants an absolute path; resolve a relative one here. */
         char *abs = cwd ? realpath(cwd, NULL) : NULL;
         ctxd_ctx_info info;
-        int rc = ctxd_ctx_create(cli->client, optind < argc ? argv[optind] : NULL,
-                                 abs ? abs : cwd, env.kv, env.n, &info);
+        int rc = ctxd_ctx_create(cli->client, optind < argc ? argv[optind] : NULL, abs ? abs : cwd,
+                                 env.kv, env.n, &info);
         free(abs);
         if (rc == 0)
             printf("%s\n", info.name);
@@ -587,6 +595,7 @@ static const char *format_age(double seconds, char *buf, size_t n)
     return buf;
 }
 
+/* ctx ls: one table row per context. */
 static int cmd_ls(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     int r = simple_opts(cli, cmd, argc, argv, 0, 0);
@@ -618,6 +627,7 @@ static int cmd_ls(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     return EX_OK;
 }
 
+/* ctx rm: delete a context. */
 static int cmd_rm(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     int r = simple_opts(cli, cmd, argc, argv, 1, 1);
@@ -627,6 +637,7 @@ static int cmd_rm(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     return rc == 0 ? EX_OK : report(cli, rc);
 }
 
+/* ctx restart: fresh worker for a context. */
 static int cmd_restart(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     int r = simple_opts(cli, cmd, argc, argv, 0, 1);
@@ -641,6 +652,7 @@ static int cmd_restart(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     return EX_OK;
 }
 
+/* ctx interrupt: KeyboardInterrupt in whatever runs on a context. */
 static int cmd_interrupt(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     int r = simple_opts(cli, cmd, argc, argv, 0, 1);
@@ -655,6 +667,7 @@ static int cmd_interrupt(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv
     return EX_OK;
 }
 
+/* ctx hello: check the daemon is there and show what it reports. */
 static int cmd_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     int r = simple_opts(cli, cmd, argc, argv, 0, 0);
@@ -672,8 +685,8 @@ static int cmd_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     printf(")\nlimits    max_request_bytes %llu, max_code_bytes %llu, max_queue %llu,\n"
            "          max_contexts %llu, default_timeout %g s, kill_grace %g s\n",
            (unsigned long long)h.max_request_bytes, (unsigned long long)h.max_code_bytes,
-           (unsigned long long)h.max_queue, (unsigned long long)h.max_contexts,
-           h.default_timeout, h.kill_grace);
+           (unsigned long long)h.max_queue, (unsigned long long)h.max_contexts, h.default_timeout,
+           h.kill_grace);
     return EX_OK;
 }
 
@@ -686,6 +699,7 @@ static const ctx_cmd *find_cmd(const char *name)
     return NULL;
 }
 
+/* ctx help [COMMAND]: the same text as --help. */
 static int cmd_help(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     (void)cli;
@@ -700,7 +714,6 @@ static int cmd_help(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     print_cmd_help(target, stdout);
     return EX_OK;
 }
-
 
 /* Parses the global options up to the command name, then hands the rest of
  * argv (starting at the command name) to the command. */

@@ -20,8 +20,8 @@ static void print_stream(void *user, const char *name, const void *data, size_t 
 }
 
 /* A trailing expression's value, as a notebook would show it. */
-static void print_result(void *user, const char *const *keys, const char *const *values,
-                         size_t n, uint64_t execution_count)
+static void print_result(void *user, const char *const *keys, const char *const *values, size_t n,
+                         uint64_t execution_count)
 {
     (void)user;
     for (size_t i = 0; i < n; i++)
@@ -58,6 +58,7 @@ static int run(ctxd_client *c, const char *code)
     return out.status == CTXD_OK ? 0 : 1;
 }
 
+/* Connect, run two cells, close: the whole life cycle of a client. */
 int main(int argc, char **argv)
 {
     char err[512];

@@ -314,10 +314,10 @@ class Client:
         assert r["t"] == "ok", f"{t} {fields!r} -> {r!r}"
         return r
 
-    def err(self, t, code, **fields):
+    def err(self, t, _code, **fields):
         r = self.request(t, **fields)
-        assert r["t"] == "err" and r.get("code") == code, \
-            f"{t} {fields!r}: expected err {code}, got {r!r}"
+        assert r["t"] == "err" and r.get("code") == _code, \
+            f"{t} {fields!r}: expected err {_code}, got {r!r}"
         return r
 
     def submit(self, code, ctx=None, _id=None, **kw):
@@ -453,11 +453,7 @@ def zctx():
     c.term()
 
 
-@pytest.fixture
-def daemon(tmp_path, zctx):
-    """A running ctxd on a private socket; asserts at teardown that it never died."""
-    d = Daemon(tmp_path, zctx).start()
-    yield d
+def _finish(d):
     errors = []
     for c in d.clients:
         try:
@@ -468,6 +464,31 @@ def daemon(tmp_path, zctx):
     if crashed:
         errors.append(crashed)
     assert not errors, "\n".join(errors)
+
+
+@pytest.fixture
+def daemon(tmp_path, zctx):
+    """A running ctxd on a private socket; asserts at teardown that it never died."""
+    d = Daemon(tmp_path, zctx).start()
+    yield d
+    _finish(d)
+
+
+@pytest.fixture
+def make_daemon(tmp_path, zctx):
+    """Starts a ctxd with extra command-line arguments (same teardown checks)."""
+    started = []
+
+    def make(*args):
+        sub = tmp_path / f"d{len(started)}"
+        sub.mkdir()
+        d = Daemon(sub, zctx)
+        started.append(d)
+        return d.start(args)
+
+    yield make
+    for d in started:
+        _finish(d)
 
 
 @pytest.fixture

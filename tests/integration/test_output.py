@@ -76,13 +76,11 @@ def test_output_streams_without_newline(client):
     assert client.execute("import time, sys").status == "ok"
     t0 = time.monotonic()
     rid = client.submit("sys.stdout.write('partial')\ntime.sleep(1)")
-    msg = client.next_for(rid)
-    while msg["t"] != "stream":
-        assert msg["t"] != "done", msg
-        msg = client.next_for(rid)
+    msg = client.wait_event(rid, "stream")[-1]
     assert msg["data"] == b"partial"
     assert time.monotonic() - t0 < 0.9
-    assert client.wait(rid).status == "ok"
+    r = client.wait(rid)
+    assert r.status == "ok" and r.stdout == b"partial", r
 
 
 def _numbered_lines(n, width):
@@ -143,7 +141,7 @@ def test_slow_reader_loses_nothing(daemon):
     assert other.ok("hello")
     assert time.monotonic() - t0 < 10
     time.sleep(2)
-    r = slow.wait(rid)
+    r = slow.wait(rid, 20)
     assert r.status == "ok", r.done
     assert r.stdout == _numbered_lines(n, width)
 
@@ -162,3 +160,36 @@ def test_output_before_error_arrives(client):
     r = client.execute("print('before')\nimport os\nos.write(1, b'raw\\n')\nraise RuntimeError('x')")
     assert r.status == "error", r
     assert r.stdout == b"before\nraw\n"
+
+
+def test_output_written_before_crash_arrives(client):
+    # Python-level output flushed before os._exit, and raw output before a
+    # segfault, are output of the run: they arrive before `done died`.
+    r = client.execute("import sys, os\nsys.stdout.write('p' * 300_000 + '\\n')\n"
+                       "sys.stdout.flush()\nos._exit(3)")
+    assert r.status == "died", r.done
+    assert r.stdout == b"p" * 300_000 + b"\n"
+    r = client.execute("import os, ctypes\nos.write(1, b'before crash\\n')\n"
+                       "os.write(2, b'on stderr\\n')\nctypes.string_at(0)")
+    assert r.status == "died", r.done
+    assert r.stdout == b"before crash\n", r
+    assert r.stderr.startswith(b"on stderr\n"), r
+
+
+def test_delete_with_slow_client_keeps_terminal_replies(daemon):
+    # The slow client's messages are held back by the daemon; deleting the
+    # context must not drop them: both runs still get their `done`.
+    slow = daemon.client(rcvhwm=2)
+    admin = daemon.client()
+    admin.ok("ctx.create", name="flood")
+    rid = slow.submit("import sys, time\nfor i in range(20000):\n"
+                      "    sys.stdout.write('z' * 100 + '\\n')\n    sys.stdout.flush()\n"
+                      "time.sleep(30)", ctx="flood")
+    q = slow.submit("1", ctx="flood")
+    time.sleep(1.5)  # not reading: the daemon's send queue to us fills
+    admin.ok("ctx.delete", ctx="flood")
+    time.sleep(0.5)
+    r = slow.wait(rid, 20)
+    assert r.status == "aborted" and r.done["cause"] == "context deleted", r.done
+    rq = slow.wait(q, 20)
+    assert rq.status == "aborted", rq
