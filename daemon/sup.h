@@ -49,6 +49,13 @@ typedef struct sup_run {
     bool silent, stop_on_error;
 } sup_run;
 
+/* A FIFO of client messages that could not go out yet (the client's queue
+ * was full). */
+typedef struct sup_outq {
+    struct sup_outmsg *head, *tail;
+    size_t n;
+} sup_outq;
+
 /* A request (ctx.create / ctx.restart) waiting for its worker's `ready`. */
 typedef struct sup_waiter {
     struct sup_waiter *next;
@@ -69,6 +76,9 @@ typedef struct sup_ctx {
     /* The current incarnation's worker; pid 0 and fd -1 when there is none. */
     pid_t pid;
     int fd;
+    /* Read ends of the worker's stdout/stderr pipes (the worker reads them
+     * too): raw output still in them when a worker dies is not lost. */
+    int out_rd[2];
     unsigned incarnation;
     bool ready;    /* `ready` frame received */
     bool chan_eof; /* worker closed its end; waiting for SIGCHLD */
@@ -92,9 +102,9 @@ typedef struct sup_ctx {
     bool creating;        /* made by ctx.create, never ready yet */
     bool broken;          /* broke the channel protocol: read nothing more */
     const char *kill_why; /* what kill_at is armed for */
-    /* Client messages held back by a client's full queue (FIFO). While any
-     * are held, the worker is not read: backpressure reaches it. */
-    void *pending;
+    /* Client messages held back by a client's full queue. While any are
+     * held, the worker is not read: backpressure reaches it. */
+    sup_outq pending;
 } sup_ctx;
 
 /* ---- sup_loop.c: sockets, the poll loop, sending ---------------------- */
@@ -104,6 +114,14 @@ double sup_unix_now(void); /* wall clock seconds */
  * client's queue is full (EAGAIN). Messages to vanished clients are
  * dropped (0). */
 int sup_send(const sup_peer *peer, const proto_buf *body);
+/* Sends, or queues behind the daemon-wide outbox when the client's queue is
+ * full, so replies are never dropped for a slow client. */
+void sup_deliver(const sup_peer *peer, const proto_buf *body);
+void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body);
+/* Sends queued messages in order; true when the queue is empty. */
+bool sup_outq_flush(sup_outq *q);
+/* Hands what a deleted context still holds to the daemon-wide outbox. */
+void sup_outq_adopt(sup_outq *q);
 void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int sup_loop_open(const char **endpoints, size_t n);
@@ -143,8 +161,9 @@ void sup_run_free(sup_run *r);
 
 /* ---- sup_spawn.c: starting a worker ----------------------------------- */
 /* The one place that makes a worker process (a later zygote replaces it).
- * On success sets *pid and *fd (the supervisor's channel end, non-blocking,
- * close-on-exec) and returns 0; -1 with err set otherwise. */
-int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, proto_error *err);
+ * On success sets *pid, *fd (the supervisor's channel end) and out_rd (read
+ * ends of the worker's stdout/stderr pipes), all non-blocking and
+ * close-on-exec, and returns 0; -1 with err set otherwise. */
+int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto_error *err);
 
 #endif

@@ -18,13 +18,6 @@ static sup_ctx *contexts;  /* sorted by name */
 static sup_ctx *graveyard; /* deleted, freed at the next tick */
 static size_t ncontexts;
 
-/* A client message queued behind the client's full send queue. */
-typedef struct pending_msg {
-    struct pending_msg *next;
-    sup_peer peer;
-    proto_buf body;
-} pending_msg;
-
 static void dispatch(sup_ctx *c);
 
 sup_ctx *sup_ctx_first(void)
@@ -65,39 +58,9 @@ void sup_run_free(sup_run *r)
  * client, the ones after it queue behind it. */
 static void ctx_send(sup_ctx *c, const sup_peer *peer, const proto_buf *body)
 {
-    if (!c->pending && sup_send(peer, body) == 0)
+    if (!c->pending.head && sup_send(peer, body) == 0)
         return;
-    pending_msg *m = mem_calloc(1, sizeof *m);
-    m->peer = *peer;
-    proto_buf_append(&m->body, body->data, body->len);
-    pending_msg **tail = (pending_msg **)&c->pending;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = m;
-}
-
-/* Retries held-back messages; true when none are left. */
-static bool flush_pending(sup_ctx *c)
-{
-    pending_msg *m;
-    while ((m = c->pending) != NULL) {
-        if (sup_send(&m->peer, &m->body) < 0)
-            return false;
-        c->pending = m->next;
-        proto_buf_free(&m->body);
-        free(m);
-    }
-    return true;
-}
-
-static void drop_pending(sup_ctx *c)
-{
-    pending_msg *m;
-    while ((m = c->pending) != NULL) {
-        c->pending = m->next;
-        proto_buf_free(&m->body);
-        free(m);
-    }
+    sup_outq_push(&c->pending, peer, body);
 }
 
 /* ---- terminal replies of runs ---------------------------------------- */
@@ -170,7 +133,7 @@ static int spawn(sup_ctx *c, proto_error *err)
 {
     pid_t pid;
     int fd;
-    if (sup_spawn_worker(c, &pid, &fd, err) < 0)
+    if (sup_spawn_worker(c, &pid, &fd, c->out_rd, err) < 0)
         return -1;
     c->pid = pid;
     c->fd = fd;
@@ -196,7 +159,7 @@ static void reply_waiters_ok(sup_ctx *c)
         sup_msg_begin(&b, "ok", &w->peer, 1);
         proto_put_str(&b, "ctx");
         sup_put_ctx_info(&b, c);
-        sup_send(&w->peer, &b);
+        sup_deliver(&w->peer, &b);
         proto_buf_free(&b);
         free(w);
     }
@@ -220,9 +183,12 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
         kill(-c->pid, SIGKILL);
         kill(c->pid, SIGKILL);
     }
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
+    int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1]};
+    for (size_t i = 0; i < 3; i++) {
+        if (*fds[i] >= 0)
+            close(*fds[i]);
+        *fds[i] = -1;
+    }
     c->pid = 0;
     c->ready = false;
     if (c->running) {
@@ -271,7 +237,7 @@ static bool read_channel(sup_ctx *c)
             if ((size_t)n < READ_CHUNK)
                 return true;
             process_frames(c);
-            if (c->fd < 0 || c->pending)
+            if (c->fd < 0 || c->pending.head)
                 return true;
             continue;
         }
@@ -295,6 +261,28 @@ static void worker_broken(sup_ctx *c, const char *why)
     c->broken = true;
 }
 
+/* Raw output the dead worker wrote to fd 1/2 but never read back: it is
+ * output of the run, so it goes out before the run's `done`. */
+static void relay_leftover_output(sup_ctx *c)
+{
+    static const char *const names[] = {"stdout", "stderr"};
+    uint8_t chunk[PROTO_STREAM_CHUNK];
+    for (int s = 0; s < 2 && c->running; s++) {
+        ssize_t n;
+        while (c->out_rd[s] >= 0 && (n = read(c->out_rd[s], chunk, sizeof chunk)) > 0) {
+            proto_buf b;
+            proto_buf_init(&b);
+            sup_msg_begin(&b, "stream", &c->running->peer, 2);
+            proto_put_str(&b, "name");
+            proto_put_str(&b, names[s]);
+            proto_put_str(&b, "data");
+            proto_put_bin(&b, chunk, (size_t)n);
+            ctx_send(c, &c->running->peer, &b);
+            proto_buf_free(&b);
+        }
+    }
+}
+
 void sup_ctx_on_exit(pid_t pid, int status)
 {
     sup_ctx *c = contexts;
@@ -310,6 +298,8 @@ void sup_ctx_on_exit(pid_t pid, int status)
         /* Output written before the end is still in the socket. */
         read_channel(c);
         process_frames(c);
+        if (c->started)
+            relay_leftover_output(c);
     }
     char *cause = c->kill_reason ? mem_strdup(c->kill_reason) : describe_exit(c, status);
     const char *status_name = c->timed_out && c->kill_reason ? "timeout" : "died";
@@ -668,7 +658,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->env = env;
     c->nenv = nenv;
     c->created = sup_unix_now();
-    c->fd = -1;
+    c->fd = c->out_rd[0] = c->out_rd[1] = -1;
     c->creating = true;
     if (spawn(c, err) < 0) {
         c->env = NULL; /* still the caller's on failure */
@@ -710,7 +700,7 @@ int sup_ctx_restart(sup_ctx *c, proto_error *err)
 
 static void free_ctx(sup_ctx *c)
 {
-    drop_pending(c);
+    sup_outq_adopt(&c->pending); /* terminal replies still go out */
     free(c->name);
     free(c->cwd);
     for (size_t i = 0; i < c->nenv; i++)
@@ -734,7 +724,7 @@ double sup_ctx_tick(double now)
     }
     double next = 0;
     for (sup_ctx *c = contexts; c; c = c->next) {
-        if (c->pending && !flush_pending(c))
+        if (c->pending.head && !sup_outq_flush(&c->pending))
             next = next == 0 || now + 0.002 < next ? now + 0.002 : next;
         if (c->running && c->deadline && now >= c->deadline && !c->timed_out) {
             c->timed_out = true;
@@ -773,7 +763,7 @@ void sup_ctx_shutdown_all(void)
 {
     for (sup_ctx *c = contexts; c; c = c->next) {
         discard_worker(c, "aborted", "the daemon is shutting down");
-        flush_pending(c);
+        sup_outq_flush(&c->pending);
     }
     while (contexts) {
         sup_ctx *c = contexts;

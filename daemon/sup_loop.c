@@ -57,6 +57,77 @@ int sup_send(const sup_peer *peer, const proto_buf *body)
     return 0;
 }
 
+typedef struct sup_outmsg {
+    struct sup_outmsg *next;
+    sup_peer peer;
+    proto_buf body;
+} sup_outmsg;
+
+/* Messages for clients whose queue was full, not tied to a live context. */
+static sup_outq outbox;
+#define OUTBOX_MAX 100000
+
+void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
+{
+    sup_outmsg *m = mem_calloc(1, sizeof *m);
+    m->peer = *peer;
+    proto_buf_append(&m->body, body->data, body->len);
+    if (q->tail)
+        q->tail->next = m;
+    else
+        q->head = m;
+    q->tail = m;
+    q->n++;
+}
+
+static void outq_pop(sup_outq *q)
+{
+    sup_outmsg *m = q->head;
+    q->head = m->next;
+    if (!q->head)
+        q->tail = NULL;
+    q->n--;
+    proto_buf_free(&m->body);
+    free(m);
+}
+
+bool sup_outq_flush(sup_outq *q)
+{
+    while (q->head) {
+        if (sup_send(&q->head->peer, &q->head->body) < 0)
+            return false;
+        outq_pop(q);
+    }
+    return true;
+}
+
+void sup_outq_adopt(sup_outq *q)
+{
+    if (!q->head)
+        return;
+    if (outbox.tail)
+        outbox.tail->next = q->head;
+    else
+        outbox.head = q->head;
+    outbox.tail = q->tail;
+    outbox.n += q->n;
+    q->head = q->tail = NULL;
+    q->n = 0;
+    while (outbox.n > OUTBOX_MAX) { /* a client that never reads: bounded */
+        sup_log("outbox full: dropping a message");
+        outq_pop(&outbox);
+    }
+}
+
+void sup_deliver(const sup_peer *peer, const proto_buf *body)
+{
+    if (!outbox.head && sup_send(peer, body) == 0)
+        return;
+    sup_outq tmp = {0};
+    sup_outq_push(&tmp, peer, body);
+    sup_outq_adopt(&tmp);
+}
+
 /* Receives one client message (all its frames) and hands it on. A message
  * with more than one body frame is a client error, answered as such. */
 static void read_client(void)
@@ -141,6 +212,8 @@ void sup_loop_run(void)
          * resumes reading its worker). */
         double now = sup_now();
         double next = sup_ctx_tick(now);
+        if (!sup_outq_flush(&outbox) && (next == 0 || now + 0.002 < next))
+            next = now + 0.002;
         size_t n = sup_ctx_count() + 2;
         if (n > cap) {
             cap = n * 2;
@@ -154,7 +227,7 @@ void sup_loop_run(void)
             if (c->fd < 0)
                 continue;
             short ev = 0;
-            if (!c->chan_eof && !c->broken && !c->pending)
+            if (!c->chan_eof && !c->broken && !c->pending.head)
                 ev |= ZMQ_POLLIN;
             if (c->out.len)
                 ev |= ZMQ_POLLOUT;

@@ -39,7 +39,7 @@ void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
     proto_put_str(&b, code);
     proto_put_str(&b, "message");
     proto_put_str(&b, msg);
-    sup_send(peer, &b);
+    sup_deliver(peer, &b);
     proto_buf_free(&b);
     sup_log("err %s: %s", code, msg);
 }
@@ -88,7 +88,7 @@ static void reply_ok_empty(const sup_peer *peer)
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 0);
-    sup_send(peer, &b);
+    sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
 
@@ -189,7 +189,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     proto_put_double(&b, sup_cfg.default_timeout);
     proto_put_str(&b, "kill_grace");
     proto_put_double(&b, sup_cfg.kill_grace);
-    sup_send(peer, &b);
+    sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
 
@@ -278,7 +278,7 @@ static void do_interrupt(const proto_val *msg, const sup_peer *peer)
     sup_msg_begin(&b, "ok", peer, 1);
     proto_put_str(&b, "interrupted");
     proto_put_bool(&b, interrupted);
-    sup_send(peer, &b);
+    sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
 
@@ -350,7 +350,7 @@ static void do_list(const proto_val *msg, const sup_peer *peer)
     proto_put_array(&b, (uint32_t)sup_ctx_count());
     for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
         sup_put_ctx_info(&b, c);
-    sup_send(peer, &b);
+    sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
 

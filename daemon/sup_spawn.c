@@ -41,41 +41,59 @@ static char **build_env(const sup_ctx *c)
     return env;
 }
 
-/* Runs in the forked child: becomes the worker or exits 127. The channel is
- * moved to fd 3, every other descriptor above 2 is closed, and the worker
- * gets its own process group so the whole tree can be signalled. */
-static _Noreturn void child_exec(const sup_ctx *c, int chan, char **env)
+/* Moves fd `from` to `to` (clearing close-on-exec) or exits 127. */
+static void move_fd(int from, int to)
+{
+    if (from == to ? fcntl(to, F_SETFD, 0) < 0 : dup2(from, to) < 0)
+        _exit(127);
+}
+
+/* Runs in the forked child: becomes the worker or exits 127. Layout: the
+ * pipes' write ends on 1 and 2, the channel on 3, the pipes' read ends on 4
+ * and 5; every other descriptor is closed. The worker gets its own process
+ * group so the whole tree can be signalled. */
+static _Noreturn void child_exec(const sup_ctx *c, int chan, const int out[2][2], char **env)
 {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (chan != 3) {
-        if (dup2(chan, 3) < 0)
+    /* First lift every source above 5, so no dup2 overwrites another. */
+    int src[5] = {out[0][1], out[1][1], chan, out[0][0], out[1][0]};
+    for (int i = 0; i < 5; i++)
+        if ((src[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10)) < 0)
             _exit(127);
-    } else {
-        fcntl(3, F_SETFD, 0);
-    }
-    close_range(4, ~0u, 0);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0 && devnull != 0) {
-        dup2(devnull, 0);
-        close(devnull);
-    }
+    for (int i = 0; i < 5; i++)
+        move_fd(src[i], i + 1);
+    close_range(6, ~0u, 0);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull < 0 || dup2(devnull, 0) < 0)
+        _exit(127);
     if (chdir(c->cwd) < 0)
         _exit(126);
     signal(SIGPIPE, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    char *argv[] = {(char *)"ctxd-worker", c->name, NULL};
+    char *argv[] = {(char *)"ctxd-worker", (char *)"--out-fds=4,5", c->name, NULL};
     execve(sup_cfg.worker_path, argv, env);
     _exit(127);
 }
 
-int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, proto_error *err)
+static void close_all(int sv[2], int out[2][2])
 {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-        proto_error_set(err, "spawn", "socketpair: %s", strerror(errno));
+    for (int i = 0; i < 2; i++) {
+        close(sv[i]);
+        close(out[i][0]);
+        close(out[i][1]);
+    }
+}
+
+int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto_error *err)
+{
+    int sv[2] = {-1, -1}, out[2][2] = {{-1, -1}, {-1, -1}};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+        pipe2(out[0], O_CLOEXEC) < 0 || pipe2(out[1], O_CLOEXEC) < 0) {
+        proto_error_set(err, "spawn", "socketpair/pipe: %s", strerror(errno));
+        close_all(sv, out);
         return -1;
     }
     char **env = build_env(c);
@@ -84,19 +102,25 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, proto_error *err)
     sigprocmask(SIG_SETMASK, &all, &old);
     pid_t child = fork();
     if (child == 0)
-        child_exec(c, sv[1], env);
+        child_exec(c, sv[1], (const int(*)[2])out, env);
     int saved = errno;
     sigprocmask(SIG_SETMASK, &old, NULL);
     free(env);
-    close(sv[1]);
     if (child < 0) {
-        close(sv[0]);
+        close_all(sv, out);
         proto_error_set(err, "spawn", "fork: %s", strerror(saved));
         return -1;
     }
+    close(sv[1]);
+    close(out[0][1]);
+    close(out[1][1]);
     setpgid(child, child); /* also in the child: whichever runs first wins */
-    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    int keep[3] = {sv[0], out[0][0], out[1][0]};
+    for (int i = 0; i < 3; i++)
+        fcntl(keep[i], F_SETFL, fcntl(keep[i], F_GETFL) | O_NONBLOCK);
     *pid = child;
     *fd = sv[0];
+    out_rd[0] = out[0][0];
+    out_rd[1] = out[1][0];
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mem.h"
@@ -49,6 +50,16 @@ void wrk_chan_lock(void)
 }
 
 /* Counterpart of wrk_chan_lock. */
+void wrk_chan_quiesce(int max_ms)
+{
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < max_ms; i++) {
+        if (pthread_mutex_trylock(&chan_mu) == 0)
+            return;
+        nanosleep(&ms, NULL);
+    }
+}
+
 void wrk_chan_unlock(void)
 {
     if (pthread_mutex_unlock(&chan_mu) != 0)

@@ -15,6 +15,11 @@
 void wrk_chan_init(int fd);
 
 void wrk_chan_lock(void);
+/* For a crash handler: waits (at most max_ms) until no thread is between
+ * taking output and sending it, then keeps the lock so none starts. Output
+ * still in the pipes is then recovered by the supervisor. Uses only
+ * trylock and nanosleep. */
+void wrk_chan_quiesce(int max_ms);
 void wrk_chan_unlock(void);
 /* Writes n bytes of whole frames; the caller holds the lock. A broken channel
  * means the supervisor is gone: the worker exits. In a forked child (which

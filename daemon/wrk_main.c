@@ -147,9 +147,30 @@ static void parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_r
     req->env = env && env->kind == PROTO_MAP ? env : NULL;
 }
 
+/* A crash signal must not lose output the flusher has taken from a pipe but
+ * not yet sent: wait for that send, then die of the same signal (the
+ * supervisor reports it as the cause). */
+static void on_crash(int sig)
+{
+    wrk_chan_quiesce(500);
+    raise(sig); /* SA_RESETHAND made this the default action */
+}
+
+static void install_crash_handlers(void)
+{
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_crash;
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
-    (void)argc, (void)argv;
+    bool supervised = argc > 1 && strcmp(argv[1], "--out-fds=4,5") == 0;
 
     /* SIGINT stays blocked in the main thread except during a run; every
      * thread created from here on inherits the block. */
@@ -167,7 +188,8 @@ int main(int argc, char **argv)
         mem_set_fatal_fd(err_fd);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    wrk_output_init();
+    wrk_output_init(supervised);
+    install_crash_handlers();
 
     init_python();
     init_session();

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -238,10 +239,28 @@ static void output_after_fork_child(void)
     atomic_store(&forked, true);
 }
 
-/* One pipe whose write end becomes fd `target`. */
-static void make_pipe(int s, int target)
+/* The pipe whose write end is fd `target`. The supervisor passes the read
+ * end as fd `given` (it keeps one too, to recover output written just before
+ * a crash); started any other way, the worker makes its own pipe. */
+static void make_pipe(int s, int target, int given)
 {
     int p[2];
+    struct stat st;
+    if (given >= 0) {
+        if (fstat(given, &st) < 0 || !S_ISFIFO(st.st_mode))
+            fatal("fd %d is not the stream pipe the supervisor passes", given);
+        p[0] = given;
+        if (fcntl(given, F_SETFD, FD_CLOEXEC) < 0)
+            fatal("fcntl FD_CLOEXEC: %s", strerror(errno));
+        (void)fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE);
+        if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0)
+            fatal("fcntl O_NONBLOCK: %s", strerror(errno));
+        pipe_rd[s] = p[0];
+        pipe_keep[s] = fcntl(target, F_DUPFD_CLOEXEC, 6);
+        if (pipe_keep[s] < 0)
+            fatal("dup of fd %d: %s", target, strerror(errno));
+        return;
+    }
     if (pipe2(p, O_CLOEXEC) < 0)
         fatal("pipe2: %s", strerror(errno));
     (void)fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE); /* best effort */
@@ -255,14 +274,14 @@ static void make_pipe(int s, int target)
 
 /* Redirects fds 1/2 and starts the flusher with all signals blocked, so
  * SIGINT is only ever handled by the main thread. */
-void wrk_output_init(void)
+void wrk_output_init(bool supervised)
 {
     for (int s = 0; s < OUT_NSTREAMS; s++)
         proto_buf_reserve(&pending[s], 2 * CHUNK);
     proto_buf_reserve(&spare, 2 * CHUNK);
     proto_buf_reserve(&frame, CHUNK + 64);
-    make_pipe(OUT_STDOUT, 1);
-    make_pipe(OUT_STDERR, 2);
+    make_pipe(OUT_STDOUT, 1, supervised ? 4 : -1);
+    make_pipe(OUT_STDERR, 2, supervised ? 5 : -1);
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0)
         fatal("eventfd: %s", strerror(errno));

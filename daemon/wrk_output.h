@@ -17,7 +17,10 @@
 
 /* Creates the pipes, puts them on fds 1 and 2 and starts the flusher. Call
  * before Python is initialised (and after the channel is set up). */
-void wrk_output_init(void);
+/* supervised: the supervisor passed the read ends of the stdout/stderr
+ * pipes as fds 4 and 5 (argv[1] "--out-fds=4,5"); otherwise the worker
+ * makes its own pipes. */
+void wrk_output_init(bool supervised);
 /* GIL held: installs the capturing objects as sys.stdout, sys.stderr and
  * sys.__stdout__, sys.__stderr__. Returns -1 with a Python error set. */
 int wrk_output_install(void);

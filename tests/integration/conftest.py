@@ -177,12 +177,18 @@ def check_run(run):
         assert r["execution_count"] == d["execution_count"], run
     if d["status"] == "error":
         assert run.error is not None, f"status error without error event: {run!r}"
+    if d["status"] in ("interrupted", "timeout") and not d["state_lost"]:
+        assert run.error is not None and run.error["ename"] == "KeyboardInterrupt", \
+            f"{d['status']} run without a KeyboardInterrupt error event: {run!r}"
     if run.error is not None:
         e = run.error
         assert isinstance(e.get("ename"), str), e
         assert isinstance(e.get("evalue"), str), e
         assert isinstance(e.get("traceback"), list), e
         assert all(isinstance(x, str) for x in e["traceback"]), e
+        assert e["traceback"], e
+        assert not any("\n" in x for x in e["traceback"]), \
+            f"traceback items must be single lines: {e['traceback']!r}"
 
 
 class Client:

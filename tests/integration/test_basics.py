@@ -11,6 +11,9 @@ def test_hello_fields(daemon, client):
     assert isinstance(r["versions"], list) and 1 in r["versions"]
     assert all(isinstance(v, int) for v in r["versions"])
     assert r["pid"] == daemon.proc.pid
+    assert isinstance(r["instance"], str) and len(r["instance"]) == 32
+    int(r["instance"], 16)
+    assert client.ok("hello")["instance"] == r["instance"]
     lim = r["limits"]
     assert lim["max_request_bytes"] == 16 * 1024 * 1024
     assert lim["max_code_bytes"] == 8 * 1024 * 1024

@@ -54,6 +54,15 @@ def test_create_longest_name(client):
     assert client.execute("1", ctx=name).text == "1"
 
 
+def test_create_default_before_first_use(client):
+    r = client.ok("ctx.create", name="default", env={"CTXD_D": "1"})
+    assert r["ctx"]["name"] == "default"
+    r = client.execute("import os\nos.environ['CTXD_D']")
+    assert r.text == "'1'", r
+    assert r.accepted["incarnation"] == 1
+    client.err("ctx.create", "exists", name="default")
+
+
 def test_create_exists(client):
     client.ok("ctx.create", name="dup")
     client.err("ctx.create", "exists", name="dup")
@@ -141,10 +150,11 @@ def test_delete_aborts_running_and_queued(client):
     q = client.submit("1", ctx="busydel")
     client.wait_event(rid, "accepted")
     client.ok("ctx.delete", ctx="busydel")
-    for i in (rid, q):
+    for i, lost in ((rid, True), (q, False)):
         r = client.wait(i)
         assert r.status == "aborted", r
         assert r.done["cause"] == "context deleted", r.done
+        assert r.done["state_lost"] is lost, r.done
     for i in (rid, q):
         client.expect_quiet(i, 0.1)
 
@@ -168,6 +178,7 @@ def test_restart(client):
     r = client.ok("ctx.restart", ctx="rs")
     info = r["ctx"]
     check_info(info)
+    assert info["state"] == "idle", info  # the reply comes once the worker is ready
     assert info["incarnation"] == 2
     assert info["execution_count"] == 0
     assert info["pid"] != old_pid and info["pid"] > 0
@@ -176,6 +187,8 @@ def test_restart(client):
     assert r.text == "False", r
     assert r.accepted["execution_count"] == 1
     assert r.accepted["incarnation"] == 2
+    assert "previous_death" not in r.accepted, "a restart is not a death"
+    assert "last_death" not in client.info("rs")
 
 
 def test_restart_default_creates_it(client):

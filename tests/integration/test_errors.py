@@ -6,7 +6,19 @@ FRAME = re.compile(r'File "([^"]*)", line (\d+)')
 
 
 def tb_text(run):
-    return "".join(run.error["traceback"])
+    return "\n".join(run.error["traceback"])
+
+
+def check_format(run):
+    """PROTOCOL.md: the lines of traceback.format_exception, one per item,
+    without newlines, ending with the `ename: evalue` line; cells are named
+    <cell-N> with N the execution count."""
+    tb = run.error["traceback"]
+    e = run.error
+    assert tb[-1] == (f"{e['ename']}: {e['evalue']}" if e["evalue"] else e["ename"]), tb
+    assert tb[0] == "Traceback (most recent call last):", tb
+    n = run.done["execution_count"]
+    assert f'File "<cell-{n}>"' in "\n".join(tb), tb
 
 
 def frames(run):
@@ -37,6 +49,12 @@ def test_error_fields_and_line_number(client, daemon):
     assert [ln for _, ln in frames(r)] == ["3"], text
     assert "ValueError: boom" in text
     assert_user_frames_only(r, daemon)
+    check_format(r)
+    assert r.error["traceback"] == [
+        "Traceback (most recent call last):",
+        f'  File "<cell-{r.done["execution_count"]}>", line 3, in <module>',
+        "    raise ValueError('boom')",
+        "ValueError: boom"], r.error["traceback"]
     # the globals set before the failing line are kept
     assert client.execute("x + y").text == "3"
 
@@ -56,6 +74,7 @@ def test_error_in_function_frames(client, daemon):
     assert [ln for _, ln in frames(r)] == ["7", "5", "2"], tb_text(r)
     assert "inner" in tb_text(r) and "outer" in tb_text(r)
     assert_user_frames_only(r, daemon)
+    check_format(r)
 
 
 def test_error_in_function_defined_in_earlier_run(client):
@@ -64,8 +83,8 @@ def test_error_in_function_defined_in_earlier_run(client):
     assert r.status == "error"
     assert r.error["ename"] == "KeyError"
     assert r.error["evalue"] == "'k'"
-    lines = [ln for _, ln in frames(r)]
-    assert lines == ["1", "4"], tb_text(r)
+    assert frames(r) == [("<cell-2>", "1"), ("<cell-1>", "4")], tb_text(r)
+    check_format(r)
 
 
 def test_chained_exception_explicit(client, daemon):
@@ -83,6 +102,7 @@ def test_chained_exception_explicit(client, daemon):
     assert text.index("ZeroDivisionError") < text.index("ValueError: wrapped")
     assert sorted(ln for _, ln in frames(r)) == ["2", "4"], text
     assert_user_frames_only(r, daemon)
+    check_format(r)
 
 
 def test_chained_exception_implicit(client):
@@ -102,6 +122,12 @@ def test_syntax_error(client):
     r = client.execute("a = 1\nb = (1,\nc = 3 +\n")
     assert r.status == "error", r
     assert r.error["ename"] == "SyntaxError"
+    tb = r.error["traceback"]
+    n = r.done["execution_count"]
+    assert f'  File "<cell-{n}>", line 2' in tb, tb
+    assert tb[-1] == "SyntaxError: '(' was never closed", tb
+    # only the cell's frame, none of the worker's compile call
+    assert len(frames(r)) == 1, tb
     assert client.execute("a = 1\nif True print(a)").error["ename"] == "SyntaxError"
     # nothing of the cell ran
     r = client.execute("'a' in globals()")
@@ -113,6 +139,7 @@ def test_custom_exception_and_empty_message(client):
     assert r.status == "error"
     assert r.error["ename"] == "MyErr"
     assert r.error["evalue"] == ""
+    assert r.error["traceback"][-1].endswith("MyErr"), r.error
 
 
 def test_system_exit_does_not_kill_the_context(client):

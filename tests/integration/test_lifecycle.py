@@ -113,6 +113,61 @@ def test_interrupt_busy_loop(client):
     assert r.text == "True", r
 
 
+def test_interrupt_by_run_id(daemon, client):
+    a = client.submit("import time\ntime.sleep(30)")
+    b = client.submit("b_ran = True")
+    client.wait_event(a, "accepted")
+    # the queued run is not the running one: nothing happens
+    r = client.request("interrupt", run=b)
+    assert r["t"] == "ok" and r["interrupted"] is False, r
+    # an id this client never sent
+    r = client.request("interrupt", run=999)
+    assert r["interrupted"] is False, r
+    # another client's ids are its own: its "run 1" is not our run 1
+    other = daemon.client()
+    assert a == 1
+    r = other.request("interrupt", run=1)
+    assert r["t"] == "ok" and r["interrupted"] is False, r
+    assert client.info("default")["state"] == "busy"
+    r = client.request("interrupt", run=a)
+    assert r["interrupted"] is True, r
+    assert client.wait(a).status == "interrupted"
+    assert client.wait(b).status == "ok"
+    # after its end, interrupting that run cannot hit the next one
+    c = client.submit("import time\ntime.sleep(1)\nc_ran = True")
+    client.wait_event(c, "accepted")
+    r = client.request("interrupt", run=a)
+    assert r["interrupted"] is False, r
+    rc = client.wait(c)
+    assert rc.status == "ok", rc
+
+
+def test_interrupt_by_str_run_id(sclient):
+    c = sclient
+    c.ok("ctx.create", name="sr")
+    a = c.submit("import time\ntime.sleep(30)", ctx="sr")
+    c.wait_event(a, "accepted")
+    assert isinstance(a, str)
+    r = c.request("interrupt", ctx="sr", run="req-nope")
+    assert r["interrupted"] is False, r
+    r = c.request("interrupt", ctx="sr", run=a)
+    assert r["interrupted"] is True, r
+    assert c.wait(a).status == "interrupted"
+
+
+def test_interrupt_before_start_takes_effect(client):
+    # sent before the run started: it is interrupted as soon as it starts
+    client.ok("ctx.create", name="early")
+    a = client.submit("import time\ntime.sleep(30)", ctx="early")
+    r = client.request("interrupt", ctx="early", run=a)
+    assert r["t"] == "ok", r
+    t0 = time.monotonic()
+    run = client.wait(a, 20)
+    if r["interrupted"]:
+        assert run.status == "interrupted", run
+        assert time.monotonic() - t0 < 10
+
+
 def test_interrupt_nothing_running(client):
     client.ok("ctx.create", name="idle")
     r = client.request("interrupt", ctx="idle")

@@ -169,11 +169,15 @@ def test_output_written_before_crash_arrives(client):
                        "sys.stdout.flush()\nos._exit(3)")
     assert r.status == "died", r.done
     assert r.stdout == b"p" * 300_000 + b"\n"
-    r = client.execute("import os, ctypes\nos.write(1, b'before crash\\n')\n"
-                       "os.write(2, b'on stderr\\n')\nctypes.string_at(0)")
-    assert r.status == "died", r.done
-    assert r.stdout == b"before crash\n", r
-    assert r.stderr.startswith(b"on stderr\n"), r
+    # repeated: losing the tail of the raw output is a race
+    lost = []
+    for i in range(8):
+        r = client.execute("import os, ctypes\nos.write(1, b'before crash\\n')\n"
+                           "os.write(2, b'on stderr\\n')\nctypes.string_at(0)")
+        assert r.status == "died", r.done
+        if r.stdout != b"before crash\n" or not r.stderr.startswith(b"on stderr\n"):
+            lost.append((i, r.stdout, r.stderr))
+    assert not lost, f"raw output written before a segfault lost in {len(lost)}/8 runs: {lost}"
 
 
 def test_delete_with_slow_client_keeps_terminal_replies(daemon):

@@ -161,6 +161,12 @@ def test_worker_cannot_start(make_daemon, tmp_path):
     assert c.ok("hello")
 
 
+def test_instance_differs_between_daemons(make_daemon):
+    a = make_daemon().client().ok("hello")["instance"]
+    b = make_daemon().client().ok("hello")["instance"]
+    assert a != b
+
+
 def test_cli_kill_grace_and_default_timeout(make_daemon):
     d = make_daemon("--timeout", "1", "--kill-grace", "0.5")
     c = d.client()
@@ -192,7 +198,8 @@ def test_daemon_maps_key_order(daemon):
         env = ["v", "t", "re"]
         s.send(pack({"v": 1, "t": "hello", "id": 1}))
         m = recv()
-        assert keys(m) == env + ["server", "version", "protocol", "versions", "pid", "limits"]
+        assert keys(m) == env + ["server", "version", "protocol", "versions", "pid", "instance",
+                                 "limits"]
         assert keys(sub(m, "limits")) == ["max_request_bytes", "max_code_bytes", "max_queue",
                                           "max_contexts", "default_timeout", "kill_grace"]
         s.send(pack({"v": 1, "t": "execute", "id": 2, "code": "print(1)\n2"}))
