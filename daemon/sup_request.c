@@ -57,9 +57,33 @@ static void reply_error(const sup_peer *peer, const proto_error *err)
     sup_reply_err(peer, err->code, "%s", err->msg);
 }
 
+/* Resident and proportional memory of a worker (bytes; 0 when unknown):
+ * PSS is what an idle context really costs once pages are shared. */
+static void worker_memory(pid_t pid, uint64_t *rss, uint64_t *pss)
+{
+    *rss = *pss = 0;
+    if (pid <= 0)
+        return;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "Rss: %llu kB", &kb) == 1)
+            *rss = kb * 1024;
+        else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+            *pss = kb * 1024;
+    }
+    fclose(f);
+}
+
 void sup_put_ctx_info(proto_buf *b, const sup_ctx *c)
 {
-    proto_put_map(b, c->last_death ? 9 : 8);
+    uint64_t rss, pss;
+    worker_memory(c->pid, &rss, &pss);
+    proto_put_map(b, c->last_death ? 11 : 10);
     proto_put_str(b, "name");
     proto_put_str(b, c->name);
     proto_put_str(b, "cwd");
@@ -76,6 +100,10 @@ void sup_put_ctx_info(proto_buf *b, const sup_ctx *c)
     proto_put_uint(b, c->execution_count);
     proto_put_str(b, "queued");
     proto_put_uint(b, c->queued);
+    proto_put_str(b, "rss");
+    proto_put_uint(b, rss);
+    proto_put_str(b, "pss");
+    proto_put_uint(b, pss);
     if (c->last_death) {
         proto_put_str(b, "last_death");
         proto_put_str(b, c->last_death);
