@@ -8,20 +8,34 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define SUP_VERSION "0.1.0"
 #define SUP_ROUTE_MAX 256 /* ZeroMQ routing ids are at most 255 bytes */
 
-/* Daemon-wide settings (from the command line). */
+#define SUP_MAX_ENDPOINTS 16
+
+/* Daemon-wide settings (sup_config.c: command line and config file). */
 typedef struct sup_config {
+    const char *endpoints[SUP_MAX_ENDPOINTS];
+    size_t nendpoints;
     const char *worker_path;
     size_t max_contexts;
     size_t max_queue;
     size_t max_code_bytes;
+    size_t max_request_bytes;
+    uint64_t max_output;    /* stream bytes per run before truncation; 0 = none */
     double default_timeout; /* seconds; 0 = none */
     double kill_grace;      /* seconds between SIGINT and SIGKILL on timeout */
+    double idle_ttl;        /* seconds; 0 = never reap idle contexts */
+    bool interrupt_on_disconnect;
+    bool insecure_tcp;
+    const char *state_dir;
+    const char *authorized_keys;
+    const char *log_path;
+    const char *preload; /* modules the zygote imports, comma-separated */
     bool verbose;
 } sup_config;
 
@@ -32,6 +46,7 @@ extern char sup_instance[33];
 /* Who a reply goes to: the client's routing id and its request id, kept
  * encoded (msgpack bytes of the id) so it can be echoed as `re` verbatim. */
 typedef struct sup_peer {
+    uint8_t sock; /* which listening socket (0 plain, 1 CurveZMQ) */
     uint8_t route[SUP_ROUTE_MAX];
     size_t route_len;
     uint8_t re[PROTO_MAX_ID + 8];
@@ -47,6 +62,15 @@ typedef struct sup_run {
     proto_buf env; /* msgpack map str->str, forwarded to the worker verbatim */
     double timeout;
     bool silent, stop_on_error;
+    uint64_t out_bytes;  /* stream bytes relayed */
+    uint64_t dropped[2]; /* stdout/stderr bytes dropped past max_output */
+    bool client_gone;    /* a send found the client disconnected */
+    /* A ctx.fork waiting in (or at the head of) its source's queue: the new
+     * context's name (NULL for an execute); once the `fork` frame is out,
+     * the supervisor's ends of the new worker's channel and pipes (-1
+     * before). */
+    char *fork_name;
+    int fork_fd, fork_out_rd[2];
 } sup_run;
 
 /* A FIFO of client messages that could not go out yet (the client's queue
@@ -71,7 +95,8 @@ typedef struct sup_ctx {
     char *cwd;
     char **env; /* "KEY=VALUE" strings added to the worker's environment */
     size_t nenv;
-    double created; /* Unix time */
+    double created;     /* Unix time */
+    double last_active; /* monotonic; for --idle-ttl */
 
     /* The current incarnation's worker; pid 0 and fd -1 when there is none. */
     pid_t pid;
@@ -107,12 +132,18 @@ typedef struct sup_ctx {
     sup_outq pending;
 } sup_ctx;
 
+/* ---- sup_config.c ------------------------------------------------------ */
+/* Applies the command line (and any --config files); -1 after printing the
+ * problem. --help prints the usage and exits. */
+int sup_config_parse(int argc, char **argv);
+void sup_config_usage(FILE *out);
+
 /* ---- sup_loop.c: sockets, the poll loop, sending ---------------------- */
 double sup_now(void);      /* monotonic seconds */
 double sup_unix_now(void); /* wall clock seconds */
-/* Sends body to a client without blocking. Returns 0, or -1 when the
- * client's queue is full (EAGAIN). Messages to vanished clients are
- * dropped (0). */
+/* Sends body to a client without blocking. Returns 0, -1 when the client's
+ * queue is full (EAGAIN), or 1 when the client is gone (the message is
+ * dropped). */
 int sup_send(const sup_peer *peer, const proto_buf *body);
 /* Sends, or queues behind the daemon-wide outbox when the client's queue is
  * full, so replies are never dropped for a slow client. */
@@ -127,9 +158,32 @@ void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int sup_loop_open(const char **endpoints, size_t n);
 void sup_loop_run(void);
 
+/* ---- sup_auth.c: CurveZMQ keys and the ZAP handler -------------------- */
+int sup_auth_setup(void *zctx, void *curve_router);
+void *sup_auth_zap_socket(void);
+void sup_auth_handle(void);
+const char *sup_auth_server_public(void);
+
+/* ---- sup_stats.c: counters and the request log ------------------------- */
+#define SUP_NSTATUS 7 /* ok error interrupted timeout died aborted shutdown */
+typedef struct sup_counters {
+    uint64_t requests, refused, runs, by_status[SUP_NSTATUS];
+    uint64_t stdout_bytes, stderr_bytes, truncated_bytes;
+    uint64_t contexts_created, workers_spawned, worker_deaths;
+} sup_counters;
+extern sup_counters sup_stats;
+int sup_stats_open(void);
+void sup_stats_flush(void);
+/* One log line for a request answered with `ok` or `err:<code>`. */
+void sup_stats_request(const char *type, const char *ctx, const char *status, double duration);
+void sup_stats_run(const char *ctx, const char *status, double duration, uint64_t out_bytes);
+void sup_stats_event(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Appends the `stats` reply's fields (uptime, contexts, counters). */
+void sup_stats_put(proto_buf *b);
+
 /* ---- sup_request.c: client requests ----------------------------------- */
-void sup_request_handle(const uint8_t *route, size_t route_len, const uint8_t *msg, size_t len,
-                        bool multipart);
+void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const uint8_t *msg,
+                        size_t len, bool multipart);
 /* Writes map header + v, t, re; the caller appends nfields pairs. */
 void sup_msg_begin(proto_buf *b, const char *type, const sup_peer *peer, uint32_t nfields);
 void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
@@ -159,11 +213,64 @@ void sup_ctx_shutdown_all(void);
 const char *sup_ctx_state_name(const sup_ctx *c);
 void sup_run_free(sup_run *r);
 
+/* ctx.fork (sup_fork.c): queues the fork of src into a new context `name`
+ * behind src's runs; the reply to peer comes when the copy is ready. */
+void sup_ctx_fork(sup_ctx *src, const char *name, const sup_peer *peer);
+/* For sup_fork.c. */
+void sup_ctx_dispatch(sup_ctx *c);
+void sup_ctx_broken(sup_ctx *c, const char *why);
+/* Enters a context whose worker (pid, channel fd, pipe read ends) was forked
+ * from src: same cwd, env and execution count, incarnation 1, waiting for
+ * `ready`. */
+sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd,
+                       const int out_rd[2]);
+
+/* ---- sup_fork.c: the supervisor's half of ctx.fork -------------------- */
+/* The fork at the head of c's queue became c->running: sends the `fork`
+ * frame with the new worker's descriptors. */
+void sup_fork_start(sup_ctx *c);
+/* Worker frames `forked {pid}` and `fork_failed {message}`. */
+void sup_fork_on_forked(sup_ctx *c, const proto_val *msg);
+void sup_fork_on_failed(sup_ctx *c, const proto_val *msg);
+/* A queued or running fork that will not happen: its `err aborted`. */
+void sup_fork_abort(const sup_run *r, const char *cause);
+
 /* ---- sup_spawn.c: starting a worker ----------------------------------- */
-/* The one place that makes a worker process (a later zygote replaces it).
- * On success sets *pid, *fd (the supervisor's channel end) and out_rd (read
- * ends of the worker's stdout/stderr pipes), all non-blocking and
- * close-on-exec, and returns 0; -1 with err set otherwise. */
+/* The one place that makes a worker process: forked by the zygote, or by
+ * fork+exec when the zygote is not available. On success sets *pid, *fd
+ * (the supervisor's channel end) and out_rd (read ends of the worker's
+ * stdout/stderr pipes), all non-blocking and close-on-exec, and returns 0;
+ * -1 with err set otherwise. */
 int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto_error *err);
+/* A worker's channel and pipes: *fd and out_rd are the supervisor's ends
+ * (non-blocking); child[] = {channel, stdout write, stderr write, stdout
+ * read, stderr read} are the worker's (close-on-exec; the caller closes
+ * child[0..2] once they are passed on, child[3..4] are out_rd). */
+int sup_spawn_fds(int *fd, int out_rd[2], int child[5], proto_error *err);
+
+/* ---- sup_zygote.c: the zygote fork-server ----------------------------- */
+/* Raises the descriptor limit, makes the supervisor a child subreaper, starts
+ * the zygote with the preloads (sup_cfg.preload, else $CTXD_PRELOAD) and
+ * waits until it is ready (bounded). Call after sup_loop_open. */
+void sup_zygote_init(void);
+/* Has the zygote fork a worker with the given descriptors (see
+ * sup_spawn_fds) and complete environment. 0 with *pid set; -1 when the
+ * zygote is unavailable or made no worker (the caller starts the worker by
+ * exec); -2 when it failed after receiving the descriptors (a worker of its
+ * may hold them: the caller must use new ones). */
+int sup_zygote_spawn(const char *name, const char *cwd, char *const *env, const int fds[5],
+                     pid_t *pid);
+/* Called for every reaped child: true when it was the zygote (restarted). */
+bool sup_zygote_on_exit(pid_t pid, int status);
+/* Remembers the exit of a pid no context knows yet, for sup_zygote_take_exit
+ * (a forked worker can die before the frame naming it is read). */
+void sup_zygote_note_exit(pid_t pid, int status);
+bool sup_zygote_take_exit(pid_t pid, int *status);
+/* Restarts a dead zygote when due; returns when to be called next (0 none). */
+double sup_zygote_tick(double now);
+/* hello's `preloads` value: {loaded: [...], skipped: [...]}. */
+void sup_zygote_put_preloads(proto_buf *b);
+/* In a child about to exec: gives back the descriptor limit ctxd raised. */
+void sup_zygote_child_limits(void);
 
 #endif

@@ -49,6 +49,13 @@ void sup_run_free(sup_run *r)
 {
     if (!r)
         return;
+    if (r->fork_name) { /* a ctx.fork: descriptors of a copy never adopted */
+        int fds[] = {r->fork_fd, r->fork_out_rd[0], r->fork_out_rd[1]};
+        for (size_t i = 0; i < 3; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        free(r->fork_name);
+    }
     free(r->code);
     proto_buf_free(&r->env);
     free(r);
@@ -58,9 +65,15 @@ void sup_run_free(sup_run *r)
  * client, the ones after it queue behind it. */
 static void ctx_send(sup_ctx *c, const sup_peer *peer, const proto_buf *body)
 {
-    if (!c->pending.head && sup_send(peer, body) == 0)
-        return;
-    sup_outq_push(&c->pending, peer, body);
+    int rc = c->pending.head ? -1 : sup_send(peer, body);
+    if (rc < 0) {
+        sup_outq_push(&c->pending, peer, body);
+    } else if (rc == 1 && sup_cfg.interrupt_on_disconnect && c->running &&
+               &c->running->peer == peer && !c->running->client_gone) {
+        /* --on-disconnect interrupt: nobody will read this run's output */
+        c->running->client_gone = true;
+        sup_ctx_interrupt(c);
+    }
 }
 
 /* ---- terminal replies of runs ---------------------------------------- */
@@ -74,9 +87,14 @@ typedef struct run_end {
 
 static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
 {
+    if (r->fork_name) { /* a ctx.fork that will not happen */
+        sup_fork_abort(r, e->cause ? e->cause : e->status);
+        return;
+    }
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "done", &r->peer, e->cause ? 8 : 7);
+    uint64_t dropped = r->dropped[0] + r->dropped[1];
+    sup_msg_begin(&b, "done", &r->peer, 7 + (e->cause ? 1 : 0) + (dropped ? 1 : 0));
     proto_put_str(&b, "status");
     proto_put_str(&b, e->status);
     proto_put_str(&b, "execution_count");
@@ -88,16 +106,24 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
     proto_put_str(&b, "cpu_time");
     proto_put_double(&b, e->cpu_time);
     proto_put_str(&b, "truncated");
-    proto_put_bool(&b, false);
+    proto_put_bool(&b, dropped != 0);
     proto_put_str(&b, "state_lost");
     proto_put_bool(&b, e->state_lost);
     if (e->cause) {
         proto_put_str(&b, "cause");
         proto_put_str(&b, e->cause);
     }
+    if (dropped) {
+        proto_put_str(&b, "dropped");
+        proto_put_map(&b, 2);
+        proto_put_str(&b, "stdout");
+        proto_put_uint(&b, r->dropped[0]);
+        proto_put_str(&b, "stderr");
+        proto_put_uint(&b, r->dropped[1]);
+    }
     ctx_send(c, &r->peer, &b);
     proto_buf_free(&b);
-    sup_log("run ctx=%s status=%s duration=%.6f", c->name, e->status, duration);
+    sup_stats_run(c->name, e->status, duration, r->out_bytes);
 }
 
 static void abort_queue(sup_ctx *c, const char *cause)
@@ -145,6 +171,8 @@ static int spawn(sup_ctx *c, proto_error *err)
     c->kill_reason = NULL;
     c->kill_why = NULL;
     c->kill_at = 0;
+    sup_stats.workers_spawned++;
+    c->last_active = sup_now();
     sup_log("spawned ctx=%s pid=%d incarnation=%u", c->name, (int)pid, c->incarnation);
     return 0;
 }
@@ -197,6 +225,9 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
     }
     abort_queue(c, cause);
     c->kill_at = 0;
+    /* What is still held for slow clients belongs to runs that are over:
+     * it must not keep the next worker from being read. */
+    sup_outq_adopt(&c->pending);
 }
 
 /* How a worker ended, in words. Exit codes 126/127 come from the spawn
@@ -225,6 +256,7 @@ static char *describe_exit(const sup_ctx *c, int status)
 }
 
 static void process_frames(sup_ctx *c);
+static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n);
 
 /* Reads everything the channel holds now. Returns false on EOF. */
 static bool read_channel(sup_ctx *c)
@@ -265,31 +297,27 @@ static void worker_broken(sup_ctx *c, const char *why)
  * output of the run, so it goes out before the run's `done`. */
 static void relay_leftover_output(sup_ctx *c)
 {
-    static const char *const names[] = {"stdout", "stderr"};
     uint8_t chunk[PROTO_STREAM_CHUNK];
     for (int s = 0; s < 2 && c->running; s++) {
         ssize_t n;
-        while (c->out_rd[s] >= 0 && (n = read(c->out_rd[s], chunk, sizeof chunk)) > 0) {
-            proto_buf b;
-            proto_buf_init(&b);
-            sup_msg_begin(&b, "stream", &c->running->peer, 2);
-            proto_put_str(&b, "name");
-            proto_put_str(&b, names[s]);
-            proto_put_str(&b, "data");
-            proto_put_bin(&b, chunk, (size_t)n);
-            ctx_send(c, &c->running->peer, &b);
-            proto_buf_free(&b);
-        }
+        while (c->out_rd[s] >= 0 && (n = read(c->out_rd[s], chunk, sizeof chunk)) > 0)
+            send_stream(c, s, chunk, (size_t)n);
     }
 }
 
 void sup_ctx_on_exit(pid_t pid, int status)
 {
+    if (sup_zygote_on_exit(pid, status))
+        return;
     sup_ctx *c = contexts;
     while (c && c->pid != pid)
         c = c->next;
-    if (!c)
-        return; /* a discarded worker, already accounted for */
+    if (!c) {
+        /* A discarded worker, already accounted for; or a forked one whose
+         * `forked` frame is still unread: remembered for that. */
+        sup_zygote_note_exit(pid, status);
+        return;
+    }
     /* Children it left behind die with it. The group id cannot have been
      * reused while members remain, so this is safe after the reap. */
     kill(-pid, SIGKILL);
@@ -318,7 +346,8 @@ void sup_ctx_on_exit(pid_t pid, int status)
     c->last_death = cause;
     c->death_unshown = true;
     c->broken = false;
-    sup_log("worker of ctx=%s died: %s", c->name, c->last_death);
+    sup_stats.worker_deaths++;
+    sup_stats_event("worker-died ctx=%s cause=\"%s\"", c->name, c->last_death);
     if (failed_create)
         sup_ctx_delete(c);
 }
@@ -377,15 +406,64 @@ static void relay(sup_ctx *c, const char *type, const proto_val *msg, const char
     proto_buf_free(&b);
 }
 
+/* Sends output of the running run to its client, applying --max-output:
+ * past the cap the bytes are dropped and counted, and the client is told
+ * once, on stderr, so truncation is never silent. */
+static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n)
+{
+    static const char *const names[] = {"stdout", "stderr"};
+    sup_run *r = c->running;
+    size_t keep = n;
+    if (sup_cfg.max_output) {
+        uint64_t room = r->out_bytes < sup_cfg.max_output ? sup_cfg.max_output - r->out_bytes : 0;
+        keep = n < room ? n : (size_t)room;
+    }
+    (stream ? &sup_stats.stderr_bytes : &sup_stats.stdout_bytes)[0] += keep;
+    if (keep) {
+        proto_buf b;
+        proto_buf_init(&b);
+        sup_msg_begin(&b, "stream", &r->peer, 2);
+        proto_put_str(&b, "name");
+        proto_put_str(&b, names[stream]);
+        proto_put_str(&b, "data");
+        proto_put_bin(&b, data, keep);
+        ctx_send(c, &r->peer, &b);
+        proto_buf_free(&b);
+        r->out_bytes += keep;
+    }
+    if (keep == n)
+        return;
+    bool first = r->dropped[0] + r->dropped[1] == 0;
+    r->dropped[stream] += n - keep;
+    sup_stats.truncated_bytes += n - keep;
+    if (first) {
+        char note[160];
+        int len = snprintf(note, sizeof note,
+                           "\n[ctxd: output truncated: this run reached max_output (%llu bytes); "
+                           "the rest is dropped and counted in done.dropped]\n",
+                           (unsigned long long)sup_cfg.max_output);
+        proto_buf b;
+        proto_buf_init(&b);
+        sup_msg_begin(&b, "stream", &r->peer, 2);
+        proto_put_str(&b, "name");
+        proto_put_str(&b, "stderr");
+        proto_put_str(&b, "data");
+        proto_put_bin(&b, note, (size_t)len);
+        ctx_send(c, &r->peer, &b);
+        proto_buf_free(&b);
+    }
+}
+
 static void on_stream(sup_ctx *c, const proto_val *msg)
 {
     const proto_val *name = proto_map_get(msg, "name");
-    if (!proto_str_eq(name, "stdout") && !proto_str_eq(name, "stderr")) {
+    const proto_val *data = proto_map_get(msg, "data");
+    int stream = proto_str_eq(name, "stdout") ? 0 : proto_str_eq(name, "stderr") ? 1 : -1;
+    if (stream < 0) {
         worker_broken(c, "stream name is not stdout or stderr");
         return;
     }
-    static const char *const keys[] = {"name", "data"};
-    relay(c, "stream", msg, keys, 2, false);
+    send_stream(c, stream, (const uint8_t *)data->as.s, data->n);
 }
 
 static void on_result(sup_ctx *c, const proto_val *msg)
@@ -455,6 +533,8 @@ static const frame_kind frame_kinds[] = {
     {"result", FIELDS(result_fields), true, on_result},
     {"error", FIELDS(error_fields), true, on_error},
     {"done", FIELDS(done_fields), true, on_done},
+    {"forked", NULL, 0, false, sup_fork_on_forked},
+    {"fork_failed", NULL, 0, false, sup_fork_on_failed},
 };
 
 static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
@@ -570,6 +650,10 @@ static void dispatch(sup_ctx *c)
     c->queued--;
     r->next = NULL;
     c->running = r;
+    if (r->fork_name) { /* ctx.fork: its turn has come */
+        sup_fork_start(c);
+        return;
+    }
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
@@ -621,7 +705,7 @@ void sup_ctx_submit(sup_ctx *c, sup_run *r)
 
 bool sup_ctx_interrupt(sup_ctx *c)
 {
-    if (!c->running)
+    if (!c->running || c->running->fork_name)
         return false;
     if (c->started)
         kill(-c->pid, SIGINT);
@@ -658,6 +742,8 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->env = env;
     c->nenv = nenv;
     c->created = sup_unix_now();
+    c->last_active = sup_now();
+    sup_stats.contexts_created++;
     c->fd = c->out_rd[0] = c->out_rd[1] = -1;
     c->creating = true;
     if (spawn(c, err) < 0) {
@@ -675,6 +761,45 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     *pos = c;
     ncontexts++;
     return c;
+}
+
+sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, const int out_rd[2])
+{
+    sup_ctx *c = mem_calloc(1, sizeof *c);
+    c->name = mem_strdup(name);
+    c->cwd = mem_strdup(src->cwd);
+    c->env = mem_calloc(src->nenv + 1, sizeof *c->env);
+    for (size_t i = 0; i < src->nenv; i++)
+        c->env[i] = mem_strdup(src->env[i]);
+    c->nenv = src->nenv;
+    c->created = sup_unix_now();
+    c->last_active = sup_now();
+    sup_stats.contexts_created++;
+    sup_stats.workers_spawned++;
+    c->pid = pid;
+    c->fd = fd;
+    c->out_rd[0] = out_rd[0];
+    c->out_rd[1] = out_rd[1];
+    c->incarnation = 1;
+    c->execution_count = src->execution_count;
+    c->creating = true;
+    sup_ctx **pos = &contexts;
+    while (*pos && strcmp((*pos)->name, name) < 0)
+        pos = &(*pos)->next;
+    c->next = *pos;
+    *pos = c;
+    ncontexts++;
+    return c;
+}
+
+void sup_ctx_dispatch(sup_ctx *c)
+{
+    dispatch(c);
+}
+
+void sup_ctx_broken(sup_ctx *c, const char *why)
+{
+    worker_broken(c, why);
 }
 
 void sup_ctx_delete(sup_ctx *c)
@@ -713,6 +838,28 @@ static void free_ctx(sup_ctx *c)
     free(c);
 }
 
+/* --idle-ttl: a context (not `default`) with nothing running, queued or
+ * waiting for longer than the TTL is deleted. Otherwise *next is lowered to
+ * when it would expire. */
+static bool reap_if_idle(sup_ctx *c, double now, double *next)
+{
+    if (sup_cfg.idle_ttl <= 0 || strcmp(c->name, "default") == 0)
+        return false;
+    if (c->running || c->queue || c->waiters || c->pending.head) {
+        c->last_active = now;
+        return false;
+    }
+    double expiry = c->last_active + sup_cfg.idle_ttl;
+    if (now >= expiry) {
+        sup_stats_event("reaped ctx=%s idle_ttl=%g", c->name, sup_cfg.idle_ttl);
+        sup_ctx_delete(c);
+        return true;
+    }
+    if (*next == 0 || expiry < *next)
+        *next = expiry;
+    return false;
+}
+
 /* Fires the timers: a run past its deadline is interrupted, a worker past
  * its kill time is killed. Also retries held-back client messages. */
 double sup_ctx_tick(double now)
@@ -723,7 +870,11 @@ double sup_ctx_tick(double now)
         free_ctx(c);
     }
     double next = 0;
-    for (sup_ctx *c = contexts; c; c = c->next) {
+    sup_ctx *c_next;
+    for (sup_ctx *c = contexts; c; c = c_next) {
+        c_next = c->next;
+        if (reap_if_idle(c, now, &next))
+            continue;
         if (c->pending.head && !sup_outq_flush(&c->pending))
             next = next == 0 || now + 0.002 < next ? now + 0.002 : next;
         if (c->running && c->deadline && now >= c->deadline && !c->timed_out) {
@@ -756,13 +907,16 @@ double sup_ctx_tick(double now)
             if (t[i] > 0 && (next == 0 || t[i] < next))
                 next = t[i];
     }
+    double z = sup_zygote_tick(now); /* restarts a dead zygote */
+    if (z > 0 && (next == 0 || z < next))
+        next = z;
     return next;
 }
 
 void sup_ctx_shutdown_all(void)
 {
     for (sup_ctx *c = contexts; c; c = c->next) {
-        discard_worker(c, "aborted", "the daemon is shutting down");
+        discard_worker(c, "shutdown", "the daemon is shutting down");
         sup_outq_flush(&c->pending);
     }
     while (contexts) {

@@ -10,12 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
-static void *router;
+/* Listening sockets: 0 plain (ipc, inproc, tcp with --insecure-tcp), 1
+ * CurveZMQ (tcp); NULL when unused. */
+#define NSOCKS 2
+static void *routers[NSOCKS];
+static void *zctx;
 static int sigfd = -1;
 static bool stopping;
 
@@ -47,9 +54,10 @@ void sup_log(const char *fmt, ...)
 
 int sup_send(const sup_peer *peer, const proto_buf *body)
 {
+    void *router = routers[peer->sock];
     if (zmq_send(router, peer->route, peer->route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         /* EHOSTUNREACH: the client is gone; its events are dropped. */
-        return errno == EAGAIN ? -1 : 0;
+        return errno == EAGAIN ? -1 : 1;
     }
     /* The routing frame went out, so the body cannot fail on HWM. */
     if (zmq_send(router, body->data, body->len, ZMQ_DONTWAIT) < 0)
@@ -63,9 +71,13 @@ typedef struct sup_outmsg {
     proto_buf body;
 } sup_outmsg;
 
-/* Messages for clients whose queue was full, not tied to a live context. */
+/* Messages for clients whose queue was full, not tied to a live context.
+ * Bounded in bytes: a client that never reads loses its oldest replies past
+ * OUTBOX_MAX_BYTES (logged), and the daemon's memory stays bounded. */
 static sup_outq outbox;
-#define OUTBOX_MAX 100000
+static size_t outbox_bytes;
+#define OUTBOX_MAX_BYTES ((size_t)256 << 20)
+#define OUTMSG_OVERHEAD sizeof(sup_outmsg)
 
 void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
 {
@@ -80,13 +92,8 @@ void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
     q->n++;
 }
 
-static void outq_pop(sup_outq *q)
+static void outmsg_free(sup_outmsg *m)
 {
-    sup_outmsg *m = q->head;
-    q->head = m->next;
-    if (!q->head)
-        q->tail = NULL;
-    q->n--;
     proto_buf_free(&m->body);
     free(m);
 }
@@ -96,15 +103,61 @@ bool sup_outq_flush(sup_outq *q)
     while (q->head) {
         if (sup_send(&q->head->peer, &q->head->body) < 0)
             return false;
-        outq_pop(q);
+        sup_outmsg *m = q->head;
+        q->head = m->next;
+        if (!q->head)
+            q->tail = NULL;
+        q->n--;
+        outmsg_free(m);
     }
     return true;
+}
+
+static bool same_peer(const sup_peer *a, const sup_peer *b)
+{
+    return a->sock == b->sock && a->route_len == b->route_len &&
+           memcmp(a->route, b->route, a->route_len) == 0;
+}
+
+/* Sends what the outbox holds, in order per client; a client whose queue is
+ * still full does not hold up the others. True when the outbox is empty. */
+static bool outbox_flush(void)
+{
+    enum { MAX_BLOCKED = 32 };
+    const sup_peer *blocked[MAX_BLOCKED];
+    size_t nblocked = 0;
+    sup_outmsg **link = &outbox.head, *prev = NULL;
+    while (*link) {
+        sup_outmsg *m = *link;
+        bool skip = false;
+        for (size_t i = 0; i < nblocked && !skip; i++)
+            skip = same_peer(blocked[i], &m->peer);
+        if (!skip && sup_send(&m->peer, &m->body) >= 0) {
+            *link = m->next;
+            outbox.n--;
+            outbox_bytes -= m->body.len + OUTMSG_OVERHEAD;
+            outmsg_free(m);
+            continue;
+        }
+        if (!skip) {
+            if (nblocked == MAX_BLOCKED)
+                break;
+            blocked[nblocked++] = &m->peer;
+        }
+        prev = m;
+        link = &m->next;
+    }
+    if (!*link) /* walked to the end: prev is the last message kept */
+        outbox.tail = prev;
+    return outbox.head == NULL;
 }
 
 void sup_outq_adopt(sup_outq *q)
 {
     if (!q->head)
         return;
+    for (sup_outmsg *m = q->head; m; m = m->next)
+        outbox_bytes += m->body.len + OUTMSG_OVERHEAD;
     if (outbox.tail)
         outbox.tail->next = q->head;
     else
@@ -113,15 +166,30 @@ void sup_outq_adopt(sup_outq *q)
     outbox.n += q->n;
     q->head = q->tail = NULL;
     q->n = 0;
-    while (outbox.n > OUTBOX_MAX) { /* a client that never reads: bounded */
-        sup_log("outbox full: dropping a message");
-        outq_pop(&outbox);
+    while (outbox_bytes > OUTBOX_MAX_BYTES && outbox.head) {
+        sup_outmsg *m = outbox.head;
+        outbox.head = m->next;
+        if (!outbox.head)
+            outbox.tail = NULL;
+        outbox.n--;
+        outbox_bytes -= m->body.len + OUTMSG_OVERHEAD;
+        sup_stats_event("outbox-full dropped=%zu", m->body.len);
+        outmsg_free(m);
     }
+}
+
+/* True when the outbox holds messages for this client (they go first). */
+static bool outbox_has(const sup_peer *peer)
+{
+    for (sup_outmsg *m = outbox.head; m; m = m->next)
+        if (same_peer(&m->peer, peer))
+            return true;
+    return false;
 }
 
 void sup_deliver(const sup_peer *peer, const proto_buf *body)
 {
-    if (!outbox.head && sup_send(peer, body) == 0)
+    if (!outbox_has(peer) && sup_send(peer, body) >= 0)
         return;
     sup_outq tmp = {0};
     sup_outq_push(&tmp, peer, body);
@@ -130,8 +198,9 @@ void sup_deliver(const sup_peer *peer, const proto_buf *body)
 
 /* Receives one client message (all its frames) and hands it on. A message
  * with more than one body frame is a client error, answered as such. */
-static void read_client(void)
+static void read_client(int sock)
 {
+    void *router = routers[sock];
     for (int budget = 0; budget < 256; budget++) {
         zmq_msg_t route, body;
         zmq_msg_init(&route);
@@ -151,8 +220,8 @@ static void read_client(void)
             zmq_msg_close(&extra);
         }
         if (have_body)
-            sup_request_handle(zmq_msg_data(&route), zmq_msg_size(&route), zmq_msg_data(&body),
-                               zmq_msg_size(&body), multipart);
+            sup_request_handle(sock, zmq_msg_data(&route), zmq_msg_size(&route),
+                               zmq_msg_data(&body), zmq_msg_size(&body), multipart);
         zmq_msg_close(&body);
         zmq_msg_close(&route);
     }
@@ -171,19 +240,60 @@ static void read_signals(void)
         sup_ctx_on_exit(pid, status);
 }
 
-/* Binds every endpoint; the caller has made the default runtime dir. */
+static void *new_router(void)
+{
+    void *r = zmq_socket(zctx, ZMQ_ROUTER);
+    int one = 1, zero = 0;
+    int64_t maxmsg = (int64_t)sup_cfg.max_request_bytes * 4;
+    zmq_setsockopt(r, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(r, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    return r;
+}
+
+/* libzmq replaces an existing ipc socket file when it binds, which would
+ * silently steal a running daemon's endpoint. Refuse if something answers
+ * there; a stale file (nobody listening) is fine: libzmq replaces it. */
+static int ipc_in_use(const char *endpoint)
+{
+    const char *path = endpoint + strlen("ipc://");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (path[0] == '@' || strlen(path) >= sizeof sa.sun_path)
+        return 0;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    close(fd);
+    return rc == 0;
+}
+
+/* Binds every endpoint; the caller has made the default runtime dir. tcp
+ * endpoints get CurveZMQ unless --insecure-tcp. */
 int sup_loop_open(const char **endpoints, size_t n)
 {
-    void *zctx = zmq_ctx_new();
-    router = zmq_socket(zctx, ZMQ_ROUTER);
-    int one = 1, zero = 0;
-    int64_t maxmsg = (int64_t)PROTO_MAX_REQUEST * 4;
-    zmq_setsockopt(router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(router, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zctx = zmq_ctx_new();
     for (size_t i = 0; i < n; i++) {
-        if (zmq_bind(router, endpoints[i]) < 0) {
-            fprintf(stderr, "ctxd: cannot listen on %s: %s\n", endpoints[i], zmq_strerror(errno));
+        const char *ep = endpoints[i];
+        bool tcp = strncmp(ep, "tcp://", 6) == 0;
+        int sock = tcp && !sup_cfg.insecure_tcp ? 1 : 0;
+        if (strncmp(ep, "ipc://", 6) == 0 && ipc_in_use(ep)) {
+            fprintf(stderr, "ctxd: another daemon is already listening on %s\n", ep);
+            return -1;
+        }
+        if (tcp && sup_cfg.insecure_tcp)
+            fprintf(stderr,
+                    "ctxd: WARNING: %s has no authentication or encryption: anyone "
+                    "who reaches it can run code as this user\n",
+                    ep);
+        if (!routers[sock]) {
+            routers[sock] = new_router();
+            if (sock == 1 && sup_auth_setup(zctx, routers[1]) < 0)
+                return -1;
+        }
+        if (zmq_bind(routers[sock], ep) < 0) {
+            fprintf(stderr, "ctxd: cannot listen on %s: %s\n", ep, zmq_strerror(errno));
             return -1;
         }
     }
@@ -198,7 +308,37 @@ int sup_loop_open(const char **endpoints, size_t n)
     if (sigfd < 0)
         fatal("signalfd: %s", strerror(errno));
     signal(SIGPIPE, SIG_IGN);
-    return 0;
+    return sup_stats_open();
+}
+
+/* Ends every run with `shutdown`, gives clients up to a second to receive
+ * what is queued for them, and closes (which removes ipc socket files). */
+static void shut_down(void)
+{
+    sup_ctx_shutdown_all();
+    double give_up = sup_now() + 1.0;
+    while (!outbox_flush() && sup_now() < give_up) {
+        struct timespec ms = {0, 2000000};
+        nanosleep(&ms, NULL);
+    }
+    int linger = 1000;
+    for (int s = 0; s < NSOCKS; s++) {
+        if (!routers[s])
+            continue;
+        zmq_setsockopt(routers[s], ZMQ_LINGER, &linger, sizeof linger);
+        zmq_close(routers[s]);
+    }
+    if (sup_auth_zap_socket())
+        zmq_close(sup_auth_zap_socket());
+    zmq_ctx_term(zctx);
+    /* libzmq does not always remove the socket files it made. */
+    for (size_t i = 0; i < sup_cfg.nendpoints; i++) {
+        const char *ep = sup_cfg.endpoints[i];
+        struct stat st;
+        if (strncmp(ep, "ipc://", 6) == 0 && ep[6] != '@' && lstat(ep + 6, &st) == 0 &&
+            S_ISSOCK(st.st_mode))
+            unlink(ep + 6);
+    }
 }
 
 /* Runs until SIGTERM/SIGINT/SIGHUP. */
@@ -212,17 +352,24 @@ void sup_loop_run(void)
          * resumes reading its worker). */
         double now = sup_now();
         double next = sup_ctx_tick(now);
-        if (!sup_outq_flush(&outbox) && (next == 0 || now + 0.002 < next))
+        if (!outbox_flush() && (next == 0 || now + 0.002 < next))
             next = now + 0.002;
-        size_t n = sup_ctx_count() + 2;
+        size_t n = sup_ctx_count() + 2 + NSOCKS + 1;
         if (n > cap) {
             cap = n * 2;
             items = mem_realloc(items, cap * sizeof *items);
             owners = mem_realloc(owners, cap * sizeof *owners);
         }
+        /* Fixed items first: the signalfd, the listening sockets (NULL ones
+         * poll nothing), the ZAP handler; then the worker channels. */
         size_t k = 0;
-        items[k++] = (zmq_pollitem_t){.socket = router, .events = ZMQ_POLLIN};
         items[k++] = (zmq_pollitem_t){.fd = sigfd, .events = ZMQ_POLLIN};
+        for (int s = 0; s < NSOCKS; s++)
+            items[k++] = (zmq_pollitem_t){
+                .socket = routers[s], .fd = -1, .events = routers[s] ? ZMQ_POLLIN : 0};
+        void *zap = sup_auth_zap_socket();
+        items[k++] = (zmq_pollitem_t){.socket = zap, .fd = -1, .events = zap ? ZMQ_POLLIN : 0};
+        const size_t first_ctx = k;
         for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
             if (c->fd < 0)
                 continue;
@@ -241,14 +388,15 @@ void sup_loop_run(void)
             double ms = (next - now) * 1000.0;
             timeout = ms < 0 ? 0 : (long)ms + 1;
         }
+        sup_stats_flush();
         if (zmq_poll(items, (int)k, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             fatal("zmq_poll: %s", zmq_strerror(errno));
         }
-        if (items[1].revents)
+        if (items[0].revents)
             read_signals();
-        for (size_t i = 2; i < k; i++) {
+        for (size_t i = first_ctx; i < k; i++) {
             sup_ctx *c = owners[i];
             /* Deleted contexts stay allocated until the next tick, so the
              * pointer is valid; a replaced worker has a different fd. */
@@ -259,11 +407,15 @@ void sup_loop_run(void)
             if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
                 sup_ctx_on_readable(c);
         }
-        if (items[0].revents & ZMQ_POLLIN)
-            read_client();
+        for (int s = 0; s < NSOCKS; s++)
+            if (items[1 + s].revents & ZMQ_POLLIN)
+                read_client(s);
+        if (items[1 + NSOCKS].revents & ZMQ_POLLIN)
+            sup_auth_handle();
     }
     free(items);
     free(owners);
-    sup_ctx_shutdown_all();
-    zmq_close(router);
+    sup_stats_event("shutdown");
+    shut_down();
+    sup_stats_flush();
 }

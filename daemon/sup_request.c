@@ -25,8 +25,12 @@ void sup_msg_begin(proto_buf *b, const char *type, const sup_peer *peer, uint32_
         proto_put_nil(b);
 }
 
+/* The code of the last err reply, so the request log can say why. */
+static const char *last_err_code;
+
 void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
 {
+    last_err_code = code;
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -184,12 +188,14 @@ static void free_strings(char **s, size_t n)
 
 /* ---- handlers --------------------------------------------------------- */
 
+static void put_limits(proto_buf *b);
+
 static void do_hello(const proto_val *msg, const sup_peer *peer)
 {
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 7);
+    sup_msg_begin(&b, "ok", peer, 8);
     proto_put_str(&b, "server");
     proto_put_str(&b, "ctxd");
     proto_put_str(&b, "version");
@@ -204,19 +210,46 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     proto_put_str(&b, "instance");
     proto_put_str(&b, sup_instance);
     proto_put_str(&b, "limits");
-    proto_put_map(&b, 6);
-    proto_put_str(&b, "max_request_bytes");
-    proto_put_uint(&b, PROTO_MAX_REQUEST);
-    proto_put_str(&b, "max_code_bytes");
-    proto_put_uint(&b, sup_cfg.max_code_bytes);
-    proto_put_str(&b, "max_queue");
-    proto_put_uint(&b, sup_cfg.max_queue);
-    proto_put_str(&b, "max_contexts");
-    proto_put_uint(&b, sup_cfg.max_contexts);
-    proto_put_str(&b, "default_timeout");
-    proto_put_double(&b, sup_cfg.default_timeout);
-    proto_put_str(&b, "kill_grace");
-    proto_put_double(&b, sup_cfg.kill_grace);
+    put_limits(&b);
+    proto_put_str(&b, "preloads");
+    sup_zygote_put_preloads(&b);
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+}
+
+/* The configured limits, as `hello` and `stats` report them. */
+static void put_limits(proto_buf *b)
+{
+    proto_put_map(b, 9);
+    proto_put_str(b, "max_request_bytes");
+    proto_put_uint(b, sup_cfg.max_request_bytes);
+    proto_put_str(b, "max_code_bytes");
+    proto_put_uint(b, sup_cfg.max_code_bytes);
+    proto_put_str(b, "max_queue");
+    proto_put_uint(b, sup_cfg.max_queue);
+    proto_put_str(b, "max_contexts");
+    proto_put_uint(b, sup_cfg.max_contexts);
+    proto_put_str(b, "max_output");
+    proto_put_uint(b, sup_cfg.max_output);
+    proto_put_str(b, "default_timeout");
+    proto_put_double(b, sup_cfg.default_timeout);
+    proto_put_str(b, "kill_grace");
+    proto_put_double(b, sup_cfg.kill_grace);
+    proto_put_str(b, "idle_ttl");
+    proto_put_double(b, sup_cfg.idle_ttl);
+    proto_put_str(b, "on_disconnect");
+    proto_put_str(b, sup_cfg.interrupt_on_disconnect ? "interrupt" : "finish");
+}
+
+static void do_stats(const proto_val *msg, const sup_peer *peer)
+{
+    (void)msg;
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 4);
+    sup_stats_put(&b);
+    proto_put_str(&b, "limits");
+    put_limits(&b);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
@@ -410,6 +443,51 @@ static void do_restart(const proto_val *msg, const sup_peer *peer)
     sup_ctx_add_waiter(c, peer);
 }
 
+/* ctx.fork: validated here, queued on the source (sup_fork.c), answered
+ * when the copy is ready. */
+static void do_fork(const proto_val *msg, const sup_peer *peer)
+{
+    sup_ctx *src = lookup_ctx(msg, peer, false);
+    if (!src)
+        return;
+    const proto_val *name = get(msg, "name");
+    char want[PROTO_MAX_NAME + 1];
+    if (name) {
+        snprintf(want, sizeof want, "%.*s", (int)name->n, name->as.s);
+    } else {
+        unsigned long long r = 0;
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(&r, sizeof r, 1, f) != 1)
+            r = (unsigned long long)(sup_unix_now() * 1e6);
+        if (f)
+            fclose(f);
+        snprintf(want, sizeof want, "ctx-%012llx", r & 0xffffffffffffULL);
+    }
+    if (sup_ctx_find(want, strlen(want))) {
+        sup_reply_err(peer, "exists", "a context named '%s' already exists", want);
+        return;
+    }
+    if (src->pid == 0) {
+        sup_reply_err(peer, "dead",
+                      "context '%s' has no live worker to fork%s%s; run something in it to "
+                      "start a new one",
+                      src->name, src->last_death ? ": it died, " : "",
+                      src->last_death ? src->last_death : "");
+        return;
+    }
+    if (sup_ctx_count() >= sup_cfg.max_contexts) {
+        sup_reply_err(peer, "limit", "the daemon already holds %zu contexts (max_contexts)",
+                      sup_ctx_count());
+        return;
+    }
+    if (src->queued >= sup_cfg.max_queue) {
+        sup_reply_err(peer, "busy", "context '%s' already has %zu requests queued (max_queue)",
+                      src->name, src->queued);
+        return;
+    }
+    sup_ctx_fork(src, want, peer);
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 typedef struct request_kind {
@@ -435,6 +513,10 @@ static const proto_field create_fields[] = {
     {"cwd", PF_STR | PF_NIL, false, 4095},
     {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
 };
+static const proto_field fork_fields[] = {
+    {"ctx", PF_NAME, true, 0},
+    {"name", PF_NAME | PF_NIL, false, 0},
+};
 
 #define FIELDS(a) a, sizeof a / sizeof a[0]
 static const request_kind request_kinds[] = {
@@ -443,16 +525,32 @@ static const request_kind request_kinds[] = {
     {"interrupt", FIELDS(interrupt_fields), do_interrupt},
     {"ctx.create", FIELDS(create_fields), do_create},
     {"ctx.list", NULL, 0, do_list},
+    {"stats", NULL, 0, do_stats},
     {"ctx.delete", FIELDS(ctx_req_fields), do_delete},
     {"ctx.restart", FIELDS(ctx_req_fields), do_restart},
+    {"ctx.fork", FIELDS(fork_fields), do_fork},
 };
+
+static void log_request(const char *type, const proto_val *msg, double t0)
+{
+    char ctx[PROTO_MAX_NAME + 1] = "";
+    const proto_val *name = get(msg, "ctx");
+    if (!name)
+        name = get(msg, "name");
+    if (name && name->kind == PROTO_STR && proto_name_valid(name->as.s, name->n))
+        snprintf(ctx, sizeof ctx, "%.*s", (int)name->n, name->as.s);
+    char status[48];
+    snprintf(status, sizeof status, "%s%s", last_err_code ? "err:" : "ok",
+             last_err_code ? last_err_code : "");
+    sup_stats_request(type, ctx, status, sup_now() - t0);
+}
 
 /* Entry point for one client message: every path ends in exactly one
  * terminal reply (here for refusals, later for runs). */
-void sup_request_handle(const uint8_t *route, size_t route_len, const uint8_t *data, size_t len,
-                        bool multipart)
+void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const uint8_t *data,
+                        size_t len, bool multipart)
 {
-    sup_peer peer = {.route_len = route_len, .re_len = 0};
+    sup_peer peer = {.sock = (uint8_t)sock, .route_len = route_len, .re_len = 0};
     if (route_len > sizeof peer.route)
         return;
     memcpy(peer.route, route, route_len);
@@ -460,15 +558,16 @@ void sup_request_handle(const uint8_t *route, size_t route_len, const uint8_t *d
         sup_reply_err(&peer, "bad_frame", "a message must be exactly one frame");
         return;
     }
-    if (len > PROTO_MAX_REQUEST) {
-        sup_reply_err(&peer, "too_large", "message of %zu bytes exceeds max_request_bytes (%u)",
-                      len, PROTO_MAX_REQUEST);
+    if (len > sup_cfg.max_request_bytes) {
+        sup_reply_err(&peer, "too_large", "message of %zu bytes exceeds max_request_bytes (%zu)",
+                      len, sup_cfg.max_request_bytes);
         return;
     }
     proto_doc doc;
     proto_error err;
     if (proto_decode(&doc, data, len, &err) < 0) {
         reply_error(&peer, &err);
+        sup_stats_request("unreadable", NULL, "err:bad_frame", 0);
         return;
     }
     const proto_val *msg = &doc.nodes[0];
@@ -491,6 +590,8 @@ void sup_request_handle(const uint8_t *route, size_t route_len, const uint8_t *d
     for (size_t i = 0; i < sizeof request_kinds / sizeof request_kinds[0] && !k; i++)
         if (proto_str_eq(env.type, request_kinds[i].type))
             k = &request_kinds[i];
+    double t0 = sup_now();
+    last_err_code = NULL;
     if (!k)
         sup_reply_err(&peer, "unknown_type", "unknown message type '%.*s'",
                       (int)(env.type->n > 64 ? 64 : env.type->n), env.type->as.s);
@@ -498,5 +599,8 @@ void sup_request_handle(const uint8_t *route, size_t route_len, const uint8_t *d
         reply_error(&peer, &err);
     else
         k->handle(msg, &peer);
+    /* Runs are logged when they end; everything else here. */
+    if (!k || last_err_code || strcmp(k->type, "execute") != 0)
+        log_request(k ? k->type : "unknown", msg, t0);
     proto_doc_free(&doc);
 }

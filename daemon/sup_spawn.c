@@ -1,5 +1,6 @@
-/* sup_spawn: making a worker process for a context. Kept behind one function
- * so a zygote fork-server can replace plain fork+exec later. */
+/* sup_spawn: making a worker process for a context. The zygote forks it
+ * (sup_zygote.c); when the zygote is not available the worker is started by
+ * fork+exec, which gives the same worker without the preloads. */
 #include "sup.h"
 
 #include "mem.h"
@@ -56,6 +57,7 @@ static _Noreturn void child_exec(const sup_ctx *c, int chan, const int out[2][2]
 {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    sup_zygote_child_limits();
     /* First lift every source above 5, so no dup2 overwrites another. */
     int src[5] = {out[0][1], out[1][1], chan, out[0][0], out[1][0]};
     for (int i = 0; i < 5; i++)
@@ -87,7 +89,7 @@ static void close_all(int sv[2], int out[2][2])
     }
 }
 
-int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto_error *err)
+int sup_spawn_fds(int *fd, int out_rd[2], int child[5], proto_error *err)
 {
     int sv[2] = {-1, -1}, out[2][2] = {{-1, -1}, {-1, -1}};
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
@@ -96,31 +98,70 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
         close_all(sv, out);
         return -1;
     }
-    char **env = build_env(c);
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old);
-    pid_t child = fork();
-    if (child == 0)
-        child_exec(c, sv[1], (const int(*)[2])out, env);
-    int saved = errno;
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    free(env);
-    if (child < 0) {
-        close_all(sv, out);
-        proto_error_set(err, "spawn", "fork: %s", strerror(saved));
-        return -1;
-    }
-    close(sv[1]);
-    close(out[0][1]);
-    close(out[1][1]);
-    setpgid(child, child); /* also in the child: whichever runs first wins */
     int keep[3] = {sv[0], out[0][0], out[1][0]};
     for (int i = 0; i < 3; i++)
         fcntl(keep[i], F_SETFL, fcntl(keep[i], F_GETFL) | O_NONBLOCK);
-    *pid = child;
     *fd = sv[0];
     out_rd[0] = out[0][0];
     out_rd[1] = out[1][0];
+    /* The worker's ends; it gets its own copies of the read ends too. */
+    child[0] = sv[1];
+    child[1] = out[0][1];
+    child[2] = out[1][1];
+    child[3] = out[0][0];
+    child[4] = out[1][0];
+    return 0;
+}
+
+int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto_error *err)
+{
+    int child_fds[5];
+    if (sup_spawn_fds(fd, out_rd, child_fds, err) < 0)
+        return -1;
+    char **env = build_env(c);
+    pid_t child;
+    int zr = sup_zygote_spawn(c->name, c->cwd, env, child_fds, &child);
+    if (zr == -2) {
+        /* The zygote failed after receiving the descriptors: a worker it
+         * may have forked must not share them with the one started now. */
+        for (int i = 0; i < 3; i++)
+            close(child_fds[i]);
+        close(*fd);
+        close(out_rd[0]);
+        close(out_rd[1]);
+        *fd = out_rd[0] = out_rd[1] = -1;
+        if (sup_spawn_fds(fd, out_rd, child_fds, err) < 0) {
+            free(env);
+            return -1;
+        }
+    }
+    if (zr != 0) {
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
+        child = fork();
+        if (child == 0) {
+            const int out[2][2] = {{child_fds[3], child_fds[1]}, {child_fds[4], child_fds[2]}};
+            child_exec(c, child_fds[0], out, env);
+        }
+        int saved = errno;
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        if (child < 0) {
+            free(env);
+            for (int i = 0; i < 3; i++)
+                close(child_fds[i]);
+            close(*fd);
+            close(out_rd[0]);
+            close(out_rd[1]);
+            *fd = out_rd[0] = out_rd[1] = -1;
+            proto_error_set(err, "spawn", "fork: %s", strerror(saved));
+            return -1;
+        }
+        setpgid(child, child); /* also in the child: whichever runs first wins */
+    }
+    free(env);
+    for (int i = 0; i < 3; i++) /* the read ends (3, 4) are the supervisor's own */
+        close(child_fds[i]);
+    *pid = child;
     return 0;
 }

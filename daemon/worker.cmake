@@ -8,7 +8,8 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_log.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_output.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_py.c
-  ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c)
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_zygote.c)
 target_link_libraries(ctxd-worker PRIVATE ctxd_proto PkgConfig::PYEMBED Threads::Threads)
 # The interpreter's own executable and prefix: sys.executable and the
 # stdlib must not depend on PATH or on a PYTHONHOME meant for another python.

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -14,6 +16,11 @@
 
 static int chan_fd = -1;
 static pthread_mutex_t chan_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Descriptors received with SCM_RIGHTS (only `fork` frames carry them), in
+ * arrival order, until the frame that owns them takes them. */
+#define MAX_HELD_FDS 16
+static int held_fds[MAX_HELD_FDS];
+static int nheld;
 
 /* A forked child (os.fork, multiprocessing) must never write into the
  * parent's channel: drop it, and reset the lock another thread may have held
@@ -38,8 +45,19 @@ void wrk_chan_init(int fd)
     if (fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
         fatal("fcntl on the channel: %s", strerror(errno));
     chan_fd = fd;
-    if (pthread_atfork(NULL, NULL, chan_after_fork_child) != 0)
+    /* Registered once per process image: a worker forked from a zygote or
+     * from another worker inherits the registration and calls this again. */
+    static bool registered;
+    if (!registered && pthread_atfork(NULL, NULL, chan_after_fork_child) != 0)
         fatal("pthread_atfork failed");
+    registered = true;
+}
+
+void wrk_chan_gone(int code)
+{
+    if (getpgrp() == getpid())
+        kill(0, SIGKILL);
+    _exit(code);
 }
 
 /* Serialises whole frames on the channel. */
@@ -79,7 +97,7 @@ void wrk_chan_write_locked(const void *p, size_t n)
             if (errno == EINTR)
                 continue;
             wrk_log("channel write failed: %s; exiting", strerror(errno));
-            _exit(1);
+            wrk_chan_gone(1);
         }
         q += w;
         n -= (size_t)w;
@@ -94,7 +112,37 @@ void wrk_chan_send(const proto_buf *frames)
     wrk_chan_unlock();
 }
 
-/* Only the main thread reads, so no lock is needed here. */
+/* Keeps descriptors that came with the bytes just read (close-on-exec);
+ * more than fit are closed. */
+static void hold_fds(struct msghdr *mh)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        const unsigned char *p = CMSG_DATA(cm);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, p + i * sizeof fd, sizeof fd);
+            if (nheld < MAX_HELD_FDS)
+                held_fds[nheld++] = fd;
+            else
+                close(fd);
+        }
+    }
+}
+
+int wrk_chan_take_fds(int *fds, int n)
+{
+    int k = n < nheld ? n : nheld;
+    memcpy(fds, held_fds, (size_t)k * sizeof *fds);
+    memmove(held_fds, held_fds + k, (size_t)(nheld - k) * sizeof *held_fds);
+    nheld -= k;
+    return k;
+}
+
+/* Only the main thread reads, so no lock is needed here. recvmsg, so that
+ * descriptors passed with a `fork` frame are kept (read() would drop them). */
 void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t *consumed)
 {
     for (;;) {
@@ -106,14 +154,25 @@ void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t
             _exit(2);
         }
         proto_buf_reserve(in, 256 * 1024);
-        ssize_t n = read(chan_fd, in->data + in->len, in->cap - in->len);
+        struct iovec iov = {in->data + in->len, in->cap - in->len};
+        union {
+            struct cmsghdr align;
+            char buf[CMSG_SPACE(8 * sizeof(int))];
+        } ctl;
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
+                            .msg_controllen = sizeof ctl.buf};
+        ssize_t n = recvmsg(chan_fd, &mh, MSG_CMSG_CLOEXEC);
+        if (n > 0)
+            hold_fds(&mh);
         if (n == 0)
-            _exit(0);
+            wrk_chan_gone(0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             wrk_log("channel read failed: %s; exiting", strerror(errno));
-            _exit(1);
+            wrk_chan_gone(1);
         }
         in->len += (size_t)n;
     }

@@ -14,6 +14,11 @@
  * when fd is not open. */
 void wrk_chan_init(int fd);
 
+/* The supervisor is gone (end of file, broken channel, or its death
+ * signal): the worker exits with code, taking its process group (what the
+ * user code started) with it when it leads one. Async-signal-safe. */
+_Noreturn void wrk_chan_gone(int code);
+
 void wrk_chan_lock(void);
 /* For a crash handler: waits (at most max_ms) until no thread is between
  * taking output and sending it, then keeps the lock so none starts. Output
@@ -27,6 +32,10 @@ void wrk_chan_unlock(void);
 void wrk_chan_write_locked(const void *p, size_t n);
 /* Lock, write one buffer of whole frames, unlock. */
 void wrk_chan_send(const proto_buf *frames);
+
+/* Takes up to n descriptors that arrived with SCM_RIGHTS (oldest first);
+ * returns how many. */
+int wrk_chan_take_fds(int *fds, int n);
 
 /* Reads from the channel until `in` starts with one complete frame and
  * returns its body. The caller drops it with proto_buf_consume(in, consumed).

@@ -10,6 +10,9 @@ static int log_fd = 2;
 /* Remembers where diagnostics go once fd 2 has been redirected. */
 void wrk_log_init(int fd)
 {
+    /* A worker forked from another gets a new one: the old copy goes. */
+    if (log_fd > 2 && log_fd != fd)
+        close(log_fd);
     log_fd = fd;
 }
 

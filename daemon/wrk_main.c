@@ -20,6 +20,7 @@
 #include "wrk_output.h"
 #include "wrk_py.h"
 #include "wrk_run.h"
+#include "wrk_zygote.h"
 
 #define CHAN_FD 3
 
@@ -28,11 +29,26 @@
     "WRK_PYTHON_EXE and WRK_PYTHON_HOME (the embedded interpreter's executable and prefix) must be defined"
 #endif
 
-/* Dies with the supervisor, so an orphaned worker never lingers. */
+/* The supervisor's death is signalled with this; the handler kills the
+ * worker's whole process group, so processes the user code started do not
+ * outlive the daemon either. */
+#define PARENT_DEATH_SIGNAL (SIGRTMIN + 3)
+
+static void on_parent_death(int sig)
+{
+    (void)sig;
+    wrk_chan_gone(1);
+}
+
 static void watch_parent(void)
 {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-        fatal("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_parent_death;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(PARENT_DEATH_SIGNAL, &sa, NULL) < 0 ||
+        prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL) < 0)
+        fatal("cannot watch the supervisor: %s", strerror(errno));
     if (getppid() == 1)
         _exit(1);
 }
@@ -111,9 +127,10 @@ static void send_ready(void)
     proto_buf_free(&b);
 }
 
-/* Decodes a `run` frame into req (pointing into the frame). Anything else is
- * a broken supervisor: exit(2), it kills and reports the context anyway. */
-static void parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_req *req)
+/* Decodes a `run` frame into req (pointing into the frame) and returns
+ * false; a `fork` frame (ctx.fork) returns true. Anything else is a broken
+ * supervisor: exit(2), it kills and reports the context anyway. */
+static bool parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_req *req)
 {
     proto_error err;
     if (proto_decode(doc, body, len, &err) < 0) {
@@ -121,6 +138,8 @@ static void parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_r
         _exit(2);
     }
     const proto_val *msg = &doc->nodes[0];
+    if (proto_str_eq(proto_map_get(msg, "t"), "fork"))
+        return true;
     if (!proto_str_eq(proto_map_get(msg, "t"), "run")) {
         wrk_log("unexpected frame from the supervisor");
         _exit(2);
@@ -145,6 +164,7 @@ static void parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_r
     req->execution_count = proto_map_get(msg, "execution_count")->as.u;
     req->silent = silent && silent->kind == PROTO_BOOL && silent->as.b;
     req->env = env && env->kind == PROTO_MAP ? env : NULL;
+    return false;
 }
 
 /* A crash signal must not lose output the flusher has taken from a pipe but
@@ -168,8 +188,41 @@ static void install_crash_handlers(void)
         sigaction(sigs[i], &sa, NULL);
 }
 
+/* Sends `ready`, then serves `run` and `fork` frames one at a time. */
+static _Noreturn void serve_channel(void)
+{
+    send_ready();
+    proto_buf in;
+    proto_buf_init(&in);
+    for (;;) {
+        const uint8_t *body;
+        size_t len, consumed;
+        wrk_chan_recv(&in, &body, &len, &consumed);
+        proto_doc doc;
+        wrk_run_req req;
+        if (parse_run(body, len, &doc, &req)) {
+            bool copy = wrk_zygote_fork_live(&doc.nodes[0]);
+            proto_doc_free(&doc);
+            if (copy) {
+                /* This is the copy: a new channel, which starts empty. */
+                in.len = 0;
+                send_ready();
+                continue;
+            }
+        } else {
+            wrk_run_execute(&req);
+            proto_doc_free(&doc);
+        }
+        proto_buf_consume(&in, consumed);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--zygote") == 0) {
+        wrk_zygote_main(argc, argv); /* returns in a worker it forked */
+        serve_channel();
+    }
     bool supervised = argc > 1 && strcmp(argv[1], "--out-fds=4,5") == 0;
 
     /* SIGINT stays blocked in the main thread except during a run; every
@@ -196,19 +249,27 @@ int main(int argc, char **argv)
     /* Idle time runs without the GIL so user threads keep running; runs
      * take it back with PyGILState_Ensure. */
     (void)PyEval_SaveThread();
+    serve_channel();
+}
 
-    send_ready();
-    proto_buf in;
-    proto_buf_init(&in);
-    for (;;) {
-        const uint8_t *body;
-        size_t len, consumed;
-        wrk_chan_recv(&in, &body, &len, &consumed);
-        proto_doc doc;
-        wrk_run_req req;
-        parse_run(body, len, &doc, &req);
-        wrk_run_execute(&req);
-        proto_doc_free(&doc);
-        proto_buf_consume(&in, consumed);
-    }
+/* For wrk_zygote.c: the steps a zygote and the workers it forks share with
+ * a worker started by exec. */
+void wrk_main_init_python(void)
+{
+    init_python();
+}
+
+void wrk_main_init_session(void)
+{
+    init_session();
+}
+
+void wrk_main_install_crash_handlers(void)
+{
+    install_crash_handlers();
+}
+
+void wrk_main_watch_parent(void)
+{
+    watch_parent();
 }

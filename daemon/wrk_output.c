@@ -285,8 +285,11 @@ void wrk_output_init(bool supervised)
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0)
         fatal("eventfd: %s", strerror(errno));
-    if (pthread_atfork(NULL, NULL, output_after_fork_child) != 0)
+    /* Once per process image: forked workers inherit the registration. */
+    static bool registered;
+    if (!registered && pthread_atfork(NULL, NULL, output_after_fork_child) != 0)
         fatal("pthread_atfork failed");
+    registered = true;
 
     sigset_t all, old;
     sigfillset(&all);
@@ -302,6 +305,47 @@ void wrk_output_init(bool supervised)
 bool wrk_output_forked(void)
 {
     return atomic_load(&forked);
+}
+
+/* Called by the thread that forks a new worker (wrk_zygote.c), GIL held:
+ * with both locks taken no other thread is half-way through a buffer when
+ * the process is copied. Lock order as everywhere: channel, then out_mu. */
+void wrk_output_fork_prepare(void)
+{
+    wrk_chan_lock();
+    pthread_mutex_lock(&out_mu);
+}
+
+void wrk_output_fork_parent(void)
+{
+    pthread_mutex_unlock(&out_mu);
+    wrk_chan_unlock();
+}
+
+/* In a new worker made by fork (from the zygote or from a live worker): the
+ * old incarnation's descriptors go (fds 1, 2, 4 and 5 have already been
+ * replaced by the new pipes), the state of runs is reset and a new flusher
+ * thread starts on the pipes whose read ends are fds 4 and 5. */
+void wrk_output_restart(void)
+{
+    for (int s = 0; s < OUT_NSTREAMS; s++) {
+        if (pipe_keep[s] >= 0)
+            close(pipe_keep[s]);
+        if (pipe_rd[s] > 5)
+            close(pipe_rd[s]);
+        pipe_keep[s] = pipe_rd[s] = -1;
+        pending[s].len = 0;
+        atomic_store(&pumping[s], false);
+        last_raw_check[s] = 0;
+    }
+    if (wake_fd >= 0)
+        close(wake_fd);
+    wake_fd = -1;
+    spare.len = frame.len = 0;
+    atomic_store(&running, false);
+    atomic_store(&armed, false);
+    atomic_store(&forked, false);
+    wrk_output_init(true);
 }
 
 /* ---- run boundaries -------------------------------------------------------- */

@@ -33,5 +33,14 @@ void wrk_output_begin_run(const proto_buf *start);
 void wrk_output_end_run(const proto_buf *tail);
 /* True in a process forked from the worker (it has no channel). */
 bool wrk_output_forked(void);
+/* Around the fork of a new worker (wrk_zygote.c): takes the channel lock and
+ * the buffer lock; the parent releases them, the child's fork handlers reset
+ * them. */
+void wrk_output_fork_prepare(void);
+void wrk_output_fork_parent(void);
+/* In the new worker, after its pipes were put on fds 1, 2, 4, 5: closes the
+ * previous incarnation's descriptors, resets the run state and starts a new
+ * flusher thread. */
+void wrk_output_restart(void);
 
 #endif

@@ -16,8 +16,10 @@
 
 #define PROTO_VERSION 1
 #define PROTO_MAX_DEPTH 16
-/* Largest client message the daemon accepts (bytes of msgpack). */
+/* Largest client message the daemon accepts by default (bytes of msgpack),
+ * and the most it can be configured to. */
 #define PROTO_MAX_REQUEST (16u * 1024 * 1024)
+#define PROTO_MAX_REQUEST_CAP (256u * 1024 * 1024)
 /* Largest frame on a worker channel (4-byte length prefix excluded). */
 #define PROTO_MAX_FRAME (20u * 1024 * 1024)
 /* Largest stream chunk a worker sends in one frame. */

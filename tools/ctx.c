@@ -1,40 +1,21 @@
 /* ctx: the command-line client of the ctxd daemon, built on libctxd.
  * Subcommands are dispatched from ctx_commands[]; each parses its own
- * options with getopt_long and returns the process exit status. */
-#include "ctxd.h"
+ * options with getopt_long and returns the process exit status. The REPL
+ * lives in ctx_repl.c (line editor: ctx_edit.c), JSON output in ctx_json.c. */
+#include "ctx.h"
 #include "mem.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <zmq.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-
-/* Exit statuses (documented in ctx --help). */
-enum {
-    EX_OK = 0,
-    EX_ERROR = 1, /* the code raised */
-    EX_USAGE = 2,
-    EX_TIMEOUT = 3,
-    EX_INTERRUPTED = 4,
-    EX_DIED = 5,
-    EX_ABORTED = 6,
-    EX_REFUSED = 7,
-    EX_UNREACHABLE = 8
-};
-
-/* Returned by option helpers: keep parsing. */
-#define CONTINUE (-1)
-
-typedef struct ctx_cli {
-    const char *endpoint; /* NULL: $CTXD_ENDPOINT, else the default */
-    ctxd_client *client;  /* connected on first use */
-} ctx_cli;
 
 typedef struct ctx_cmd {
     const char *name;
@@ -45,12 +26,13 @@ typedef struct ctx_cmd {
 } ctx_cmd;
 
 typedef int ctx_cmd_fn(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv);
-static ctx_cmd_fn cmd_run, cmd_create, cmd_ls, cmd_rm, cmd_restart, cmd_interrupt, cmd_hello,
-    cmd_help;
+static ctx_cmd_fn cmd_run, cmd_create, cmd_ls, cmd_rm, cmd_restart, cmd_interrupt, cmd_stats,
+    cmd_repl, cmd_hello, cmd_help, cmd_fork, cmd_keygen;
 
 static const ctx_cmd ctx_commands[] = {
     {"run", cmd_run,
-     "[-c CTX] [-t SECONDS] [--silent] [--stop-on-error] [-e KEY=VAL]... (CODE | -f FILE | -)",
+     "[-c CTX] [-t SECONDS] [--silent] [--stop-on-error] [-e KEY=VAL]... [--base64] "
+     "(CODE | -f FILE | -)",
      "run Python code in a context, streaming its output",
      "Output is written as it arrives: the code's stdout to stdout, its stderr to\n"
      "stderr. A trailing expression's value is printed on stdout (its repr), a\n"
@@ -66,25 +48,97 @@ static const ctx_cmd ctx_commands[] = {
      "      --silent         no result, no execution count increment\n"
      "      --stop-on-error  if this run fails, abort the runs queued behind it\n"
      "  -f, --file FILE      read the code from FILE ('-': stdin)\n"
-     "  -                    read the code from stdin\n"},
+     "  -                    read the code from stdin\n"
+     "      --base64         with --json: stream data as exact bytes in base64\n\n"
+     "With --json, every event of the run is one line on stdout, in order:\n"
+     "  {\"t\":\"accepted\",\"ctx\":..,\"execution_count\":..,\"incarnation\":..\n"
+     "   [,\"previous_death\":..]}\n"
+     "  {\"t\":\"stream\",\"name\":\"stdout\"|\"stderr\",\"data\":TEXT}\n"
+     "  {\"t\":\"result\",\"execution_count\":..,\"data\":{\"text/plain\":..}}\n"
+     "  {\"t\":\"error\",\"ename\":..,\"evalue\":..,\"traceback\":[LINE,..]}\n"
+     "  {\"t\":\"done\",\"status\":..,\"execution_count\":..,\"incarnation\":..,\n"
+     "   \"duration\":..,\"cpu_time\":..,\"truncated\":..,\"state_lost\":..\n"
+     "   [,\"dropped\":{\"stdout\":N,\"stderr\":N}] [,\"cause\":..]}\n"
+     "or one {\"t\":\"err\",\"code\":..,\"message\":..} when the run was refused or\n"
+     "failed in the client (then with \"local\":true). Stream data (bytes on the\n"
+     "wire) is decoded as UTF-8: a character split across two chunks is put back\n"
+     "together, invalid bytes become U+FFFD. With --base64 the events carry\n"
+     "\"data_b64\" (the chunk's exact bytes) instead of \"data\".\n"},
+    {"ls", cmd_ls, "", "list contexts",
+     "Columns: NAME, STATE (idle, busy, dead), PID (- when dead), INC (worker\n"
+     "incarnation), RUNS (execution count), QUEUED (runs waiting), MEMORY (the\n"
+     "worker's proportional set size, PSS: shared pages counted in proportion;\n"
+     "- when dead), AGE (since the context was created).\n\n"
+     "With --json: {\"t\":\"ok\",\"contexts\":[INFO,..]}, INFO as in\n"
+     "proto/PROTOCOL.md (name, cwd, state, pid, incarnation, created,\n"
+     "execution_count, queued, rss, pss [, last_death]; bytes, Unix time).\n"},
     {"create", cmd_create, "[NAME] [--cwd DIR] [-e KEY=VAL]...",
      "start a new context (prints its name)",
      "options:\n"
      "  NAME                 1-64 characters of [A-Za-z0-9_.-]; generated when absent\n"
      "      --cwd DIR        working directory of the worker (default: the daemon's)\n"
-     "  -e, --env KEY=VAL    add a variable to the worker's environment (repeatable)\n"},
-    {"ls", cmd_ls, "", "list contexts",
-     "Columns: NAME, STATE (idle, busy, dead), PID (- when dead), INC (worker\n"
-     "incarnation), RUNS (execution count), QUEUED (runs waiting), AGE.\n"},
+     "  -e, --env KEY=VAL    add a variable to the worker's environment (repeatable)\n\n"
+     "With --json: {\"t\":\"ok\",\"ctx\":INFO}.\n"},
     {"rm", cmd_rm, "NAME", "delete a context, killing its worker and its processes",
-     "Its running and queued runs end as aborted. 'default' cannot be deleted.\n"},
+     "Its running and queued runs end as aborted. 'default' cannot be deleted.\n"
+     "With --json: {\"t\":\"ok\"}.\n"},
     {"restart", cmd_restart, "[NAME]", "replace a context's worker with a fresh interpreter",
      "Empty globals, execution count 0; running and queued runs end as aborted.\n"
-     "NAME defaults to 'default'.\n"},
+     "NAME defaults to 'default'. With --json: {\"t\":\"ok\",\"ctx\":INFO}.\n"},
+    {"fork", cmd_fork, "SRC [NAME]", "clone a live context (globals, modules, cwd) into a new one",
+     "The worker of SRC forks: the new context starts with a copy-on-write copy\n"
+     "of its state and the two diverge from then on. The fork waits behind the\n"
+     "runs queued on SRC. NAME is generated when absent; the new name is\n"
+     "printed. With --json: {\"t\":\"ok\",\"ctx\":INFO}.\n"},
     {"interrupt", cmd_interrupt, "[NAME]",
      "raise KeyboardInterrupt in the run executing on a context",
-     "Queued runs are not touched. NAME defaults to 'default'.\n"},
-    {"hello", cmd_hello, "", "show the daemon's version, pid and limits", ""},
+     "Whoever started the run; queued runs are not touched. NAME defaults to\n"
+     "'default'. Exit status 0 either way; the output (or --json's\n"
+     "{\"t\":\"ok\",\"interrupted\":BOOL}) says whether something was running.\n"},
+    {"stats", cmd_stats, "", "show daemon-wide figures: contexts, runs, queue, memory, counters",
+     "Totals over the live contexts come from 'hello' and 'ctx.list' (state,\n"
+     "queue, execution counts since each worker started, and the memory of\n"
+     "the workers alive now: PSS and RSS; the daemon's own 'stats' reply has no\n"
+     "memory figures). When the daemon answers the 'stats' request, its uptime\n"
+     "and counters since start (runs by status, requests, output bytes, worker\n"
+     "spawns and deaths) are shown too; an older daemon without it gets the\n"
+     "totals only.\n\n"
+     "With --json: {\"t\":\"stats\",\"endpoint\":..,\"server\":..,\"version\":..,\n"
+     "\"pid\":..,\"instance\":..,\"contexts\":N,\"idle\":N,\"busy\":N,\"dead\":N,\n"
+     "\"queued\":N,\"executions\":N,\"pss\":BYTES,\"rss\":BYTES,\"limits\":{..},\n"
+     "\"daemon\":{\"uptime\":..,\"contexts\":{..},\"counters\":{..}} or null}.\n"},
+    {"repl", cmd_repl, "[-c CTX] [-t SECONDS] [--no-color]",
+     "an interactive, notebook-like session on a context",
+     "Type Python; a block runs once it is complete, as Python's own REPL\n"
+     "decides (the context itself is asked, with a silent run that touches no\n"
+     "globals; an empty line ends an indented block). The prompt [n]: shows the\n"
+     "next execution count; a value is shown as Out[n]: and errors in red\n"
+     "(colours only on a terminal, and not with NO_COLOR or --no-color).\n\n"
+     "keys: Enter runs or continues the block; Ctrl-C while code runs\n"
+     "interrupts it (KeyboardInterrupt, the context and its globals are kept;\n"
+     "a third Ctrl-C stops waiting), Ctrl-C at the prompt clears the input;\n"
+     "Ctrl-D (or 'exit') leaves. Up/Down browse the history, which is kept\n"
+     "across sessions in $CTX_HISTORY, else ~/.ctx_history (CTX_HISTORY=''\n"
+     "for none); Left/Right/Home/End, Ctrl-A/E/K/U/W/L edit; Tab indents.\n"
+     "Without a terminal on stdin, lines are read plainly (no prompts).\n"
+     "CTX_REPL_COMPLETE=local decides completeness locally instead (brackets,\n"
+     "strings, ':' and '\\' line ends, decorators, indented blocks until an\n"
+     "empty line), without asking the context; so does ctx when the context\n"
+     "does not answer within 3 s (e.g. busy with another client's run).\n\n"
+     "options:\n"
+     "  -c, --ctx CTX        context (default: default); created when missing\n"
+     "  -t, --timeout SECS   timeout of each run (default 0: none)\n"
+     "      --no-color       no colours\n"},
+    {"hello", cmd_hello, "", "show the daemon's version, pid and limits",
+     "With --json: the hello reply ({\"t\":\"ok\",\"server\":..,\"version\":..,\n"
+     "\"protocol\":..,\"versions\":[..],\"pid\":..,\"instance\":..,\"limits\":{..}})\n"
+     "plus \"endpoint\".\n"},
+    {"keygen", cmd_keygen, "[FILE]", "make a CurveZMQ client key pair for tcp:// endpoints",
+     "Writes a new secret key to FILE (default ~/.config/ctxd/client.key, mode\n"
+     "0600; an existing file is never overwritten) and prints the public key: add\n"
+     "that line to the daemon's STATE_DIR/authorized_keys. Clients then connect\n"
+     "to tcp:// with CTXD_SERVER_KEY set to the daemon's server.pub (the key or\n"
+     "the file) and CTXD_CLIENT_KEY to FILE (when not the default).\n"},
     {"help", cmd_help, "[COMMAND]", "show help for ctx or one command", ""},
 };
 static const size_t ctx_ncommands = sizeof ctx_commands / sizeof ctx_commands[0];
@@ -92,8 +146,9 @@ static const size_t ctx_ncommands = sizeof ctx_commands / sizeof ctx_commands[0]
 static const char ctx_exit_help[] =
     "exit status:\n"
     "  0  ok                       5  the worker died (globals lost)\n"
-    "  1  the code raised          6  aborted (context deleted/restarted/died,\n"
-    "  2  usage error                 or an earlier run failed with --stop-on-error)\n"
+    "  1  the code raised          6  aborted (context deleted/restarted/died, an\n"
+    "  2  usage error                 earlier run failed with --stop-on-error, or\n"
+    "                                 the daemon shut down during the run)\n"
     "  3  timeout                  7  refused by the daemon (err reply)\n"
     "  4  interrupted              8  daemon unreachable (or it broke the protocol)\n";
 
@@ -102,14 +157,19 @@ static const char ctx_global_help[] =
     "  --endpoint EP   daemon endpoint; default $CTXD_ENDPOINT, else\n"
     "                  ipc://$XDG_RUNTIME_DIR/ctxd/ctxd.sock (ipc:///run/ctxd/ctxd.sock\n"
     "                  when XDG_RUNTIME_DIR is unset)\n"
-    "  -h, --help      show help\n";
+    "  --json          machine-readable output: one JSON object per line on stdout\n"
+    "                  (per event for run; failures as {\"t\":\"err\",\"code\",\"message\"})\n"
+    "  -h, --help      show help\n"
+    "tcp:// endpoints: CTXD_SERVER_KEY (the daemon's public key, or its server.pub\n"
+    "file) and CTXD_CLIENT_KEY (your secret key file, default\n"
+    "~/.config/ctxd/client.key; see 'ctx keygen') turn on CurveZMQ.\n";
 
 /* ---- help and errors ----------------------------------------------------- */
 
 /* Top-level help: every command from the table, options, exit statuses. */
 static void print_main_help(FILE *f)
 {
-    fprintf(f, "usage: ctx [--endpoint EP] COMMAND [ARGS]\n\n"
+    fprintf(f, "usage: ctx [--endpoint EP] [--json] COMMAND [ARGS]\n\n"
                "Runs Python code in persistent interpreters (contexts) kept alive by the\n"
                "ctxd daemon: globals survive from one run to the next.\n\ncommands:\n");
     for (size_t i = 0; i < ctx_ncommands; i++)
@@ -147,8 +207,7 @@ static int usage(const ctx_cmd *cmd, const char *fmt, ...)
     return EX_USAGE;
 }
 
-/* Maps a libctxd failure to the documented exit status. */
-static int exit_for(int rc)
+int ctx_exit_for(int rc)
 {
     switch (rc) {
     case 0:
@@ -164,21 +223,35 @@ static int exit_for(int rc)
     }
 }
 
-/* Prints the last library failure on stderr and returns its exit status. */
-static int report(ctx_cli *cli, int rc)
+/* A failure as one JSON line. */
+static void json_err(const char *code, const char *msg, bool local)
+{
+    jw w;
+    jw_init(&w, stdout);
+    jw_obj(&w);
+    jw_kstr(&w, "t", "err");
+    jw_kstr(&w, "code", code);
+    jw_kstr(&w, "message", msg);
+    if (local)
+        jw_kbool(&w, "local", true);
+    jw_obj_end(&w);
+    jw_line(&w);
+}
+
+int ctx_report(ctx_cli *cli, int rc)
 {
     const char *code, *msg;
     ctxd_last_error(cli->client, &code, &msg);
-    if (rc == CTXD_EREFUSED)
+    if (cli->json)
+        json_err(code, msg, rc != CTXD_EREFUSED || strcmp(code, "too_large") == 0);
+    else if (rc == CTXD_EREFUSED)
         fprintf(stderr, "ctx: refused by ctxd (%s): %s\n", code, msg);
     else
         fprintf(stderr, "ctx: %s\n", msg);
-    return exit_for(rc);
+    return ctx_exit_for(rc);
 }
 
-/* Connects on first use, so `ctx help` works without a daemon. Returns
- * CONTINUE, or the exit status of a failed connection. */
-static int need_client(ctx_cli *cli)
+int ctx_need_client(ctx_cli *cli)
 {
     if (cli->client)
         return CONTINUE;
@@ -187,8 +260,14 @@ static int need_client(ctx_cli *cli)
     cli->client = ctxd_connect_ex(cli->endpoint, CTXD_DEFAULT_TIMEOUT, &rc, err, sizeof err);
     if (cli->client)
         return CONTINUE;
-    fprintf(stderr, "ctx: %s\n", err);
-    return exit_for(rc);
+    if (cli->json) {
+        static const char *const names[] = {"",          "unreachable", "refused",   "protocol",
+                                            "transport", "invalid",     "cancelled", "lost"};
+        json_err(rc < 0 && -rc < 8 ? names[-rc] : "error", err, true);
+    } else {
+        fprintf(stderr, "ctx: %s\n", err);
+    }
+    return ctx_exit_for(rc);
 }
 
 /* ---- option parsing -------------------------------------------------------- */
@@ -196,7 +275,7 @@ static int need_client(ctx_cli *cli)
 /* Long options every command accepts. Option strings start with ':' so a
  * missing argument comes back as ':' and we word the message ourselves. */
 #define COMMON_LONGOPTS                                                                            \
-    {"endpoint", required_argument, NULL, 'E'},                                                    \
+    {"endpoint", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'J'},                  \
     {                                                                                              \
         "help", no_argument, NULL, 'h'                                                             \
     }
@@ -210,6 +289,9 @@ static int common_opt(ctx_cli *cli, const ctx_cmd *cmd, int opt, char **argv)
     switch (opt) {
     case 'E':
         cli->endpoint = optarg;
+        return CONTINUE;
+    case 'J':
+        cli->json = true;
         return CONTINUE;
     case 'h':
         print_cmd_help(cmd, stdout);
@@ -250,16 +332,45 @@ static int env_add(env_list *env, const ctx_cmd *cmd, char *arg)
     return CONTINUE;
 }
 
+/* Parses a timeout in seconds (>= 0, 0 = none). */
+static int parse_seconds(const ctx_cmd *cmd, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0)
+        return usage(cmd, "-t needs a number of seconds >= 0 (0: no timeout), got '%s'", s);
+    *out = v;
+    return CONTINUE;
+}
+
+int ctx_ensure_context(ctx_cli *cli, const char *name)
+{
+    if (!name || strcmp(name, "default") == 0)
+        return CONTINUE;
+    int rc = ctxd_ctx_create(cli->client, name, NULL, NULL, 0, NULL);
+    const char *code;
+    ctxd_last_error(cli->client, &code, NULL);
+    if (rc == 0 || (rc == CTXD_EREFUSED && strcmp(code, "exists") == 0))
+        return CONTINUE;
+    return ctx_report(cli, rc);
+}
+
 /* ---- ctx run ------------------------------------------------------------- */
 
-static volatile sig_atomic_t ctx_sigints;
+volatile sig_atomic_t ctx_sigints;
 
-/* SIGINT only counts; the wait loop turns it into an interrupt request. */
-static void on_sigint(int sig)
+void ctx_on_sigint(int sig)
 {
     (void)sig;
     ctx_sigints++;
 }
+
+/* Bytes of a stream held back because they end inside a UTF-8 character. */
+typedef struct carry {
+    unsigned char b[4];
+    size_t n;
+} carry;
 
 typedef struct run_state {
     const char *ctx;
@@ -267,6 +378,9 @@ typedef struct run_state {
     bool accepted;
     bool interrupt_asked;
     bool error_shown;
+    bool json, base64;
+    jw w;
+    carry out, err;
 } run_state;
 
 /* A run on a fresh worker after a death: say so, the globals are gone. */
@@ -274,8 +388,19 @@ static void run_accepted(void *user, uint64_t count, uint64_t incarnation,
                          const char *previous_death)
 {
     run_state *rs = user;
-    (void)count;
     rs->accepted = true;
+    if (rs->json) {
+        jw_obj(&rs->w);
+        jw_kstr(&rs->w, "t", "accepted");
+        jw_kstr(&rs->w, "ctx", rs->ctx);
+        jw_kuint(&rs->w, "execution_count", count);
+        jw_kuint(&rs->w, "incarnation", incarnation);
+        if (previous_death)
+            jw_kstr(&rs->w, "previous_death", previous_death);
+        jw_obj_end(&rs->w);
+        jw_line(&rs->w);
+        return;
+    }
     if (previous_death)
         fprintf(stderr,
                 "ctx: note: the previous worker of context '%s' died (%s); this run starts "
@@ -283,10 +408,70 @@ static void run_accepted(void *user, uint64_t count, uint64_t incarnation,
                 rs->ctx, previous_death, (unsigned long long)incarnation);
 }
 
+/* One stream event as JSON text: carried bytes first, and an incomplete
+ * character at the end held back for the next chunk (last: flush it, as
+ * U+FFFD). No event when everything was held back. */
+static void json_stream(run_state *rs, const char *name, const void *data, size_t len, bool last)
+{
+    carry *cy = strcmp(name, "stderr") == 0 ? &rs->err : &rs->out;
+    jw *w = &rs->w;
+    if (rs->base64) {
+        jw_obj(w);
+        jw_kstr(w, "t", "stream");
+        jw_kstr(w, "name", name);
+        jw_key(w, "data_b64");
+        jw_base64(w, data, len);
+        jw_obj_end(w);
+        jw_line(w);
+        return;
+    }
+    unsigned char *buf = mem_alloc(cy->n + len + 1);
+    memcpy(buf, cy->b, cy->n);
+    memcpy(buf + cy->n, data, len);
+    size_t n = cy->n + len, keep = 0;
+    cy->n = 0;
+    /* Is the tail the valid beginning of a character? Hold it back. */
+    for (size_t back = 1; !last && back <= 3 && back <= n; back++) {
+        uint32_t cp;
+        if (buf[n - back] >= 0xC0 && utf8_next(buf + n - back, back, &cp) == 0) {
+            keep = back;
+            break;
+        }
+        if ((buf[n - back] & 0xC0) != 0x80)
+            break;
+    }
+    memcpy(cy->b, buf + n - keep, keep);
+    cy->n = keep;
+    if (n > keep) {
+        jw_obj(w);
+        jw_kstr(w, "t", "stream");
+        jw_kstr(w, "name", name);
+        jw_key(w, "data");
+        jw_strn(w, (const char *)buf, n - keep);
+        jw_obj_end(w);
+        jw_line(w);
+    }
+    free(buf);
+}
+
+/* Before any other event: bytes still held back go out (as U+FFFD), so
+ * events stay in the order they came. */
+static void json_flush_carry(run_state *rs)
+{
+    if (rs->out.n)
+        json_stream(rs, "stdout", "", 0, true);
+    if (rs->err.n)
+        json_stream(rs, "stderr", "", 0, true);
+}
+
 /* Output chunks are written as they come, so long runs show progress. */
 static void run_stream(void *user, const char *name, const void *data, size_t len)
 {
-    (void)user;
+    run_state *rs = user;
+    if (rs->json) {
+        json_stream(rs, name, data, len, false);
+        return;
+    }
     FILE *f = strcmp(name, "stderr") == 0 ? stderr : stdout;
     fwrite(data, 1, len, f);
     fflush(f);
@@ -296,8 +481,21 @@ static void run_stream(void *user, const char *name, const void *data, size_t le
 static void run_result(void *user, const char *const *keys, const char *const *values, size_t n,
                        uint64_t count)
 {
-    (void)user;
-    (void)count;
+    run_state *rs = user;
+    if (rs->json) {
+        json_flush_carry(rs);
+        jw_obj(&rs->w);
+        jw_kstr(&rs->w, "t", "result");
+        jw_kuint(&rs->w, "execution_count", count);
+        jw_key(&rs->w, "data");
+        jw_obj(&rs->w);
+        for (size_t i = 0; i < n; i++)
+            jw_kstr(&rs->w, keys[i], values[i]);
+        jw_obj_end(&rs->w);
+        jw_obj_end(&rs->w);
+        jw_line(&rs->w);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         if (strcmp(keys[i], "text/plain") == 0) {
             fputs(values[i], stdout);
@@ -313,6 +511,21 @@ static void run_error(void *user, const char *ename, const char *evalue,
 {
     run_state *rs = user;
     rs->error_shown = true;
+    if (rs->json) {
+        json_flush_carry(rs);
+        jw_obj(&rs->w);
+        jw_kstr(&rs->w, "t", "error");
+        jw_kstr(&rs->w, "ename", ename);
+        jw_kstr(&rs->w, "evalue", evalue);
+        jw_key(&rs->w, "traceback");
+        jw_arr(&rs->w);
+        for (size_t i = 0; i < n; i++)
+            jw_str(&rs->w, traceback[i]);
+        jw_arr_end(&rs->w);
+        jw_obj_end(&rs->w);
+        jw_line(&rs->w);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(traceback[i]);
         fputs(traceback[i], stderr);
@@ -336,7 +549,7 @@ static int run_wait(void *user)
     if (rs->interrupt_asked)
         return CTXD_WAIT_DETACH;
     rs->interrupt_asked = true;
-    if (!rs->accepted)
+    if (!rs->accepted && !rs->json)
         fprintf(stderr, "\nctx: the run is queued; it will be interrupted when it starts "
                         "(Ctrl-C again to stop waiting)\n");
     return CTXD_WAIT_INTERRUPT;
@@ -398,47 +611,49 @@ static int load_code(const ctx_cmd *cmd, const char *file, const char *arg, char
     return CONTINUE;
 }
 
-/* Parses a timeout in seconds (>= 0, 0 = none). */
-static int parse_seconds(const ctx_cmd *cmd, const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < 0)
-        return usage(cmd, "-t needs a number of seconds >= 0 (0: no timeout), got '%s'", s);
-    *out = v;
-    return CONTINUE;
-}
-
-/* Creates the run's context unless it is there already (or is `default`,
- * which the daemon creates on first use). */
-static int ensure_context(ctx_cli *cli, const char *name)
-{
-    if (!name || strcmp(name, "default") == 0)
-        return CONTINUE;
-    int rc = ctxd_ctx_create(cli->client, name, NULL, NULL, 0, NULL);
-    const char *code;
-    ctxd_last_error(cli->client, &code, NULL);
-    if (rc == 0 || (rc == CTXD_EREFUSED && strcmp(code, "exists") == 0))
-        return CONTINUE;
-    return report(cli, rc);
-}
+static const int status_exit[] = {
+    [CTXD_OK] = EX_OK,           [CTXD_ERROR] = EX_ERROR, [CTXD_INTERRUPTED] = EX_INTERRUPTED,
+    [CTXD_TIMEOUT] = EX_TIMEOUT, [CTXD_DIED] = EX_DIED,   [CTXD_ABORTED] = EX_ABORTED,
+    [CTXD_SHUTDOWN] = EX_ABORTED};
 
 /* Reports how a run ended and maps it to an exit status. */
-static int run_outcome(const run_state *rs, const ctxd_outcome *out)
+static int run_outcome(run_state *rs, const ctxd_outcome *out)
 {
-    static const struct {
-        int exit;
-        const char *what;
-    } statuses[] = {[CTXD_OK] = {EX_OK, NULL},
-                    [CTXD_ERROR] = {EX_ERROR, NULL},
-                    [CTXD_INTERRUPTED] = {EX_INTERRUPTED, "interrupted"},
-                    [CTXD_TIMEOUT] = {EX_TIMEOUT, "timed out"},
-                    [CTXD_DIED] = {EX_DIED, "the worker died"},
-                    [CTXD_ABORTED] = {EX_ABORTED, "aborted"}};
-    if ((size_t)out->status >= sizeof statuses / sizeof statuses[0])
+    static const char *const what_of[] = {[CTXD_OK] = NULL,
+                                          [CTXD_ERROR] = NULL,
+                                          [CTXD_INTERRUPTED] = "interrupted",
+                                          [CTXD_TIMEOUT] = "timed out",
+                                          [CTXD_DIED] = "the worker died",
+                                          [CTXD_ABORTED] = "aborted",
+                                          [CTXD_SHUTDOWN] = "the daemon shut down"};
+    if ((size_t)out->status >= sizeof status_exit / sizeof status_exit[0])
         return EX_UNREACHABLE;
-    const char *what = statuses[out->status].what;
+    if (rs->json) {
+        json_flush_carry(rs);
+        jw *w = &rs->w;
+        jw_obj(w);
+        jw_kstr(w, "t", "done");
+        jw_kstr(w, "status", ctxd_status_name(out->status));
+        jw_kuint(w, "execution_count", out->execution_count);
+        jw_kuint(w, "incarnation", out->incarnation);
+        jw_knum(w, "duration", out->duration);
+        jw_knum(w, "cpu_time", out->cpu_time);
+        jw_kbool(w, "truncated", out->truncated);
+        jw_kbool(w, "state_lost", out->state_lost);
+        if (out->truncated) {
+            jw_key(w, "dropped");
+            jw_obj(w);
+            jw_kuint(w, "stdout", out->dropped_stdout);
+            jw_kuint(w, "stderr", out->dropped_stderr);
+            jw_obj_end(w);
+        }
+        if (out->cause)
+            jw_kstr(w, "cause", out->cause);
+        jw_obj_end(w);
+        jw_line(w);
+        return status_exit[out->status];
+    }
+    const char *what = what_of[out->status];
     if (rs->error_shown && out->status == CTXD_INTERRUPTED)
         what = NULL; /* the KeyboardInterrupt traceback says it */
     if (out->status == CTXD_ERROR && !rs->error_shown)
@@ -448,10 +663,10 @@ static int run_outcome(const run_state *rs, const ctxd_outcome *out)
                 out->cause ? out->cause : "");
     if (out->state_lost)
         fprintf(stderr, "ctx: state lost: the globals of context '%s' are gone\n", rs->ctx);
-    return statuses[out->status].exit;
+    return status_exit[out->status];
 }
 
-/* ctx run: execute code and mirror the run on the terminal. */
+/* ctx run: execute code and mirror the run on the terminal (or as JSON). */
 static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     static const struct option longopts[] = {{"ctx", required_argument, NULL, 'c'},
@@ -460,11 +675,13 @@ static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
                                              {"env", required_argument, NULL, 'e'},
                                              {"silent", no_argument, NULL, 'S'},
                                              {"stop-on-error", no_argument, NULL, 'X'},
+                                             {"base64", no_argument, NULL, 'B'},
                                              COMMON_LONGOPTS,
                                              {0}};
     ctxd_exec_opts opts = {.timeout = -1};
     env_list env = {0};
     const char *file = NULL;
+    bool base64 = false;
     int opt, r = CONTINUE;
     while (r == CONTINUE && (opt = getopt_long(argc, argv, ":c:t:f:e:h", longopts, NULL)) != -1) {
         switch (opt) {
@@ -486,6 +703,9 @@ static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         case 'X':
             opts.stop_on_error = true;
             break;
+        case 'B':
+            base64 = true;
+            break;
         default:
             r = common_opt(cli, cmd, opt, argv);
         }
@@ -497,28 +717,31 @@ static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     if (r == CONTINUE)
         r = load_code(cmd, file, optind < argc ? argv[optind] : NULL, &code, &len);
     if (r == CONTINUE)
-        r = need_client(cli);
+        r = ctx_need_client(cli);
     if (r == CONTINUE)
-        r = ensure_context(cli, opts.ctx);
+        r = ctx_ensure_context(cli, opts.ctx);
     if (r == CONTINUE) {
         opts.code = code;
         opts.code_len = len;
         opts.env = env.kv;
         opts.nenv = env.n;
-        run_state rs = {.ctx = opts.ctx ? opts.ctx : "default"};
+        run_state rs = {
+            .ctx = opts.ctx ? opts.ctx : "default", .json = cli->json, .base64 = base64};
+        jw_init(&rs.w, stdout);
         ctxd_callbacks cb = {.on_accepted = run_accepted,
                              .on_stream = run_stream,
                              .on_result = run_result,
                              .on_error = run_error,
                              .on_wait = run_wait};
-        struct sigaction sa = {.sa_handler = on_sigint}, old;
+        struct sigaction sa = {.sa_handler = ctx_on_sigint}, old;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, &old); /* no SA_RESTART: the wait wakes at once */
+        rs.sigints_seen = ctx_sigints;
         ctxd_outcome out;
         int rc = ctxd_execute(cli->client, &opts, &cb, &rs, &out);
         sigaction(SIGINT, &old, NULL);
         fflush(stdout);
-        r = rc < 0 ? report(cli, rc) : run_outcome(&rs, &out);
+        r = rc < 0 ? ctx_report(cli, rc) : run_outcome(&rs, &out);
     }
     free(code);
     free(env.kv);
@@ -540,8 +763,76 @@ static int simple_opts(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv, 
     }
     int r = positionals(cmd, argc, argv, min, max);
     if (r == CONTINUE)
-        r = need_client(cli);
+        r = ctx_need_client(cli);
     return r;
+}
+
+/* ctx keygen: a client key pair for CurveZMQ; needs no daemon. */
+static int cmd_keygen(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    static const struct option longopts[] = {COMMON_LONGOPTS, {0}};
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        int r = common_opt(cli, cmd, opt, argv);
+        if (r != CONTINUE)
+            return r;
+    }
+    int r = positionals(cmd, argc, argv, 0, 1);
+    if (r != CONTINUE)
+        return r;
+    char path[4096];
+    if (optind < argc) {
+        snprintf(path, sizeof path, "%s", argv[optind]);
+    } else {
+        const char *home = getenv("HOME");
+        snprintf(path, sizeof path, "%s/.config", home ? home : "");
+        mkdir(path, 0700);
+        strncat(path, "/ctxd", sizeof path - strlen(path) - 1);
+        mkdir(path, 0700);
+        strncat(path, "/client.key", sizeof path - strlen(path) - 1);
+    }
+    char public[41], secret[41];
+    if (zmq_curve_keypair(public, secret) != 0) {
+        fprintf(stderr, "ctx: this libzmq has no CurveZMQ support\n");
+        return EX_UNREACHABLE;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "ctx: cannot create %s: %s\n", path, strerror(errno));
+        return EX_USAGE;
+    }
+    char text[160];
+    int n =
+        snprintf(text, sizeof text, "# ctxd client secret key (public: %s)\n%s\n", public, secret);
+    bool ok = write(fd, text, (size_t)n) == n;
+    close(fd);
+    if (!ok) {
+        fprintf(stderr, "ctx: cannot write %s\n", path);
+        return EX_USAGE;
+    }
+    if (cli->json)
+        printf("{\"t\":\"ok\",\"public\":\"%s\",\"secret_file\":\"%s\"}\n", public, path);
+    else
+        printf("%s\n", public);
+    if (!cli->json)
+        fprintf(stderr,
+                "ctx: secret key written to %s; add the public key above to the "
+                "daemon's authorized_keys\n",
+                path);
+    return EX_OK;
+}
+
+/* {"t":"ok","ctx":INFO} for create and restart. */
+static void json_ok_ctx(const ctxd_ctx_info *info)
+{
+    jw w;
+    jw_init(&w, stdout);
+    jw_obj(&w);
+    jw_kstr(&w, "t", "ok");
+    jw_key(&w, "ctx");
+    jw_ctx_info(&w, info);
+    jw_obj_end(&w);
+    jw_line(&w);
 }
 
 /* ctx create: start a context, print its (possibly generated) name. */
@@ -565,7 +856,7 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     if (r == CONTINUE)
         r = positionals(cmd, argc, argv, 0, 1);
     if (r == CONTINUE)
-        r = need_client(cli);
+        r = ctx_need_client(cli);
     if (r == CONTINUE) {
         /* The daemon wants an absolute path; resolve a relative one here. */
         char *abs = cwd ? realpath(cwd, NULL) : NULL;
@@ -573,9 +864,11 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         int rc = ctxd_ctx_create(cli->client, optind < argc ? argv[optind] : NULL, abs ? abs : cwd,
                                  env.kv, env.n, &info);
         free(abs);
-        if (rc == 0)
+        if (rc == 0 && cli->json)
+            json_ok_ctx(&info);
+        else if (rc == 0)
             printf("%s\n", info.name);
-        r = rc == 0 ? EX_OK : report(cli, rc);
+        r = rc == 0 ? EX_OK : ctx_report(cli, rc);
     }
     free(env.kv);
     return r;
@@ -595,6 +888,13 @@ static const char *format_age(double seconds, char *buf, size_t n)
     return buf;
 }
 
+static double unix_now(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
 /* ctx ls: one table row per context. */
 static int cmd_ls(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
@@ -605,23 +905,36 @@ static int cmd_ls(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     size_t n;
     int rc = ctxd_ctx_list(cli->client, &infos, &n);
     if (rc < 0)
-        return report(cli, rc);
+        return ctx_report(cli, rc);
+    if (cli->json) {
+        jw w;
+        jw_init(&w, stdout);
+        jw_obj(&w);
+        jw_kstr(&w, "t", "ok");
+        jw_key(&w, "contexts");
+        jw_arr(&w);
+        for (size_t i = 0; i < n; i++)
+            jw_ctx_info(&w, &infos[i]);
+        jw_arr_end(&w);
+        jw_obj_end(&w);
+        jw_line(&w);
+        return EX_OK;
+    }
     int width = 4;
     for (size_t i = 0; i < n; i++)
         if ((int)strlen(infos[i].name) > width)
             width = (int)strlen(infos[i].name);
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    double now = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-    printf("%-*s  %-5s  %7s  %4s  %6s  %6s  %s\n", width, "NAME", "STATE", "PID", "INC", "RUNS",
-           "QUEUED", "AGE");
+    double now = unix_now();
+    printf("%-*s  %-5s  %7s  %4s  %6s  %6s  %9s  %s\n", width, "NAME", "STATE", "PID", "INC",
+           "RUNS", "QUEUED", "MEMORY", "AGE");
     for (size_t i = 0; i < n; i++) {
         const ctxd_ctx_info *c = &infos[i];
-        char pid[24], age[32];
+        char pid[24], age[32], mem[32];
         snprintf(pid, sizeof pid, "%llu", (unsigned long long)c->pid);
-        printf("%-*s  %-5s  %7s  %4llu  %6llu  %6llu  %s\n", width, c->name, c->state,
+        printf("%-*s  %-5s  %7s  %4llu  %6llu  %6llu  %9s  %s\n", width, c->name, c->state,
                c->pid ? pid : "-", (unsigned long long)c->incarnation,
                (unsigned long long)c->execution_count, (unsigned long long)c->queued,
+               c->pss ? ctx_format_bytes(c->pss, mem, sizeof mem) : "-",
                format_age(now - c->created, age, sizeof age));
     }
     return EX_OK;
@@ -634,7 +947,11 @@ static int cmd_rm(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     if (r != CONTINUE)
         return r;
     int rc = ctxd_ctx_delete(cli->client, argv[optind]);
-    return rc == 0 ? EX_OK : report(cli, rc);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    if (cli->json)
+        printf("{\"t\":\"ok\"}\n");
+    return EX_OK;
 }
 
 /* ctx restart: fresh worker for a context. */
@@ -646,9 +963,33 @@ static int cmd_restart(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     ctxd_ctx_info info;
     int rc = ctxd_ctx_restart(cli->client, optind < argc ? argv[optind] : NULL, &info);
     if (rc < 0)
-        return report(cli, rc);
-    printf("%s: restarted (incarnation %llu, pid %llu)\n", info.name,
-           (unsigned long long)info.incarnation, (unsigned long long)info.pid);
+        return ctx_report(cli, rc);
+    if (cli->json)
+        json_ok_ctx(&info);
+    else
+        printf("%s: restarted (incarnation %llu, pid %llu)\n", info.name,
+               (unsigned long long)info.incarnation, (unsigned long long)info.pid);
+    return EX_OK;
+}
+
+/* ctx fork: clone a live context. It waits behind SRC's queue, so the
+ * reply may take as long as the runs before it. */
+static int cmd_fork(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    int r = simple_opts(cli, cmd, argc, argv, 1, 2);
+    if (r != CONTINUE)
+        return r;
+    /* No deadline: ctxd_ctx_fork waits behind SRC's runs while the daemon
+     * answers liveness checks. */
+    ctxd_ctx_info info;
+    int rc = ctxd_ctx_fork(cli->client, argv[optind], optind + 1 < argc ? argv[optind + 1] : NULL,
+                           &info);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    if (cli->json)
+        json_ok_ctx(&info);
+    else
+        printf("%s\n", info.name);
     return EX_OK;
 }
 
@@ -662,9 +1003,208 @@ static int cmd_interrupt(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv
     bool interrupted = false;
     int rc = ctxd_interrupt(cli->client, name, &interrupted);
     if (rc < 0)
-        return report(cli, rc);
-    printf(interrupted ? "%s: interrupted\n" : "%s: nothing was running\n", name);
+        return ctx_report(cli, rc);
+    if (cli->json)
+        printf("{\"t\":\"ok\",\"interrupted\":%s}\n", interrupted ? "true" : "false");
+    else
+        printf(interrupted ? "%s: interrupted\n" : "%s: nothing was running\n", name);
     return EX_OK;
+}
+
+/* The limits of a hello reply as a JSON object. */
+static void json_limits(jw *w, const ctxd_hello_info *h)
+{
+    jw_key(w, "limits");
+    jw_obj(w);
+    jw_kuint(w, "max_request_bytes", h->max_request_bytes);
+    jw_kuint(w, "max_code_bytes", h->max_code_bytes);
+    jw_kuint(w, "max_queue", h->max_queue);
+    jw_kuint(w, "max_contexts", h->max_contexts);
+    jw_knum(w, "default_timeout", h->default_timeout);
+    jw_knum(w, "kill_grace", h->kill_grace);
+    jw_kuint(w, "max_output", h->max_output);
+    jw_knum(w, "idle_ttl", h->idle_ttl);
+    if (h->on_disconnect[0])
+        jw_kstr(w, "on_disconnect", h->on_disconnect);
+    jw_obj_end(w);
+}
+
+/* ctx stats: the daemon's `stats` counters when it has the request, and
+ * totals over the live contexts from hello and ctx.list. */
+static int cmd_stats(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    int r = simple_opts(cli, cmd, argc, argv, 0, 0);
+    if (r != CONTINUE)
+        return r;
+    ctxd_hello_info h;
+    int rc = ctxd_hello(cli->client, &h);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    /* The next requests release hello's strings: copy what is shown. */
+    char server[64], version[64], instance[64], ondisc[32];
+    snprintf(server, sizeof server, "%s", h.server ? h.server : "");
+    snprintf(version, sizeof version, "%s", h.version);
+    snprintf(instance, sizeof instance, "%s", h.instance);
+    snprintf(ondisc, sizeof ondisc, "%s", h.on_disconnect);
+    h.server = server, h.version = version, h.instance = instance, h.on_disconnect = ondisc;
+    h.versions = NULL;
+    ctxd_stats_info st;
+    rc = ctxd_stats(cli->client, &st);
+    const char *code;
+    ctxd_last_error(cli->client, &code, NULL);
+    bool have_stats = rc == 0;
+    if (rc < 0 && !(rc == CTXD_EREFUSED && strcmp(code, "unknown_type") == 0))
+        return ctx_report(cli, rc);
+    const ctxd_ctx_info *infos;
+    size_t n;
+    rc = ctxd_ctx_list(cli->client, &infos, &n);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    uint64_t idle = 0, busy = 0, dead = 0, queued = 0, execs = 0, pss = 0, rss = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ctxd_ctx_info *c = &infos[i];
+        idle += strcmp(c->state, "idle") == 0;
+        busy += strcmp(c->state, "busy") == 0;
+        dead += strcmp(c->state, "dead") == 0;
+        queued += c->queued;
+        execs += c->execution_count;
+        pss += c->pss;
+        rss += c->rss;
+    }
+    if (cli->json) {
+        jw w;
+        jw_init(&w, stdout);
+        jw_obj(&w);
+        jw_kstr(&w, "t", "stats");
+        jw_kstr(&w, "endpoint", ctxd_endpoint(cli->client));
+        jw_kstr(&w, "server", h.server);
+        jw_kstr(&w, "version", h.version);
+        jw_kuint(&w, "pid", h.pid);
+        jw_kstr(&w, "instance", h.instance);
+        jw_kuint(&w, "contexts", n);
+        jw_kuint(&w, "idle", idle);
+        jw_kuint(&w, "busy", busy);
+        jw_kuint(&w, "dead", dead);
+        jw_kuint(&w, "queued", queued);
+        jw_kuint(&w, "executions", execs);
+        jw_kuint(&w, "pss", pss);
+        jw_kuint(&w, "rss", rss);
+        json_limits(&w, &h);
+        jw_key(&w, "daemon");
+        if (!have_stats) {
+            jw_null(&w);
+        } else {
+            jw_obj(&w);
+            jw_knum(&w, "uptime", st.uptime);
+            jw_key(&w, "contexts");
+            jw_obj(&w);
+            jw_kuint(&w, "live", st.live);
+            jw_kuint(&w, "busy", st.busy);
+            jw_kuint(&w, "queued", st.queued);
+            jw_kuint(&w, "created", st.created);
+            jw_obj_end(&w);
+            jw_key(&w, "counters");
+            jw_obj(&w);
+            const struct {
+                const char *name;
+                uint64_t v;
+            } cs[] = {{"requests", st.requests},
+                      {"refused", st.refused},
+                      {"runs", st.runs},
+                      {"runs_ok", st.runs_ok},
+                      {"runs_error", st.runs_error},
+                      {"runs_interrupted", st.runs_interrupted},
+                      {"runs_timeout", st.runs_timeout},
+                      {"runs_died", st.runs_died},
+                      {"runs_aborted", st.runs_aborted},
+                      {"runs_shutdown", st.runs_shutdown},
+                      {"stdout_bytes", st.stdout_bytes},
+                      {"stderr_bytes", st.stderr_bytes},
+                      {"truncated_bytes", st.truncated_bytes},
+                      {"workers_spawned", st.workers_spawned},
+                      {"worker_deaths", st.worker_deaths}};
+            for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+                jw_kuint(&w, cs[i].name, cs[i].v);
+            jw_obj_end(&w);
+            jw_obj_end(&w);
+        }
+        jw_obj_end(&w);
+        jw_line(&w);
+        return EX_OK;
+    }
+    char b1[32], b2[32], b3[32];
+    printf("daemon      %s %s (pid %llu, instance %s)\n", h.server, h.version,
+           (unsigned long long)h.pid, h.instance[0] ? h.instance : "?");
+    printf("endpoint    %s\n", ctxd_endpoint(cli->client));
+    if (have_stats) {
+        char up[32];
+        printf("uptime      %s\n", format_age(st.uptime, up, sizeof up));
+    }
+    printf("contexts    %zu of at most %llu: %llu idle, %llu busy, %llu dead", n,
+           (unsigned long long)h.max_contexts, (unsigned long long)idle, (unsigned long long)busy,
+           (unsigned long long)dead);
+    if (have_stats)
+        printf(" (%llu created since start)", (unsigned long long)st.created);
+    printf("\nruns        %llu running, %llu queued (at most %llu per context)\n",
+           (unsigned long long)busy, (unsigned long long)queued, (unsigned long long)h.max_queue);
+    printf("executions  %llu (counted since each live worker started)\n",
+           (unsigned long long)execs);
+    printf("memory      %s PSS, %s RSS (workers alive now)\n", ctx_format_bytes(pss, b1, sizeof b1),
+           ctx_format_bytes(rss, b2, sizeof b2));
+    if (!have_stats) {
+        printf("note        computed from 'hello' and 'ctx.list': this daemon has no "
+               "'stats' request\n");
+        return EX_OK;
+    }
+    printf("since start %llu runs: %llu ok, %llu error, %llu interrupted, %llu timeout, "
+           "%llu died, %llu aborted, %llu shutdown\n",
+           (unsigned long long)st.runs, (unsigned long long)st.runs_ok,
+           (unsigned long long)st.runs_error, (unsigned long long)st.runs_interrupted,
+           (unsigned long long)st.runs_timeout, (unsigned long long)st.runs_died,
+           (unsigned long long)st.runs_aborted, (unsigned long long)st.runs_shutdown);
+    printf("            %llu requests (%llu refused); workers %llu spawned, %llu died\n",
+           (unsigned long long)st.requests, (unsigned long long)st.refused,
+           (unsigned long long)st.workers_spawned, (unsigned long long)st.worker_deaths);
+    printf("            output %s stdout, %s stderr, %s cut by max_output\n",
+           ctx_format_bytes(st.stdout_bytes, b1, sizeof b1),
+           ctx_format_bytes(st.stderr_bytes, b2, sizeof b2),
+           ctx_format_bytes(st.truncated_bytes, b3, sizeof b3));
+    return EX_OK;
+}
+
+/* ctx repl: the interactive session. */
+static int cmd_repl(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    static const struct option longopts[] = {{"ctx", required_argument, NULL, 'c'},
+                                             {"timeout", required_argument, NULL, 't'},
+                                             {"no-color", no_argument, NULL, 'N'},
+                                             COMMON_LONGOPTS,
+                                             {0}};
+    const char *ctx = NULL;
+    double timeout = 0;
+    bool plain = false;
+    int opt, r = CONTINUE;
+    while (r == CONTINUE && (opt = getopt_long(argc, argv, ":c:t:h", longopts, NULL)) != -1) {
+        if (opt == 'c')
+            ctx = optarg;
+        else if (opt == 't')
+            r = parse_seconds(cmd, optarg, &timeout);
+        else if (opt == 'N')
+            plain = true;
+        else
+            r = common_opt(cli, cmd, opt, argv);
+    }
+    if (r == CONTINUE)
+        r = positionals(cmd, argc, argv, 0, 0);
+    if (r == CONTINUE && cli->json)
+        r = usage(cmd, "--json does not apply to the interactive repl (use 'ctx run --json')");
+    if (r == CONTINUE)
+        r = ctx_need_client(cli);
+    if (r == CONTINUE)
+        r = ctx_ensure_context(cli, ctx);
+    if (r == CONTINUE)
+        r = ctx_repl(cli, ctx, timeout, plain);
+    return r;
 }
 
 /* ctx hello: check the daemon is there and show what it reports. */
@@ -676,8 +1216,30 @@ static int cmd_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     ctxd_hello_info h;
     int rc = ctxd_hello(cli->client, &h);
     if (rc < 0)
-        return report(cli, rc);
-    printf("server    %s %s (pid %llu)\n", h.server, h.version, (unsigned long long)h.pid);
+        return ctx_report(cli, rc);
+    if (cli->json) {
+        jw w;
+        jw_init(&w, stdout);
+        jw_obj(&w);
+        jw_kstr(&w, "t", "ok");
+        jw_kstr(&w, "server", h.server);
+        jw_kstr(&w, "version", h.version);
+        jw_kuint(&w, "protocol", h.protocol);
+        jw_key(&w, "versions");
+        jw_arr(&w);
+        for (size_t i = 0; i < h.nversions; i++)
+            jw_uint(&w, h.versions[i]);
+        jw_arr_end(&w);
+        jw_kuint(&w, "pid", h.pid);
+        jw_kstr(&w, "instance", h.instance);
+        json_limits(&w, &h);
+        jw_kstr(&w, "endpoint", ctxd_endpoint(cli->client));
+        jw_obj_end(&w);
+        jw_line(&w);
+        return EX_OK;
+    }
+    printf("server    %s %s (pid %llu, instance %s)\n", h.server, h.version,
+           (unsigned long long)h.pid, h.instance[0] ? h.instance : "?");
     printf("endpoint  %s\n", ctxd_endpoint(cli->client));
     printf("protocol  %llu (speaks", (unsigned long long)h.protocol);
     for (size_t i = 0; i < h.nversions; i++)
@@ -687,6 +1249,11 @@ static int cmd_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
            (unsigned long long)h.max_request_bytes, (unsigned long long)h.max_code_bytes,
            (unsigned long long)h.max_queue, (unsigned long long)h.max_contexts, h.default_timeout,
            h.kill_grace);
+    char cap[32], ttl[32];
+    snprintf(ttl, sizeof ttl, "%g s", h.idle_ttl);
+    printf("          max_output %s, idle_ttl %s, on_disconnect %s\n",
+           h.max_output ? ctx_format_bytes(h.max_output, cap, sizeof cap) : "none",
+           h.idle_ttl > 0 ? ttl : "never", h.on_disconnect[0] ? h.on_disconnect : "finish");
     return EX_OK;
 }
 
@@ -703,12 +1270,12 @@ static const ctx_cmd *find_cmd(const char *name)
 static int cmd_help(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     (void)cli;
-    (void)cmd;
     if (argc < 2) {
         print_main_help(stdout);
         return EX_OK;
     }
-    const ctx_cmd *target = find_cmd(argv[1]);
+    const ctx_cmd *target =
+        strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ? cmd : find_cmd(argv[1]);
     if (!target)
         return usage(NULL, "unknown command '%s'", argv[1]);
     print_cmd_help(target, stdout);
@@ -726,6 +1293,8 @@ int main(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         if (opt == 'E') {
             cli.endpoint = optarg;
+        } else if (opt == 'J') {
+            cli.json = true;
         } else if (opt == 'h') {
             print_main_help(stdout);
             return EX_OK;

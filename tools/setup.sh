@@ -3,6 +3,8 @@
 #   sh tools/setup.sh demo   install what is missing, build, start ctxd, run a demo
 #   sh tools/setup.sh test   install what is missing, build, run every test
 #   sh tools/setup.sh build  install what is missing and build only
+#   sh tools/setup.sh bench  also install ipykernel, jupyter_client, numpy and
+#                            matplotlib, build, and run tools/bench/bench.py
 # The build goes to ./build (override with BUILD_DIR).
 set -eu
 mode=${1:-demo}
@@ -10,7 +12,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 
 PACKAGES="build-essential cmake pkg-config libzmq3-dev python3-dev python3-zmq
-python3-msgpack python3-pytest clang libclang-rt-14-dev"
+python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev"
+# Only for the benchmark (ctxd side by side with ipykernel).
+[ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
+python3-numpy python3-matplotlib"
 
 install_missing() {
     missing=""
@@ -69,5 +74,6 @@ case "$mode" in
 demo) demo ;;
 test) cd "$build" && ctest --output-on-failure ;;
 build) ;;
-*) echo "usage: sh tools/setup.sh demo|test|build" >&2; exit 2 ;;
+bench) shift; /usr/bin/python3 "$root/tools/bench/bench.py" --build-dir "$build" "$@" ;;
+*) echo "usage: sh tools/setup.sh demo|test|build|bench" >&2; exit 2 ;;
 esac

@@ -28,7 +28,7 @@ TERMINAL = ("done", "ok", "err")
 RUN_EVENTS = ("accepted", "stream", "result", "error", "done")
 # Order of the events of a run (PROTOCOL.md section 5, "Events, in this order").
 EVENT_RANK = {"accepted": 0, "stream": 1, "result": 2, "error": 3, "done": 4}
-DONE_STATUSES = ("ok", "error", "interrupted", "timeout", "died", "aborted")
+DONE_STATUSES = ("ok", "error", "interrupted", "timeout", "died", "aborted", "shutdown")
 
 
 def pack(obj):
@@ -145,14 +145,15 @@ def check_run(run):
     for f in ("duration", "cpu_time"):
         assert isinstance(d.get(f), float), f"done.{f} must be a float: {d!r}"
         assert d[f] >= 0, d
-    assert d["truncated"] is False, d
-    needs_cause = d["status"] in ("died", "aborted") or (
+    # truncation (--max-output) is visible: a flag and the dropped counts
+    assert d["truncated"] == ("dropped" in d), d
+    needs_cause = d["status"] in ("died", "aborted", "shutdown") or (
         d["status"] == "timeout" and d["state_lost"])
     if needs_cause:
         assert isinstance(d.get("cause"), str) and d["cause"], f"done without cause: {d!r}"
     else:
         assert "cause" not in d, f"done with unexpected cause: {d!r}"
-    if d["status"] in ("died",):
+    if d["status"] in ("died", "shutdown"):
         assert d["state_lost"] is True, d
     if d["status"] in ("ok", "error", "interrupted"):
         assert d["state_lost"] is False, d
@@ -302,10 +303,10 @@ class Client:
             self.buffered.setdefault(mk, []).append(msg)
 
     # --- requests ----------------------------------------------------------
-    def request(self, t, _id=None, timeout=RECV_TIMEOUT, **fields):
+    def request(self, t, _id=None, _timeout=RECV_TIMEOUT, **fields):
         """Sends a request and returns its terminal reply (ok / err / done)."""
         rid = self.send(t, _id, **fields)
-        evs = self.collect(rid, timeout)
+        evs = self.collect(rid, _timeout)
         term = evs[-1]
         assert term["re"] == rid and type(term["re"]) is type(rid), term
         if t != "execute":
@@ -390,6 +391,8 @@ class Daemon:
         self.log_path = tmp_path / "ctxd.log"
         self.proc = None
         self.clients = []
+        # set by a test that ends the daemon on purpose
+        self.stopped_by_test = False
 
     def start(self, extra_args=(), cwd=None):
         self.log = open(self.log_path, "wb")
@@ -431,18 +434,26 @@ class Daemon:
         if self.proc is None:
             return None
         crashed = None
-        if self.proc.poll() is not None:
+        if self.stopped_by_test:
+            self.proc.poll() is None and self.proc.kill()
+            self.proc.wait(5)
+        elif self.proc.poll() is not None:
             rc = self.proc.returncode
             crashed = (f"ctxd died during the test (returncode {rc}"
                        f"{', signal ' + signal.Signals(-rc).name if rc < 0 else ''}):\n"
                        + self.log_text())
         else:
+            # A clean stop: SIGTERM ends the daemon promptly with status 0
+            # (a sanitizer report during shutdown shows up here).
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(5)
+                rc = self.proc.wait(5)
+                if rc != 0:
+                    crashed = f"ctxd exited with status {rc} on SIGTERM:\n" + self.log_text()
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+                crashed = "ctxd did not exit within 5 s of SIGTERM:\n" + self.log_text()
         self.log.close()
         return crashed
 
@@ -509,15 +520,30 @@ def sclient(daemon):
     return daemon.client("str")
 
 
-def pid_gone(pid):
-    """True when pid no longer runs (absent or a zombie)."""
+def _stat(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
-    except FileNotFoundError:
+    except OSError:  # FileNotFoundError, or ProcessLookupError mid-read
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[0], fields[19]  # state, starttime
+
+
+def pid_gone(pid, start=None):
+    """True when pid no longer runs (absent or a zombie). With start (the
+    process's start time from proc_start), a reused pid counts as gone."""
+    st = _stat(pid)
+    if st is None or st[0] in ("Z", "X"):
         return True
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state in ("Z", "X")
+    return start is not None and st[1] != start
+
+
+def proc_start(pid):
+    """Start time of a live pid (to tell it from a later process reusing the pid)."""
+    st = _stat(pid)
+    assert st is not None, f"process {pid} does not exist"
+    return st[1]
 
 
 def wait_until(pred, timeout=10.0, step=0.05):

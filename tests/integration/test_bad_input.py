@@ -150,7 +150,7 @@ def test_bad_message(daemon, client, name, data, code, re):
     if re is not ...:
         assert msg["re"] == re and type(msg["re"]) is type(re), msg
     # exactly one reply for one bad message
-    extra = client._recv_one(0.3)
+    extra = client._recv_one(0.15)
     assert extra is None, f"second reply to one bad message: {extra!r}"
     check_still_serving(daemon, client)
 

@@ -21,6 +21,11 @@ def test_hello_fields(daemon, client):
     assert isinstance(lim["max_contexts"], int) and lim["max_contexts"] >= 2
     assert isinstance(lim["default_timeout"], float) and lim["default_timeout"] == 600.0
     assert isinstance(lim["kill_grace"], float) and lim["kill_grace"] == 2.0
+    assert lim["max_output"] == 0  # no cap by default
+    assert isinstance(lim["idle_ttl"], float) and lim["idle_ttl"] == 0.0
+    assert lim["on_disconnect"] == "finish"
+    pre = r["preloads"]
+    assert isinstance(pre["loaded"], list) and isinstance(pre["skipped"], list), pre
 
 
 def test_hello_str_id_echoed_with_type(sclient):

@@ -4,10 +4,11 @@ import os
 import re
 import time
 
-from conftest import pid_gone, wait_until
+from conftest import pid_gone, proc_start, wait_until
 
 INFO_FIELDS = {"name": str, "cwd": str, "state": str, "pid": int, "incarnation": int,
-               "created": float, "execution_count": int, "queued": int}
+               "created": float, "execution_count": int, "queued": int, "rss": int,
+               "pss": int}
 
 
 def check_info(info):
@@ -17,6 +18,12 @@ def check_info(info):
     assert info["state"] in ("idle", "busy", "dead"), info
     if "last_death" in info:
         assert isinstance(info["last_death"], str), info
+    if info["state"] == "dead":
+        assert info["pid"] == 0 and info["rss"] == 0 and info["pss"] == 0, info
+    else:
+        # a live CPython worker uses some MiB, and PSS <= RSS
+        assert info["rss"] > 1024 * 1024, info
+        assert 0 < info["pss"] <= info["rss"], info
 
 
 def test_create_named(client, daemon):
@@ -127,6 +134,15 @@ def test_list_fields_sorted_and_states(client):
     assert info["execution_count"] == 3, info
 
 
+def test_rss_follows_memory_use(client):
+    client.ok("ctx.create", name="mem")
+    before = client.info("mem")["rss"]
+    assert client.execute("big = bytearray(200 * 1024 * 1024)", ctx="mem").status == "ok"
+    after = client.info("mem")["rss"]
+    assert after - before > 150 * 1024 * 1024, (before, after)
+    assert client.execute("del big", ctx="mem").status == "ok"
+
+
 def test_delete_kills_worker_and_children(client):
     client.ok("ctx.create", name="del")
     pid = client.info("del")["pid"]
@@ -134,9 +150,11 @@ def test_delete_kills_worker_and_children(client):
                        ctx="del")
     child = int(r.text)
     assert not pid_gone(child) and not pid_gone(pid)
+    s_pid, s_child = proc_start(pid), proc_start(child)
     r = client.ok("ctx.delete", ctx="del")
-    assert wait_until(lambda: pid_gone(pid), 10), f"worker {pid} still alive"
-    assert wait_until(lambda: pid_gone(child), 10), f"worker's child {child} still alive"
+    assert wait_until(lambda: pid_gone(pid, s_pid), 10), f"worker {pid} still alive"
+    assert wait_until(lambda: pid_gone(child, s_child), 10), \
+        f"worker's child {child} still alive"
     assert "del" not in client.contexts()
     client.err("execute", "unknown_context", ctx="del", code="1")
     # the name can be used again
@@ -175,6 +193,7 @@ def test_restart(client):
     assert client.execute("x = 1", ctx="rs").status == "ok"
     assert client.execute("x", ctx="rs").status == "ok"
     old_pid = client.info("rs")["pid"]
+    old_start = proc_start(old_pid)
     r = client.ok("ctx.restart", ctx="rs")
     info = r["ctx"]
     check_info(info)
@@ -182,7 +201,7 @@ def test_restart(client):
     assert info["incarnation"] == 2
     assert info["execution_count"] == 0
     assert info["pid"] != old_pid and info["pid"] > 0
-    assert wait_until(lambda: pid_gone(old_pid), 10)
+    assert wait_until(lambda: pid_gone(old_pid, old_start), 10)
     r = client.execute("'x' in globals()", ctx="rs")
     assert r.text == "False", r
     assert r.accepted["execution_count"] == 1

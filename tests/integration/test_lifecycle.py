@@ -255,7 +255,7 @@ def test_sigkill_from_outside_during_run(client):
         client.expect_quiet(i, 0.1)
     info = client.info("k")
     assert info["state"] == "dead", info
-    assert info["pid"] == 0, info
+    assert info["pid"] == 0 and info["rss"] == 0 and info["pss"] == 0, info
     assert info.get("last_death"), info
     r = client.execute("'q1' in globals()", ctx="k")
     assert r.status == "ok" and r.text == "False", r

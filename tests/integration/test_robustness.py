@@ -8,7 +8,7 @@ import msgpack
 import pytest
 import zmq
 
-from conftest import pack, pid_gone, wait_until
+from conftest import pack, pid_gone, proc_start, wait_until
 
 
 def test_interrupt_right_after_submit_is_consistent(client):
@@ -123,11 +123,11 @@ def test_create_and_delete_many_contexts(client):
     pids = []
     for i in range(15):
         info = client.ok("ctx.create", name=f"c{i}")["ctx"]
-        pids.append(info["pid"])
+        pids.append((info["pid"], proc_start(info["pid"])))
         assert client.execute(f"{i}", ctx=f"c{i}").text == str(i)
     for i in range(15):
         client.ok("ctx.delete", ctx=f"c{i}")
-    assert wait_until(lambda: all(pid_gone(p) for p in pids), 10)
+    assert wait_until(lambda: all(pid_gone(p, s) for p, s in pids), 10)
     assert not any(n.startswith("c") and n[1:].isdigit() for n in client.contexts())
 
 
@@ -199,9 +199,11 @@ def test_daemon_maps_key_order(daemon):
         s.send(pack({"v": 1, "t": "hello", "id": 1}))
         m = recv()
         assert keys(m) == env + ["server", "version", "protocol", "versions", "pid", "instance",
-                                 "limits"]
+                                 "limits", "preloads"]
         assert keys(sub(m, "limits")) == ["max_request_bytes", "max_code_bytes", "max_queue",
-                                          "max_contexts", "default_timeout", "kill_grace"]
+                                          "max_contexts", "max_output", "default_timeout",
+                                          "kill_grace", "idle_ttl", "on_disconnect"]
+        assert keys(sub(m, "preloads")) == ["loaded", "skipped"]
         s.send(pack({"v": 1, "t": "execute", "id": 2, "code": "print(1)\n2"}))
         seen = {}
         while True:
@@ -236,7 +238,7 @@ def test_daemon_maps_key_order(daemon):
         assert keys(m) == env + ["contexts"]
         info = sub(m, "contexts")[0]
         assert keys(info) == ["name", "cwd", "state", "pid", "incarnation", "created",
-                              "execution_count", "queued", "last_death"]
+                              "execution_count", "queued", "rss", "pss", "last_death"]
         s.send(pack({"v": 1, "t": "interrupt", "id": 6}))
         assert keys(recv()) == env + ["interrupted"]
         s.send(pack({"v": 1, "t": "nope", "id": 7}))
@@ -257,3 +259,29 @@ def test_user_breaks_its_streams(client, code):
     assert r.status in ("ok", "error", "died"), r
     r = client.execute("2 + 2")
     assert r.status == "ok" and r.text == "4", r
+
+
+def test_env_names_that_cannot_be_set(client):
+    for env in ({"": "x"}, {"A=B": "x"}):
+        client.err("execute", "bad_field", code="1", env=env)
+        client.err("ctx.create", "bad_field", name="envname", env=env)
+    assert client.execute("1").status == "ok"
+
+
+def test_cwd_removed_after_create(client, tmp_path):
+    d = tmp_path / "vanishing"
+    d.mkdir()
+    client.ok("ctx.create", name="cwdgone", cwd=str(d))
+    d.rmdir()
+    # the worker cannot start again: each request still gets one terminal reply
+    r = client.request("ctx.restart", ctx="cwdgone")
+    assert r["t"] == "err" and r["code"] == "spawn", r
+    info = client.info("cwdgone")
+    assert info["state"] == "dead" and info["last_death"], info
+    for _ in range(2):
+        r = client.execute("1", ctx="cwdgone")
+        assert r.terminal["t"] == "err" or r.status in ("aborted", "died"), r
+    d.mkdir()
+    r = client.execute("import os\nos.getcwd()", ctx="cwdgone")
+    assert r.status == "ok" and r.accepted.get("previous_death"), r
+    client.ok("ctx.delete", ctx="cwdgone")

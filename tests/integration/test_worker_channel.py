@@ -524,6 +524,22 @@ def test_oversized_frame_exits_2(worker):
 
 
 def test_channel_close_ends_worker():
+    # The supervisor is gone: the worker ends and takes the processes its
+    # user code started (its process group, itself included) with it.
     w = Worker()
+    child = w.run("import subprocess\np = subprocess.Popen(['sleep', '100'])\np.pid")
+    pid = int(child.result)
     w.sock.close()
-    assert w.wait_exit() == 0
+    assert w.wait_exit() in (0, -signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid), "a child of the worker outlived its supervisor channel"
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False

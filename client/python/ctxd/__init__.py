@@ -1,0 +1,71 @@
+"""ctxd: the Python client of the ctxd daemon, a persistent, stateful Python
+interpreter service (see the ctxd README and proto/PROTOCOL.md).
+
+Native API:
+
+    from ctxd import Client
+    with Client() as c:                       # $CTXD_ENDPOINT or the default socket
+        c.execute("x = 21")
+        r = c.execute("print('hi'); x * 2", on_stdout=print)
+        r.status, r.result, r.stdout          # ('ok', '42', 'hi\\n')
+
+- Client (blocking, thread-safe) and AsyncClient (asyncio; callbacks may be
+  coroutines): execute / submit, interrupt, hello, stats, create_context,
+  list_contexts, fork_context, delete_context, restart_context.
+- ExecResult, ErrorInfo, Result, ContextInfo, HelloInfo, StatsInfo: what
+  they return.
+- Errors: CtxdError and its subclasses RefusedError (NotFoundError),
+  UnreachableError, LostError, ProtocolError, ClosedError, CtxdTimeoutError.
+
+Daytona-compatible API (ctxd.daytona, also importable from here):
+CodeInterpreter, AsyncCodeInterpreter, ExecutionResult, ExecutionError,
+OutputMessage, InterpreterContext, DaytonaError, DaytonaTimeoutError.
+
+The wire codec is ctxd._proto (pack / unpack / encode_request).
+"""
+
+from ._common import (
+    ContextInfo,
+    ErrorInfo,
+    ExecResult,
+    HelloInfo,
+    Result,
+    StatsInfo,
+    default_endpoint,
+)
+from ._errors import (
+    ClosedError,
+    CtxdError,
+    CtxdTimeoutError,
+    LostError,
+    NotFoundError,
+    ProtocolError,
+    RefusedError,
+    UnreachableError,
+)
+from .aio import AsyncClient, AsyncRun
+from .client import Client, Run
+from .daytona import (
+    AsyncCodeInterpreter,
+    CodeInterpreter,
+    DaytonaConnectionError,
+    DaytonaError,
+    DaytonaNotFoundError,
+    DaytonaTimeoutError,
+    ExecutionError,
+    ExecutionResult,
+    InterpreterContext,
+    OutputMessage,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient", "AsyncCodeInterpreter", "AsyncRun", "Client", "ClosedError",
+    "CodeInterpreter", "ContextInfo", "CtxdError", "CtxdTimeoutError", "DaytonaConnectionError",
+    "DaytonaError", "DaytonaNotFoundError", "DaytonaTimeoutError", "ErrorInfo", "ExecResult",
+    "ExecutionError", "ExecutionResult", "HelloInfo", "InterpreterContext", "LostError",
+    "NotFoundError", "OutputMessage", "ProtocolError", "RefusedError", "Result", "Run",
+    "StatsInfo",
+    "UnreachableError", "default_endpoint",
+]

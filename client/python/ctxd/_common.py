@@ -1,0 +1,539 @@
+"""What the blocking and the asyncio client share: endpoint resolution, the
+result types, the per-run event accumulator (_RunState) and the sans-I/O
+router (_Core) that matches daemon messages to requests and runs the
+liveness check. Neither does any I/O."""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import itertools
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+from . import _proto
+from ._errors import (
+    CtxdError,
+    LostError,
+    ProtocolError,
+    RefusedError,
+    UnreachableError,
+)
+
+DEFAULT_REQUEST_TIMEOUT = 30.0
+DEFAULT_LIVENESS = 10.0
+STATUSES = ("ok", "error", "interrupted", "timeout", "died", "aborted", "shutdown")
+
+
+# ---- endpoints -------------------------------------------------------------
+
+
+def default_endpoint() -> str:
+    """PROTOCOL.md section 1's default (ignoring CTXD_ENDPOINT)."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        return f"ipc://{xdg}/ctxd/ctxd.sock"
+    return "ipc:///run/ctxd/ctxd.sock"
+
+
+def resolve_endpoint(endpoint: Optional[str]) -> str:
+    """endpoint, else $CTXD_ENDPOINT, else the default."""
+    return endpoint or os.environ.get("CTXD_ENDPOINT") or default_endpoint()
+
+
+def _read_z85(spec: str) -> Optional[bytes]:
+    """A Z85 key given inline (40 characters) or as the first such line of a file."""
+    if len(spec) == 40 and not spec.startswith(("/", ".")):
+        return spec.encode()
+    try:
+        with open(os.path.expanduser(spec)) as f:
+            for line in f:
+                line = line.strip()
+                if len(line) == 40 and not line.startswith("#"):
+                    return line.encode()
+    except OSError:
+        pass
+    return None
+
+
+def apply_curve(sock, endpoint: str, server_key: Optional[str] = None,
+                client_key: Optional[str] = None) -> None:
+    """CurveZMQ for tcp:// (PROTOCOL.md section 1): the daemon's public key
+    (server_key, else $CTXD_SERVER_KEY: the key or its server.pub file) and
+    this client's secret key (client_key, else $CTXD_CLIENT_KEY, else
+    ~/.config/ctxd/client.key; make one with `ctx keygen`). Without a server
+    key the connection is plain (a daemon started with --insecure-tcp)."""
+    server_key = server_key or os.environ.get("CTXD_SERVER_KEY")
+    if not endpoint.startswith("tcp://") or not server_key:
+        return
+    import zmq
+    server = _read_z85(server_key)
+    if server is None:
+        raise ValueError(f"server key {server_key!r} is neither a Z85 key nor a key file")
+    client_key = client_key or os.environ.get("CTXD_CLIENT_KEY") or "~/.config/ctxd/client.key"
+    secret = _read_z85(client_key)
+    if secret is None:
+        raise ValueError(f"client key {client_key!r} cannot be read (make one with `ctx keygen`)")
+    sock.curve_serverkey = server
+    sock.curve_secretkey = secret
+    sock.curve_publickey = zmq.curve_public(secret)
+
+
+def probe(endpoint: str) -> None:
+    """Fails at once when an ipc:// endpoint has no listener (ZeroMQ would
+    retry silently until a timeout)."""
+    if not endpoint.startswith("ipc://"):
+        return
+    path = endpoint[len("ipc://"):]
+    if not path or path.startswith("@") or len(path.encode()) >= 108:
+        return
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+    except FileNotFoundError:
+        raise UnreachableError(f"ctxd is not running at {endpoint} (no socket file {path})") from None
+    except ConnectionRefusedError:
+        raise UnreachableError(f"ctxd is not running at {endpoint} (stale socket file {path})") from None
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.ENOTDIR, errno.ENOTSOCK):
+            raise UnreachableError(f"cannot connect to {endpoint}: {e.strerror}") from None
+    finally:
+        s.close()
+
+
+# ---- results -----------------------------------------------------------------
+
+
+@dataclass
+class ErrorInfo:
+    """The exception a run raised."""
+
+    ename: str
+    evalue: str
+    traceback: List[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join(self.traceback) if self.traceback else f"{self.ename}: {self.evalue}"
+
+
+@dataclass
+class Result:
+    """The value of a run's trailing expression: its repr (text) and the
+    whole MIME bundle (data, always with "text/plain")."""
+
+    text: str
+    data: Dict[str, str]
+    execution_count: int
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class ExecResult:
+    """How a run ended, with everything it produced.
+
+    status is one of "ok", "error", "interrupted", "timeout", "died",
+    "aborted", "shutdown" (the daemon stopped during the run) (PROTOCOL.md,
+    `done`). truncated: output passed the daemon's max_output; dropped then
+    counts the bytes cut ({"stdout": n, "stderr": n}). stdout/stderr are the streams decoded as
+    UTF-8 (invalid bytes replaced); stdout_bytes/stderr_bytes the exact
+    bytes. result is the trailing expression's repr (None when there was
+    none); data its MIME bundle."""
+
+    status: str
+    stdout: str = ""
+    stderr: str = ""
+    result: Optional[str] = None
+    data: Optional[Dict[str, str]] = None
+    error: Optional[ErrorInfo] = None
+    execution_count: int = 0
+    incarnation: int = 0
+    duration: float = 0.0
+    cpu_time: float = 0.0
+    state_lost: bool = False
+    cause: Optional[str] = None
+    truncated: bool = False
+    dropped: Optional[Dict[str, int]] = None
+    previous_death: Optional[str] = None
+    ctx: str = "default"
+    stdout_bytes: bytes = b""
+    stderr_bytes: bytes = b""
+    run_id: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class ContextInfo:
+    """A context as `ctx.list` reports it (INFO in PROTOCOL.md)."""
+
+    name: str
+    cwd: str = ""
+    state: str = "idle"
+    pid: int = 0
+    incarnation: int = 0
+    created: float = 0.0
+    execution_count: int = 0
+    queued: int = 0
+    rss: int = 0
+    pss: int = 0
+    last_death: Optional[str] = None
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def from_msg(cls, m: Any) -> "ContextInfo":
+        if not isinstance(m, dict) or not isinstance(m.get("name"), str):
+            raise ProtocolError(f"malformed context info {m!r}")
+        kw = {}
+        for f in cls.__dataclass_fields__:
+            if f in m and m[f] is not None:
+                kw[f] = m[f]
+        return cls(**kw)
+
+
+@dataclass
+class HelloInfo:
+    """The daemon's `hello` reply."""
+
+    server: str
+    version: str
+    protocol: int
+    versions: List[int]
+    pid: int
+    instance: str
+    limits: Dict[str, Any]
+    preloads: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StatsInfo:
+    """The daemon's `stats` reply: uptime (seconds), contexts (live, busy,
+    queued, created), counters since start (requests, refused, runs,
+    runs_ok, ..., stdout_bytes, worker_deaths), limits as in hello."""
+
+    uptime: float
+    contexts: Dict[str, int]
+    counters: Dict[str, int]
+    limits: Dict[str, Any]
+
+
+def parse_stats(msg: dict) -> StatsInfo:
+    return StatsInfo(float(msg.get("uptime") or 0.0), dict(msg.get("contexts") or {}),
+                     dict(msg.get("counters") or {}), dict(msg.get("limits") or {}))
+
+
+def ctx_name(ctx: Any) -> Optional[str]:
+    """A context argument as a name: None, a str, or an object with .name
+    (ContextInfo) or .id (the Daytona InterpreterContext)."""
+    if ctx is None or isinstance(ctx, str):
+        return ctx
+    for attr in ("name", "id"):
+        v = getattr(ctx, attr, None)
+        if isinstance(v, str):
+            return v
+    raise TypeError(f"not a context: {ctx!r}")
+
+
+# ---- one run's events -------------------------------------------------------------
+
+
+def _need(msg: dict, key: str, types, what: str):
+    v = msg.get(key)
+    if not isinstance(v, types) or (types is int and isinstance(v, bool)):
+        raise ProtocolError(f"daemon sent a malformed {what}: {key!r} is {v!r}")
+    return v
+
+
+class _RunState:
+    """Accumulates one run's messages. feed() returns the callbacks to fire,
+    as (kind, argument) pairs: kind is "accepted", "stdout", "stderr",
+    "result" or "error"; it sets .final to the ExecResult at `done` and
+    raises RefusedError for an `err`."""
+
+    def __init__(self, ctx: Optional[str], run_id: int):
+        self.ctx = ctx or "default"
+        self.run_id = run_id
+        self.chunks = {"stdout": [], "stderr": []}
+        self.texts = {"stdout": [], "stderr": []}
+        self.decoders = {n: codecs.getincrementaldecoder("utf-8")("replace") for n in self.texts}
+        self.result: Optional[Result] = None
+        self.error: Optional[ErrorInfo] = None
+        self.accepted: Optional[dict] = None
+        self.final: Optional[ExecResult] = None
+
+    def _flush(self):
+        """Bytes of an incomplete character still held by a decoder: once
+        the streams are over (result, error, done come after all output)
+        they go out as U+FFFD, before the event, so the order holds."""
+        out = []
+        for name, dec in self.decoders.items():
+            tail = dec.decode(b"", final=True)
+            if tail:
+                self.texts[name].append(tail)
+                out.append((name, tail))
+        return out
+
+    def feed(self, msg: dict):
+        t = msg["t"]
+        if t == "accepted":
+            _need(msg, "execution_count", int, "accepted event")
+            _need(msg, "incarnation", int, "accepted event")
+            self.accepted = msg
+            return [("accepted", msg)]
+        if t == "stream":
+            name = _need(msg, "name", str, "stream event")
+            data = _need(msg, "data", bytes, "stream event")
+            if name not in self.chunks:
+                return []
+            self.chunks[name].append(data)
+            text = self.decoders[name].decode(data)
+            if text:
+                self.texts[name].append(text)
+                return [(name, text)]
+            return []
+        if t == "result":
+            data = _need(msg, "data", dict, "result event")
+            text = data.get("text/plain")
+            if not isinstance(text, str):
+                raise ProtocolError("daemon sent a result without text/plain")
+            self.result = Result(text, data, msg.get("execution_count") or 0)
+            return self._flush() + [("result", self.result)]
+        if t == "error":
+            tb = _need(msg, "traceback", list, "error event")
+            self.error = ErrorInfo(
+                _need(msg, "ename", str, "error event"),
+                _need(msg, "evalue", str, "error event"),
+                [str(x) for x in tb],
+            )
+            return self._flush() + [("error", self.error)]
+        if t == "done":
+            status = _need(msg, "status", str, "done reply")
+            if status not in STATUSES:
+                raise ProtocolError(f"daemon sent an unknown done status {status!r}")
+            out = self._flush()
+            acc = self.accepted or {}
+            self.final = ExecResult(
+                status=status,
+                stdout="".join(self.texts["stdout"]),
+                stderr="".join(self.texts["stderr"]),
+                result=self.result.text if self.result else None,
+                data=self.result.data if self.result else None,
+                error=self.error,
+                execution_count=msg.get("execution_count") or 0,
+                incarnation=msg.get("incarnation") or 0,
+                duration=float(msg.get("duration") or 0.0),
+                cpu_time=float(msg.get("cpu_time") or 0.0),
+                state_lost=bool(msg.get("state_lost")),
+                cause=msg.get("cause"),
+                truncated=bool(msg.get("truncated")),
+                dropped=msg.get("dropped") if isinstance(msg.get("dropped"), dict) else None,
+                previous_death=acc.get("previous_death"),
+                ctx=self.ctx,
+                stdout_bytes=b"".join(self.chunks["stdout"]),
+                stderr_bytes=b"".join(self.chunks["stderr"]),
+                run_id=self.run_id,
+            )
+            return out
+        if t == "err":
+            raise RefusedError.make(str(msg.get("code")), str(msg.get("message")))
+        if t == "ok":
+            raise ProtocolError("daemon answered execute with 'ok'")
+        return []  # an event type from a newer daemon
+
+
+def parse_hello(msg: dict) -> HelloInfo:
+    if msg.get("server") != "ctxd" or not isinstance(msg.get("pid"), int):
+        raise ProtocolError(f"not a ctxd hello reply: {msg!r}")
+    return HelloInfo(
+        server=msg["server"],
+        version=str(msg.get("version", "")),
+        protocol=int(msg.get("protocol") or 1),
+        versions=list(msg.get("versions") or [1]),
+        pid=msg["pid"],
+        instance=str(msg.get("instance", "")),
+        limits=dict(msg.get("limits") or {}),
+        preloads=dict(msg.get("preloads") or {}),
+    )
+
+
+def check_reply(msg: dict) -> dict:
+    """An `ok` is returned; `err` raises RefusedError; anything else is a
+    protocol violation."""
+    if msg["t"] == "ok":
+        return msg
+    if msg["t"] == "err":
+        raise RefusedError.make(str(msg.get("code")), str(msg.get("message")))
+    raise ProtocolError(f"daemon answered a control request with {msg['t']!r}")
+
+
+# ---- routing ----------------------------------------------------------------------
+
+
+class _Entry:
+    __slots__ = ("kind", "sink", "ctx", "accepted", "cancel", "detached")
+
+    def __init__(self, kind, sink, ctx):
+        self.kind = kind  # "exec", "live" (ctx.fork), "ctl" or "ping"
+        self.sink = sink  # has put_nowait(); None for pings
+        self.ctx = ctx
+        self.accepted = False
+        self.cancel = False  # interrupt as soon as accepted
+        self.detached = False  # drop its events (kept to send the interrupt)
+
+
+class _Core:
+    """Request ids, routing of daemon messages to per-request sinks, deferred
+    interrupts and the liveness check. Not thread-safe: the blocking client
+    calls it under its lock, the asyncio client from its loop.
+
+    Every method that wants something sent returns a list of encoded
+    requests for the caller to send."""
+
+    def __init__(self, liveness: float, request_timeout: float):
+        self.ids = itertools.count(1)
+        self.pending: Dict[int, _Entry] = {}
+        self.liveness = liveness
+        self.request_timeout = request_timeout
+        self.instance: Optional[str] = None
+        self.pid: Optional[int] = None
+        self.last_heard = time.monotonic()
+        self.ping: Optional[int] = None
+        self.ping_deadline = 0.0
+
+    def request(self, kind: str, sink, t: str, route_ctx: Optional[str] = None, **fields):
+        """Registers a request; returns (id, encoded bytes). route_ctx is the
+        context an execute runs on (for interrupts)."""
+        rid = next(self.ids)
+        data = _proto.encode_request(t, rid, **fields)
+        if kind in ("exec", "live") and not self._runs():
+            self.last_heard = time.monotonic()  # the silence that matters starts now
+        self.pending[rid] = _Entry(kind, sink, route_ctx)
+        return rid, data
+
+    def forget(self, rid: int) -> None:
+        self.pending.pop(rid, None)
+
+    def _runs(self) -> bool:
+        """Requests that wait without a deadline, guarded by the liveness
+        check: runs, and forks (they wait in a context's queue)."""
+        return any(e.kind in ("exec", "live") for e in self.pending.values())
+
+    def _interrupt(self, rid: int, e: _Entry) -> bytes:
+        _, data = self.request("ctl", None, "interrupt", ctx=e.ctx or "default", run=rid)
+        return data
+
+    def cancel(self, rid: int, detach: bool) -> List[bytes]:
+        """Interrupts run rid (now if it started, else when it does);
+        detach: drop its further events."""
+        e = self.pending.get(rid)
+        if e is None or e.kind != "exec":
+            return []
+        if detach:
+            e.detached = True
+        if e.accepted:
+            return [self._interrupt(rid, e)]
+        e.cancel = True
+        return []
+
+    def route(self, msg: dict) -> List[bytes]:
+        """Delivers a message to its request's sink."""
+        re = msg.get("re")
+        if type(re) is not int:
+            return []  # nil (an unreadable request of ours) or not one of our ids
+        e = self.pending.get(re)
+        if e is None:
+            return []
+        self.last_heard = time.monotonic()
+        t = msg["t"]
+        if e.kind == "ping":
+            del self.pending[re]
+            self.ping = None
+            self._check_instance(msg)
+            return []
+        out = []
+        if t == "accepted" and e.kind == "exec":
+            e.accepted = True
+            if e.cancel:
+                e.cancel = False
+                out.append(self._interrupt(re, e))
+        if t in _proto.TERMINAL:
+            del self.pending[re]
+        if e.sink is not None and not e.detached:
+            e.sink.put_nowait(msg)
+        return out
+
+    def note_hello(self, info: HelloInfo) -> None:
+        self.instance, self.pid = info.instance, info.pid
+
+    def _check_instance(self, msg: dict) -> None:
+        if msg.get("t") != "ok":
+            return
+        inst, pid = msg.get("instance"), msg.get("pid")
+        other = (inst != self.instance) if (inst and self.instance) else (
+            pid is not None and self.pid is not None and pid != self.pid)
+        if other:
+            self.fail_all(LostError(
+                f"ctxd restarted (instance {inst}, was {self.instance}) while runs were in "
+                "flight; their outcome is unknown"))
+
+    def fail_all(self, exc: CtxdError) -> None:
+        """Ends every request waiting with exc."""
+        for rid, e in list(self.pending.items()):
+            del self.pending[rid]
+            if e.sink is not None and not e.detached:
+                e.sink.put_nowait(exc)
+        self.ping = None
+
+    def tick(self, now: float):
+        """The liveness check. Returns (requests to send, seconds until the
+        next tick is due or None)."""
+        if self.liveness <= 0 or not self._runs():
+            if self.ping is not None:
+                self.pending.pop(self.ping, None)
+                self.ping = None
+            return [], None
+        if self.ping is not None:
+            if now >= self.ping_deadline:
+                self.pending.pop(self.ping, None)
+                self.ping = None
+                self.fail_all(UnreachableError(
+                    "ctxd stopped answering (no reply to a liveness check within "
+                    f"{self.request_timeout:g} s)"))
+                self.last_heard = now
+                return [], None
+            return [], self.ping_deadline - now
+        if now - self.last_heard >= self.liveness:
+            rid, data = self.request("ping", None, "hello")
+            self.ping = rid
+            self.ping_deadline = now + self.request_timeout
+            return [data], self.request_timeout
+        return [], self.last_heard + self.liveness - now
+
+
+Callback = Optional[Callable[..., Any]]
+
+
+def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error) -> dict:
+    """The execute request's fields from the API's arguments."""
+    if not isinstance(code, str):
+        raise TypeError("code must be a str")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError("timeout is a number of seconds >= 0 (0: none)")
+    env = None
+    if envs:
+        env = {}
+        for k, v in envs.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError("envs maps str to str")
+            env[k] = v
+    return dict(ctx=ctx_name(ctx), code=code, timeout=timeout, env=env,
+                silent=True if silent else None, stop_on_error=True if stop_on_error else None)

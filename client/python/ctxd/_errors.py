@@ -1,0 +1,70 @@
+"""Exceptions of the ctxd package. Every one is a CtxdError with a `code`
+(the daemon's err code for RefusedError, see PROTOCOL.md section 8; else the
+kind of local failure) and a `message`."""
+
+from __future__ import annotations
+
+
+class CtxdError(Exception):
+    """Base of every error this package raises."""
+
+    code = "error"
+
+    def __init__(self, message: str = "", code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class RefusedError(CtxdError):
+    """The daemon answered `err` (e.g. busy, unknown_context, exists,
+    forbidden, bad_name). `code` is the daemon's code."""
+
+    code = "refused"
+
+    @staticmethod
+    def make(code: str, message: str) -> "RefusedError":
+        cls = NotFoundError if code == "unknown_context" else RefusedError
+        return cls(message, code)
+
+
+class NotFoundError(RefusedError):
+    """`err unknown_context`: no such context."""
+
+    code = "unknown_context"
+
+
+class UnreachableError(CtxdError, ConnectionError):
+    """No daemon at the endpoint, or it stopped answering (no reply within
+    the request timeout, or a failed liveness check during a run)."""
+
+    code = "unreachable"
+
+
+class LostError(CtxdError, ConnectionError):
+    """The daemon restarted while a run was in flight (a liveness check was
+    answered by another daemon instance): the run's outcome is unknown."""
+
+    code = "lost"
+
+
+class ProtocolError(CtxdError):
+    """The daemon sent something that breaks PROTOCOL.md (also raised by the
+    strict decoder for malformed msgpack)."""
+
+    code = "protocol"
+
+
+class ClosedError(CtxdError):
+    """The client was closed while the call was waiting."""
+
+    code = "closed"
+
+
+class CtxdTimeoutError(CtxdError, TimeoutError):
+    """A run exceeded its timeout. The native API reports this as a result
+    with status "timeout" instead; the Daytona-compatible CodeInterpreter
+    raises it (as DaytonaTimeoutError)."""
+
+    code = "timeout"

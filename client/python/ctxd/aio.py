@@ -1,0 +1,345 @@
+"""The asyncio client: AsyncClient, the twin of Client, and AsyncRun.
+
+Use it from one event loop (it is not thread-safe; any number of tasks of
+that loop may use it at once). A reader task owns the receiving side of the
+socket and routes messages to the request they answer. Callbacks may be
+plain functions or coroutine functions (awaited in order, in the task that
+waits for the run, before the next event is handled). Cancelling the task
+that waits for a run interrupts the run in the daemon.
+
+    async with AsyncClient() as c:
+        r = await c.execute("print(6 * 7)", on_stdout=print)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+import zmq
+import zmq.asyncio
+
+from ._common import (
+    apply_curve,
+    DEFAULT_LIVENESS,
+    DEFAULT_REQUEST_TIMEOUT,
+    Callback,
+    ContextInfo,
+    ExecResult,
+    HelloInfo,
+    StatsInfo,
+    _Core,
+    _RunState,
+    check_reply,
+    ctx_name,
+    exec_fields,
+    parse_hello,
+    parse_stats,
+    probe,
+    resolve_endpoint,
+)
+from ._errors import ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, UnreachableError
+from ._proto import decode_message
+
+# Longest sleep of the reader, so a run submitted while nothing else is in
+# flight gets its liveness check on time.
+_MAX_POLL_MS = 1000
+
+
+async def _call_cb(cb, arg) -> None:
+    r = cb(arg)
+    if inspect.isawaitable(r):
+        await r
+
+
+class AsyncRun:
+    """A run submitted with AsyncClient.submit()."""
+
+    def __init__(self, client: "AsyncClient", rid: int, ctx: Optional[str], q, callbacks):
+        self.id = rid
+        self.ctx = ctx or "default"
+        self._client = client
+        self._q = q
+        self._cb = callbacks
+        self._state = _RunState(ctx, rid)
+
+    @property
+    def done(self) -> bool:
+        return self._state.final is not None
+
+    async def interrupt(self) -> None:
+        """Interrupts this run (at once if it started, else when it starts);
+        it ends "interrupted"."""
+        await self._client._cancel(self.id, detach=False)
+
+    async def wait(self, timeout: Optional[float] = None) -> ExecResult:
+        """As Run.wait: fires the callbacks (awaiting coroutine ones) and
+        returns the ExecResult. A cancelled wait (or a callback that raised)
+        interrupts the run and drops its further events; timeout bounds this
+        wait only (CtxdTimeoutError, the run goes on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        in_callback = False
+        try:
+            while self._state.final is None:
+                if deadline is None:
+                    msg = await self._q.get()
+                else:
+                    left = deadline - time.monotonic()
+                    try:
+                        if left <= 0:
+                            raise asyncio.TimeoutError
+                        msg = await asyncio.wait_for(self._q.get(), left)
+                    except asyncio.TimeoutError:
+                        raise CtxdTimeoutError(
+                            f"run {self.id} still running after {timeout:g} s") from None
+                if isinstance(msg, BaseException):
+                    raise msg
+                for kind, arg in self._state.feed(msg):
+                    cb = self._cb.get(kind)
+                    if cb is not None:
+                        in_callback = True
+                        await _call_cb(cb, arg)
+                        in_callback = False
+        except BaseException as e:
+            # Cancelled, or a failing callback: stop the run. A CtxdError of
+            # the run itself (refused, daemon gone, bounded wait over) leaves
+            # it be.
+            if in_callback or not isinstance(e, CtxdError):
+                self._client._cancel_nowait(self.id)
+            raise
+        return self._state.final
+
+
+class AsyncClient:
+    """The asyncio twin of Client (same arguments, same methods, as
+    coroutines). It connects on first use, or explicitly with
+    `await client.connect()` / `async with AsyncClient(...) as client`."""
+
+    def __init__(self, endpoint: Optional[str] = None, *,
+                 request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+                 liveness: float = DEFAULT_LIVENESS,
+                 server_key: Optional[str] = None, client_key: Optional[str] = None):
+        self.endpoint = resolve_endpoint(endpoint)
+        self._server_key, self._client_key = server_key, client_key
+        self._core = _Core(liveness, request_timeout)
+        self._zctx: Optional[zmq.asyncio.Context] = None
+        self._sock = None
+        self._reader: Optional[asyncio.Task] = None
+        self._closed = False
+        self._connecting: Optional[asyncio.Future] = None
+        self.hello_info: Optional[HelloInfo] = None
+
+    # ---- lifecycle -------------------------------------------------------------
+
+    async def connect(self) -> "AsyncClient":
+        """Connects and checks the daemon answers `hello`."""
+        if self._closed:
+            raise ClosedError("the client is closed")
+        if self._sock is not None:
+            return self
+        probe(self.endpoint)
+        self._zctx = zmq.asyncio.Context()
+        try:
+            sock = self._zctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RCVHWM, 0)
+            sock.setsockopt(zmq.SNDHWM, 0)
+            apply_curve(sock, self.endpoint, self._server_key, self._client_key)
+            sock.connect(self.endpoint)
+        except zmq.ZMQError as e:
+            self._zctx.term()
+            self._zctx = None
+            raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
+        self._sock = sock
+        self._reader = asyncio.ensure_future(self._read_loop())
+        try:
+            self.hello_info = await self.hello()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _ensure(self) -> None:
+        if self._sock is None:
+            await self.connect()
+        elif self._closed:
+            raise ClosedError("the client is closed")
+
+    async def close(self) -> None:
+        """Stops the reader and closes the socket; waiting calls raise
+        ClosedError. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except BaseException:
+                pass
+        self._core.fail_all(ClosedError("the client was closed"))
+        if self._sock is not None:
+            self._sock.close(0)
+        if self._zctx is not None:
+            self._zctx.term()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return await self.connect()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # ---- I/O ---------------------------------------------------------------------
+
+    async def _send(self, data: bytes) -> None:
+        await self._sock.send(data)
+
+    def _send_soon(self, datas: List[bytes]) -> None:
+        for data in datas:
+            asyncio.ensure_future(self._send(data))
+
+    async def _read_loop(self) -> None:
+        due: Optional[float] = None
+        failure: Optional[CtxdError] = None
+        try:
+            while True:
+                ms = _MAX_POLL_MS if due is None else min(_MAX_POLL_MS, max(0, int(due * 1000) + 1))
+                ev = await self._sock.poll(ms, zmq.POLLIN)
+                if ev & zmq.POLLIN:
+                    while True:
+                        try:
+                            frames = await self._sock.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        msg = None
+                        if len(frames) == 1:  # PROTOCOL.md: one frame per message
+                            try:
+                                msg = decode_message(frames[0])
+                            except ProtocolError:
+                                pass  # cannot be matched to a request
+                        for data in self._core.route(msg) if msg is not None else ():
+                            await self._send(data)
+                out, due = self._core.tick(time.monotonic())
+                for data in out:
+                    await self._send(data)
+        except asyncio.CancelledError:
+            raise
+        except zmq.ZMQError as e:
+            failure = UnreachableError(f"ZeroMQ failure on {self.endpoint}: {e}")
+        finally:
+            if failure is not None:
+                self._core.fail_all(failure)
+
+    async def _call(self, t: str, timeout: Optional[float] = None, _kind: str = "ctl",
+                    **fields) -> dict:
+        await self._ensure()
+        q: asyncio.Queue = asyncio.Queue()
+        rid, data = self._core.request(_kind, q, t, **fields)
+        await self._send(data)
+        wait = self._core.request_timeout if timeout is None else timeout
+        try:
+            msg = await (asyncio.wait_for(q.get(), wait) if wait and wait > 0 else q.get())
+        except asyncio.TimeoutError:
+            self._core.forget(rid)
+            raise UnreachableError(
+                f"no reply from ctxd at {self.endpoint} within {wait:g} s "
+                "(is the daemon running?)") from None
+        except BaseException:
+            self._core.forget(rid)
+            raise
+        if isinstance(msg, BaseException):
+            raise msg
+        return check_reply(msg)
+
+    async def _cancel(self, rid: int, detach: bool) -> None:
+        for data in self._core.cancel(rid, detach):
+            await self._send(data)
+
+    def _cancel_nowait(self, rid: int) -> None:
+        if not self._closed:
+            self._send_soon(self._core.cancel(rid, True))
+
+    # ---- runs ------------------------------------------------------------------------
+
+    async def submit(self, code: str, ctx: Any = None, *, on_stdout: Callback = None,
+                     on_stderr: Callback = None, on_result: Callback = None,
+                     on_error: Callback = None, on_accepted: Callback = None,
+                     timeout: Optional[float] = None, envs: Optional[Dict[str, str]] = None,
+                     silent: bool = False, stop_on_error: bool = False) -> AsyncRun:
+        """Sends an execute and returns an AsyncRun to wait() for."""
+        await self._ensure()
+        fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error)
+        q: asyncio.Queue = asyncio.Queue()
+        rid, data = self._core.request("exec", q, "execute", route_ctx=fields["ctx"], **fields)
+        await self._send(data)
+        cbs = {"stdout": on_stdout, "stderr": on_stderr, "result": on_result,
+               "error": on_error, "accepted": on_accepted}
+        return AsyncRun(self, rid, fields["ctx"], q, cbs)
+
+    async def execute(self, code: str, ctx: Any = None, on_stdout: Callback = None,
+                      on_stderr: Callback = None, on_result: Callback = None,
+                      on_error: Callback = None, timeout: Optional[float] = None,
+                      envs: Optional[Dict[str, str]] = None, *, silent: bool = False,
+                      stop_on_error: bool = False, on_accepted: Callback = None) -> ExecResult:
+        """As Client.execute; callbacks may be coroutine functions."""
+        run = await self.submit(code, ctx, on_stdout=on_stdout, on_stderr=on_stderr,
+                                on_result=on_result, on_error=on_error,
+                                on_accepted=on_accepted, timeout=timeout, envs=envs,
+                                silent=silent, stop_on_error=stop_on_error)
+        return await run.wait()
+
+    async def interrupt(self, ctx: Any = None, run: Any = None) -> bool:
+        """As Client.interrupt."""
+        if isinstance(run, AsyncRun):
+            run = run.id
+        reply = await self._call("interrupt", ctx=ctx_name(ctx) or "default", run=run)
+        return bool(reply.get("interrupted"))
+
+    # ---- contexts ---------------------------------------------------------------------
+
+    async def hello(self) -> HelloInfo:
+        info = parse_hello(await self._call("hello"))
+        self._core.note_hello(info)
+        return info
+
+    async def stats(self, request_timeout: Optional[float] = None) -> StatsInfo:
+        """As Client.stats."""
+        return parse_stats(await self._call("stats", request_timeout))
+
+    async def fork_context(self, ctx: Any, name: Optional[str] = None) -> ContextInfo:
+        """As Client.fork_context."""
+        src = ctx_name(ctx)
+        if not src:
+            raise ValueError("fork_context needs a context")
+        reply = await self._call("ctx.fork", 0, _kind="live", ctx=src, name=name)
+        return ContextInfo.from_msg(reply.get("ctx"))
+
+    async def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
+                             env: Optional[Dict[str, str]] = None,
+                             request_timeout: Optional[float] = None) -> ContextInfo:
+        if cwd is not None:
+            cwd = os.path.abspath(cwd)
+        reply = await self._call("ctx.create", request_timeout, name=name, cwd=cwd,
+                                 env=env or None)
+        return ContextInfo.from_msg(reply.get("ctx"))
+
+    async def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
+        reply = await self._call("ctx.list", request_timeout)
+        ctxs = reply.get("contexts")
+        if not isinstance(ctxs, list):
+            raise ProtocolError("ctx.list reply without contexts")
+        return [ContextInfo.from_msg(c) for c in ctxs]
+
+    async def delete_context(self, ctx: Any, request_timeout: Optional[float] = None) -> None:
+        name = ctx_name(ctx)
+        if not name:
+            raise ValueError("delete_context needs a context")
+        await self._call("ctx.delete", request_timeout, ctx=name)
+
+    async def restart_context(self, ctx: Any = None,
+                              request_timeout: Optional[float] = None) -> ContextInfo:
+        reply = await self._call("ctx.restart", request_timeout, ctx=ctx_name(ctx) or "default")
+        return ContextInfo.from_msg(reply.get("ctx"))

@@ -1,0 +1,411 @@
+"""The blocking client: Client and its run handle, Run.
+
+THREADS. A Client is thread-safe: any number of threads may call its
+methods at once (runs, control requests, interrupts), and runs on different
+contexts then execute in parallel in the daemon. One background I/O thread
+per Client owns the ZeroMQ socket; it routes every daemon message to the
+request it answers. Callbacks run in the thread that waits for the run
+(the one that called execute() or Run.wait()), in the order the events
+arrived, never concurrently for one run; they may call any method of the
+client (an interrupt from on_stdout, another run, ...). Do not share a Client
+across fork().
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import os
+import queue
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+import zmq
+
+from ._common import (
+    apply_curve,
+    DEFAULT_LIVENESS,
+    DEFAULT_REQUEST_TIMEOUT,
+    Callback,
+    ContextInfo,
+    ExecResult,
+    HelloInfo,
+    StatsInfo,
+    _Core,
+    _RunState,
+    check_reply,
+    ctx_name,
+    exec_fields,
+    parse_hello,
+    parse_stats,
+    probe,
+    resolve_endpoint,
+)
+from ._errors import ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, UnreachableError  # noqa: F401
+from ._proto import decode_message
+
+
+class Run:
+    """A run submitted with Client.submit(). wait() fires its callbacks and
+    returns its ExecResult; interrupt() stops it (KeyboardInterrupt in the
+    code, globals kept)."""
+
+    def __init__(self, client: "Client", rid: int, ctx: Optional[str], q, callbacks: Dict[str, Any]):
+        self.id = rid
+        self.ctx = ctx or "default"
+        self._client = client
+        self._q = q
+        self._cb = callbacks
+        self._state = _RunState(ctx, rid)
+        self._lock = threading.Lock()
+
+    @property
+    def done(self) -> bool:
+        return self._state.final is not None
+
+    def interrupt(self) -> None:
+        """Interrupts this run (only this one: an interrupt racing with its
+        end never hits the next run), at once if it started, else as soon as
+        it starts. Returns without waiting; the run ends "interrupted"."""
+        self._client._cancel(self.id, detach=False)
+
+    def wait(self, timeout: Optional[float] = None) -> ExecResult:
+        """Waits for the run's end, calling its callbacks as events arrive.
+        timeout bounds this wait only (CtxdTimeoutError; the run goes on and
+        wait() may be called again). Raises RefusedError when the daemon
+        refused the run (e.g. busy, unknown_context), UnreachableError or
+        LostError when the daemon went away. If the wait is interrupted (a
+        KeyboardInterrupt, or an exception raised by a callback), the run is
+        interrupted in the daemon and its further events are dropped."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        in_callback = False
+        with self._lock:
+            try:
+                while self._state.final is None:
+                    wait = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+                    if wait <= 0:
+                        raise CtxdTimeoutError(f"run {self.id} still running after {timeout:g} s")
+                    # No `continue` in this loop: on CPython 3.11 a
+                    # KeyboardInterrupt raised at a `continue` escapes the
+                    # `except BaseException` below.
+                    try:
+                        msg = self._q.get(timeout=wait)
+                    except queue.Empty:
+                        msg = None
+                    if isinstance(msg, BaseException):
+                        raise msg
+                    for kind, arg in self._state.feed(msg) if msg is not None else ():
+                        cb = self._cb.get(kind)
+                        if cb is not None:
+                            in_callback = True
+                            cb(arg)
+                            in_callback = False
+            except BaseException as e:
+                # A KeyboardInterrupt (wherever it lands) or a failing
+                # callback: stop the run. A CtxdError of the run itself
+                # (refused, daemon gone, bounded wait over) leaves it be.
+                if in_callback or not isinstance(e, CtxdError):
+                    self._client._cancel(self.id, detach=True)
+                raise
+            return self._state.final
+
+
+class Client:
+    """A connection to ctxd. Client(endpoint=None): endpoint, else
+    $CTXD_ENDPOINT, else ipc://$XDG_RUNTIME_DIR/ctxd/ctxd.sock. Connecting
+    checks the daemon answers `hello` (UnreachableError otherwise).
+
+    request_timeout: how long a control request waits for its reply, and a
+    liveness check for its answer (seconds). liveness: after this many
+    seconds without a message while runs are in flight, the client asks the
+    daemon whether it is still there (0: never). server_key, client_key: for
+    tcp:// endpoints with CurveZMQ (else $CTXD_SERVER_KEY, $CTXD_CLIENT_KEY;
+    a Z85 key or a key file; see `ctx keygen`)."""
+
+    def __init__(self, endpoint: Optional[str] = None, *,
+                 request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+                 liveness: float = DEFAULT_LIVENESS,
+                 server_key: Optional[str] = None, client_key: Optional[str] = None):
+        self.endpoint = resolve_endpoint(endpoint)
+        self._server_key, self._client_key = server_key, client_key
+        probe(self.endpoint)
+        self._lock = threading.Lock()
+        self._core = _Core(liveness, request_timeout)
+        self._out: collections.deque = collections.deque()
+        self._closed = False
+        self._zctx = zmq.Context()
+        try:
+            sock = self._zctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RCVHWM, 0)
+            sock.setsockopt(zmq.SNDHWM, 0)
+            apply_curve(sock, self.endpoint, self._server_key, self._client_key)
+            sock.connect(self.endpoint)
+        except zmq.ZMQError as e:
+            self._zctx.term()
+            raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
+        self._sock = sock
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._thread = threading.Thread(target=self._io, name="ctxd-client-io", daemon=True)
+        self._thread.start()
+        try:
+            self.hello_info: HelloInfo = self.hello()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- lifecycle -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stops the I/O thread and closes the socket. Calls still waiting
+        raise ClosedError. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._wake()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5)
+        self._sock.close(0)
+        self._zctx.term()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- I/O thread -------------------------------------------------------------
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def _enqueue(self, data: bytes) -> None:
+        """Queues bytes for the I/O thread (caller holds the lock)."""
+        self._out.append(data)
+
+    def _io(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        due: Optional[float] = None
+        failure: Optional[CtxdError] = None
+        try:
+            while True:
+                ms = None if due is None else max(0, int(due * 1000) + 1)
+                try:
+                    events = dict(poller.poll(ms))
+                except zmq.ZMQError as e:
+                    if e.errno == errno.EINTR:
+                        continue
+                    raise
+                if self._wake_r in events:
+                    try:
+                        while os.read(self._wake_r, 4096):
+                            pass
+                    except BlockingIOError:
+                        pass
+                with self._lock:
+                    if self._closed:
+                        break
+                    out = list(self._out)
+                    self._out.clear()
+                for data in out:
+                    self._sock.send(data)
+                while True:
+                    try:
+                        frames = self._sock.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    if len(frames) != 1:
+                        continue  # PROTOCOL.md: one frame per message
+                    try:
+                        msg = decode_message(frames[0])
+                    except ProtocolError:
+                        continue  # cannot be matched to a request
+                    with self._lock:
+                        out = self._core.route(msg)
+                    for data in out:
+                        self._sock.send(data)
+                with self._lock:
+                    out, due = self._core.tick(time.monotonic())
+                for data in out:
+                    self._sock.send(data)
+        except zmq.ZMQError as e:
+            failure = UnreachableError(f"ZeroMQ failure on {self.endpoint}: {e}")
+        finally:
+            with self._lock:
+                self._core.fail_all(failure or ClosedError("the client was closed"))
+
+    # ---- requests ------------------------------------------------------------------
+
+    def _call(self, t: str, timeout: Optional[float] = None, _kind: str = "ctl",
+              **fields) -> dict:
+        """Sends a control request and returns its `ok` (RefusedError for
+        `err`, UnreachableError when no reply comes in time; timeout 0: no
+        deadline)."""
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            if self._closed:
+                raise ClosedError("the client is closed")
+            rid, data = self._core.request(_kind, q, t, **fields)
+            self._enqueue(data)
+        self._wake()
+        wait = self._core.request_timeout if timeout is None else timeout
+        try:
+            msg = q.get(timeout=wait) if wait and wait > 0 else q.get()
+        except queue.Empty:
+            with self._lock:
+                self._core.forget(rid)
+            raise UnreachableError(
+                f"no reply from ctxd at {self.endpoint} within {wait:g} s "
+                "(is the daemon running?)") from None
+        except BaseException:
+            with self._lock:
+                self._core.forget(rid)
+            raise
+        if isinstance(msg, BaseException):
+            raise msg
+        return check_reply(msg)
+
+    def _cancel(self, rid: int, detach: bool) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            for data in self._core.cancel(rid, detach):
+                self._enqueue(data)
+        self._wake()
+
+    # ---- runs ------------------------------------------------------------------------
+
+    def submit(self, code: str, ctx: Any = None, *, on_stdout: Callback = None,
+               on_stderr: Callback = None, on_result: Callback = None,
+               on_error: Callback = None, on_accepted: Callback = None,
+               timeout: Optional[float] = None, envs: Optional[Dict[str, str]] = None,
+               silent: bool = False, stop_on_error: bool = False) -> Run:
+        """Sends an execute without waiting; see execute() for the
+        arguments. Returns a Run: wait() for its result (the callbacks fire
+        in the thread that waits)."""
+        fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error)
+        q: queue.SimpleQueue = queue.SimpleQueue()
+        with self._lock:
+            if self._closed:
+                raise ClosedError("the client is closed")
+            rid, data = self._core.request("exec", q, "execute", route_ctx=fields["ctx"], **fields)
+            self._enqueue(data)
+        self._wake()
+        cbs = {"stdout": on_stdout, "stderr": on_stderr, "result": on_result,
+               "error": on_error, "accepted": on_accepted}
+        return Run(self, rid, fields["ctx"], q, cbs)
+
+    def execute(self, code: str, ctx: Any = None, on_stdout: Callback = None,
+                on_stderr: Callback = None, on_result: Callback = None,
+                on_error: Callback = None, timeout: Optional[float] = None,
+                envs: Optional[Dict[str, str]] = None, *, silent: bool = False,
+                stop_on_error: bool = False, on_accepted: Callback = None) -> ExecResult:
+        """Runs code in context ctx (None: "default", which the daemon
+        creates on first use; a name, or a ContextInfo) and returns its
+        ExecResult once it ended, whatever its status ("ok", "error",
+        "interrupted", "timeout", "died", "aborted").
+
+        Callbacks fire while the code still runs, as output arrives:
+        on_stdout(text) / on_stderr(text) with decoded text (UTF-8; a
+        character split across chunks is reassembled, invalid bytes become
+        U+FFFD), on_result(Result) for a trailing expression's value,
+        on_error(ErrorInfo) when it raised, on_accepted(dict) when it started
+        (ctx, execution_count, incarnation, previous_death if the previous
+        worker died).
+
+        timeout: seconds the code may run in the daemon (None: the daemon's
+        default, 600; 0: none); past it the code gets KeyboardInterrupt and the
+        status is "timeout". envs: environment variables for this run only.
+        silent: no result, no execution count increment. stop_on_error: if
+        this run fails, the runs queued behind it are aborted.
+
+        Raises RefusedError (e.g. busy, unknown_context), UnreachableError,
+        LostError; a KeyboardInterrupt while waiting interrupts the run."""
+        return self.submit(code, ctx, on_stdout=on_stdout, on_stderr=on_stderr,
+                           on_result=on_result, on_error=on_error, on_accepted=on_accepted,
+                           timeout=timeout, envs=envs, silent=silent,
+                           stop_on_error=stop_on_error).wait()
+
+    def interrupt(self, ctx: Any = None, run: Optional[int] = None) -> bool:
+        """Raises KeyboardInterrupt in the run executing on ctx (default
+        "default"), whoever sent it; with run (a Run or its id), only if that
+        run of this client is the one executing. Returns whether something
+        was interrupted."""
+        if isinstance(run, Run):
+            run = run.id
+        reply = self._call("interrupt", ctx=ctx_name(ctx) or "default", run=run)
+        return bool(reply.get("interrupted"))
+
+    # ---- contexts ---------------------------------------------------------------------
+
+    def hello(self) -> HelloInfo:
+        """The daemon's version, pid, instance and limits."""
+        info = parse_hello(self._call("hello"))
+        with self._lock:
+            self._core.note_hello(info)
+        return info
+
+    def stats(self, request_timeout: Optional[float] = None) -> StatsInfo:
+        """The daemon's counters since it started (the `stats` request;
+        RefusedError code "unknown_type" from a daemon without it)."""
+        return parse_stats(self._call("stats", request_timeout))
+
+    def fork_context(self, ctx: Any, name: Optional[str] = None) -> ContextInfo:
+        """Clones the live context ctx into a new one (name None: generated)
+        with the same globals, modules, cwd and environment (`ctx.fork`).
+        The fork waits in ctx's queue behind its runs, so this call has no
+        deadline; the liveness check guards it as it guards runs.
+        RefusedError codes: unknown_context, dead, exists, limit, busy,
+        spawn, aborted."""
+        src = ctx_name(ctx)
+        if not src:
+            raise ValueError("fork_context needs a context")
+        reply = self._call("ctx.fork", 0, _kind="live", ctx=src, name=name)
+        return ContextInfo.from_msg(reply.get("ctx"))
+
+    def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
+                       env: Optional[Dict[str, str]] = None,
+                       request_timeout: Optional[float] = None) -> ContextInfo:
+        """Starts a context (a generated name ctx-XXXXXXXXXXXX when name is
+        None) with its own worker process. cwd: an absolute directory (a
+        relative one is made absolute here); env: added to its environment.
+        RefusedError codes: exists, bad_name, bad_cwd, limit, spawn."""
+        if cwd is not None:
+            cwd = os.path.abspath(cwd)
+        reply = self._call("ctx.create", request_timeout, name=name, cwd=cwd, env=env or None)
+        return ContextInfo.from_msg(reply.get("ctx"))
+
+    def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
+        """Every context, "default" included, sorted by name."""
+        reply = self._call("ctx.list", request_timeout)
+        ctxs = reply.get("contexts")
+        if not isinstance(ctxs, list):
+            raise ProtocolError("ctx.list reply without contexts")
+        return [ContextInfo.from_msg(c) for c in ctxs]
+
+    def delete_context(self, ctx: Any, request_timeout: Optional[float] = None) -> None:
+        """Kills the context's worker and its processes; its running and
+        queued runs end "aborted". "default" cannot be deleted (RefusedError
+        forbidden); NotFoundError for an unknown context."""
+        name = ctx_name(ctx)
+        if not name:
+            raise ValueError("delete_context needs a context")
+        self._call("ctx.delete", request_timeout, ctx=name)
+
+    def restart_context(self, ctx: Any = None,
+                        request_timeout: Optional[float] = None) -> ContextInfo:
+        """A fresh interpreter for the context (default "default"): empty
+        globals, execution count 0; running and queued runs end "aborted"."""
+        reply = self._call("ctx.restart", request_timeout, ctx=ctx_name(ctx) or "default")
+        return ContextInfo.from_msg(reply.get("ctx"))

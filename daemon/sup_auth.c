@@ -1,0 +1,230 @@
+/* sup_auth: CurveZMQ for tcp:// endpoints. The daemon's key pair lives in its
+ * state directory (made on first start); clients are let in when their public
+ * key is in the authorized keys file, checked by a ZAP handler that runs in
+ * the supervisor's own loop (RFC 27). */
+#include "sup.h"
+
+#include "mem.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define KEY_Z85 40
+
+static char state_dir[PATH_MAX];
+static char server_secret[KEY_Z85 + 1];
+static char server_public[KEY_Z85 + 1];
+static void *zap;
+
+/* The state directory: --state-dir, else $XDG_STATE_HOME/ctxd, else
+ * ~/.local/state/ctxd, else /var/lib/ctxd (root). Made 0700. */
+static int make_state_dir(void)
+{
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (sup_cfg.state_dir)
+        snprintf(state_dir, sizeof state_dir, "%s", sup_cfg.state_dir);
+    else if (xdg && *xdg)
+        snprintf(state_dir, sizeof state_dir, "%s/ctxd", xdg);
+    else if (geteuid() != 0 && home && *home)
+        snprintf(state_dir, sizeof state_dir, "%s/.local/state/ctxd", home);
+    else
+        snprintf(state_dir, sizeof state_dir, "/var/lib/ctxd");
+    /* mkdir -p, each level 0700 when we create it */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", state_dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+            break;
+        *p = '/';
+    }
+    if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "ctxd: cannot create state directory %s: %s\n", state_dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the first Z85 key (40 characters) of a file. */
+static int read_key(const char *path, char key[KEY_Z85 + 1])
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int rc = -1;
+    while (rc < 0 && fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (isspace((unsigned char)*s))
+            s++;
+        if (*s == '#' || strlen(s) < KEY_Z85)
+            continue;
+        memcpy(key, s, KEY_Z85);
+        key[KEY_Z85] = '\0';
+        uint8_t raw[32];
+        rc = zmq_z85_decode(raw, key) ? 0 : -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(text);
+    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+/* Loads the server key pair, making it on first start. */
+static int load_server_keys(void)
+{
+    char sec_path[PATH_MAX + 16], pub_path[PATH_MAX + 16];
+    snprintf(sec_path, sizeof sec_path, "%s/server.key", state_dir);
+    snprintf(pub_path, sizeof pub_path, "%s/server.pub", state_dir);
+    if (read_key(sec_path, server_secret) == 0)
+        return zmq_curve_public(server_public, server_secret) == 0 ? 0 : -1;
+    if (zmq_curve_keypair(server_public, server_secret) != 0) {
+        fprintf(stderr, "ctxd: this libzmq has no CURVE support\n");
+        return -1;
+    }
+    char text[128];
+    snprintf(text, sizeof text, "# ctxd server secret key (keep private)\n%s\n", server_secret);
+    if (write_file(sec_path, text, 0600) < 0) {
+        fprintf(stderr, "ctxd: cannot write %s: %s\n", sec_path, strerror(errno));
+        return -1;
+    }
+    snprintf(text, sizeof text, "%s\n", server_public);
+    unlink(pub_path);
+    if (write_file(pub_path, text, 0644) < 0) {
+        fprintf(stderr, "ctxd: cannot write %s: %s\n", pub_path, strerror(errno));
+        return -1;
+    }
+    fprintf(stderr, "ctxd: made a new server key pair in %s\n", state_dir);
+    return 0;
+}
+
+const char *sup_auth_server_public(void)
+{
+    return server_public;
+}
+
+int sup_auth_setup(void *zctx, void *curve_router)
+{
+    if (make_state_dir() < 0 || load_server_keys() < 0)
+        return -1;
+    zap = zmq_socket(zctx, ZMQ_REP);
+    int zero = 0;
+    zmq_setsockopt(zap, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(zap, "inproc://zeromq.zap.01") < 0) {
+        fprintf(stderr, "ctxd: cannot start the ZAP handler: %s\n", zmq_strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    zmq_setsockopt(curve_router, ZMQ_CURVE_SERVER, &one, sizeof one);
+    zmq_setsockopt(curve_router, ZMQ_CURVE_SECRETKEY, server_secret, KEY_Z85);
+    zmq_setsockopt(curve_router, ZMQ_ZAP_DOMAIN, "ctxd", 4);
+    fprintf(stderr, "ctxd: tcp endpoints use CurveZMQ; server public key %s (%s/server.pub)\n",
+            server_public, state_dir);
+    return 0;
+}
+
+void *sup_auth_zap_socket(void)
+{
+    return zap;
+}
+
+/* True if the 32-byte client key is listed in the authorized keys file. The
+ * file is read on every handshake so keys can be added or removed live. */
+static bool key_authorized(const uint8_t key[32])
+{
+    char path[PATH_MAX + 32];
+    if (sup_cfg.authorized_keys)
+        snprintf(path, sizeof path, "%s", sup_cfg.authorized_keys);
+    else
+        snprintf(path, sizeof path, "%s/authorized_keys", state_dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (isspace((unsigned char)*s))
+            s++;
+        if (*s == '#' || strlen(s) < KEY_Z85)
+            continue;
+        char z85[KEY_Z85 + 1];
+        memcpy(z85, s, KEY_Z85);
+        z85[KEY_Z85] = '\0';
+        uint8_t raw[32];
+        found = zmq_z85_decode(raw, z85) && memcmp(raw, key, 32) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Answers one ZAP request: frames version, request id, domain, address,
+ * identity, mechanism, credentials. */
+void sup_auth_handle(void)
+{
+    zmq_msg_t frames[8];
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            if (n == 0)
+                return;
+            break;
+        }
+        more = zmq_msg_more(&m);
+        if (n < 8)
+            frames[n++] = m;
+        else
+            zmq_msg_close(&m);
+    }
+    bool ok = false;
+    char reason[128] = "malformed ZAP request";
+    char keytext[KEY_Z85 + 1] = "?";
+    if (n >= 7 && zmq_msg_size(&frames[5]) == 5 &&
+        memcmp(zmq_msg_data(&frames[5]), "CURVE", 5) == 0 && zmq_msg_size(&frames[6]) == 32) {
+        const uint8_t *key = zmq_msg_data(&frames[6]);
+        zmq_z85_encode(keytext, key, 32);
+        ok = key_authorized(key);
+        snprintf(reason, sizeof reason, ok ? "OK" : "client key not authorized");
+    }
+    if (!ok) {
+        char addr[64] = "";
+        if (n >= 4)
+            snprintf(addr, sizeof addr, "%.*s", (int)zmq_msg_size(&frames[3]),
+                     (const char *)zmq_msg_data(&frames[3]));
+        fprintf(stderr, "ctxd: refused a client from %s with key %s: %s\n", addr, keytext, reason);
+    }
+    const char *version = "1.0";
+    zmq_send(zap, version, 3, ZMQ_SNDMORE);
+    if (n >= 2)
+        zmq_send(zap, zmq_msg_data(&frames[1]), zmq_msg_size(&frames[1]), ZMQ_SNDMORE);
+    else
+        zmq_send(zap, "", 0, ZMQ_SNDMORE);
+    zmq_send(zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
+    zmq_send(zap, reason, strlen(reason), ZMQ_SNDMORE);
+    zmq_send(zap, ok ? keytext : "", ok ? KEY_Z85 : 0, ZMQ_SNDMORE);
+    zmq_send(zap, "", 0, 0);
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&frames[i]);
+}

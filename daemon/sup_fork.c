@@ -1,0 +1,193 @@
+/* sup_fork: ctx.fork, cloning a live context by forking its worker
+ * (PROTOCOL.md sections 5 and 9.3).
+ *
+ * The request waits in the source's FIFO like an execute. When its turn
+ * comes, the source worker gets a `fork` frame carrying the new worker's
+ * channel and pipe descriptors (SCM_RIGHTS over the channel socketpair). It
+ * forks twice, so the copy's parent is the supervisor, and answers `forked
+ * {pid}`; the source then goes on with its queue. The new context enters the
+ * table with that pid and waits for the copy's `ready`, which answers the
+ * request with `ok {ctx: INFO}` (as for ctx.create). */
+#include "sup.h"
+
+#include "mem.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void sup_ctx_fork(sup_ctx *src, const char *name, const sup_peer *peer)
+{
+    sup_run *r = mem_calloc(1, sizeof *r);
+    r->peer = *peer;
+    r->fork_name = mem_strdup(name);
+    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
+    sup_ctx_submit(src, r);
+}
+
+void sup_fork_abort(const sup_run *r, const char *cause)
+{
+    sup_reply_err(&r->peer, "aborted", "the fork into '%s' did not happen: %s", r->fork_name,
+                  cause);
+}
+
+/* Ends the running fork with an err and lets the source go on. */
+static void end_fork(sup_ctx *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void end_fork(sup_ctx *c, const char *code, const char *fmt, ...)
+{
+    sup_run *r = c->running;
+    c->running = NULL;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sup_reply_err(&r->peer, code, "%s", msg);
+    sup_run_free(r);
+    sup_ctx_dispatch(c);
+}
+
+/* Writes one frame with the descriptors attached to its first byte. */
+static ssize_t send_with_fds(int fd, const proto_buf *b, const int *fds, size_t nfds)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(5 * sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {b->data, b->len};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.buf,
+                        .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n;
+}
+
+void sup_fork_start(sup_ctx *c)
+{
+    sup_run *r = c->running;
+    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->deadline = 0;
+    c->run_t0 = sup_now();
+    if (sup_ctx_find(r->fork_name, strlen(r->fork_name))) {
+        end_fork(c, "exists", "a context named '%s' already exists", r->fork_name);
+        return;
+    }
+    if (sup_ctx_count() >= sup_cfg.max_contexts) {
+        end_fork(c, "limit", "the daemon already holds %zu contexts (max_contexts)",
+                 sup_ctx_count());
+        return;
+    }
+    int child[5];
+    proto_error err;
+    if (sup_spawn_fds(&r->fork_fd, r->fork_out_rd, child, &err) < 0) {
+        end_fork(c, "spawn", "%s", err.msg);
+        return;
+    }
+    proto_buf b;
+    proto_buf_init(&b);
+    size_t start = proto_frame_begin(&b);
+    proto_put_map(&b, 2);
+    proto_put_str(&b, "t");
+    proto_put_str(&b, "fork");
+    proto_put_str(&b, "name");
+    proto_put_str(&b, r->fork_name);
+    proto_frame_end(&b, start);
+    /* Between runs nothing is waiting to be written; if something is, the
+     * descriptors cannot be attached to the frame's first byte. */
+    if (c->out.len)
+        sup_ctx_on_writable(c);
+    ssize_t n = c->out.len ? -1 : send_with_fds(c->fd, &b, child, 5);
+    int e = c->out.len ? EBUSY : errno;
+    for (int i = 0; i < 3; i++)
+        close(child[i]);
+    if (n < 0) {
+        proto_buf_free(&b);
+        end_fork(c, "internal", "cannot pass the new worker's descriptors to '%s': %s", c->name,
+                 strerror(e));
+        return;
+    }
+    if ((size_t)n < b.len)
+        proto_buf_append(&c->out, b.data + n, b.len - (size_t)n);
+    proto_buf_free(&b);
+    sup_log("fork ctx=%s into %s: frame sent", c->name, r->fork_name);
+}
+
+/* The running fork, or NULL after calling the worker broken. */
+static sup_run *running_fork(sup_ctx *c, const char *frame)
+{
+    sup_run *r = c->running;
+    if (!r || !r->fork_name || r->fork_fd < 0) {
+        char why[64];
+        snprintf(why, sizeof why, "`%s` while no fork is under way", frame);
+        sup_ctx_broken(c, why);
+        return NULL;
+    }
+    return r;
+}
+
+void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
+{
+    sup_run *r = running_fork(c, "forked");
+    if (!r)
+        return;
+    const proto_val *p = proto_map_get(msg, "pid");
+    if (!p || p->kind != PROTO_UINT || p->as.u == 0 || p->as.u >= (1u << 30) ||
+        (pid_t)p->as.u == c->pid) {
+        sup_ctx_broken(c, "`forked` without a valid pid");
+        return;
+    }
+    pid_t pid = (pid_t)p->as.u;
+    int status;
+    bool gone = sup_zygote_take_exit(pid, &status);
+    const char *code = NULL;
+    if (sup_ctx_find(r->fork_name, strlen(r->fork_name)))
+        code = "exists";
+    else if (sup_ctx_count() >= sup_cfg.max_contexts)
+        code = "limit";
+    if (code) {
+        /* The name was taken (or the table filled up) while the fork ran. */
+        if (!gone)
+            kill(pid, SIGKILL);
+        end_fork(c, code,
+                 strcmp(code, "exists") == 0 ? "a context named '%s' was created meanwhile"
+                                             : "too many contexts to add '%s' (max_contexts)",
+                 r->fork_name);
+        return;
+    }
+    c->running = NULL;
+    sup_ctx *n = sup_ctx_adopt(c, r->fork_name, pid, r->fork_fd, r->fork_out_rd);
+    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1; /* n owns them now */
+    sup_ctx_add_waiter(n, &r->peer);
+    sup_log("fork ctx=%s into %s: pid=%d", c->name, n->name, (int)pid);
+    sup_run_free(r);
+    if (gone)
+        sup_ctx_on_exit(pid, status); /* the copy died before we knew it */
+    sup_ctx_dispatch(c);
+}
+
+void sup_fork_on_failed(sup_ctx *c, const proto_val *msg)
+{
+    sup_run *r = running_fork(c, "fork_failed");
+    if (!r)
+        return;
+    const proto_val *m = proto_map_get(msg, "message");
+    bool ok = m && m->kind == PROTO_STR && proto_utf8_valid(m->as.s, m->n, false);
+    end_fork(c, "spawn", "the worker of '%s' could not fork: %.*s", c->name,
+             ok ? (int)(m->n > 300 ? 300 : m->n) : 1, ok ? m->as.s : "?");
+}

@@ -1,0 +1,487 @@
+/* sup_zygote: the supervisor's side of the zygote fork-server
+ * (PROTOCOL.md 9.2).
+ *
+ * The zygote is `ctxd-worker --zygote`, started by fork+exec with a
+ * SOCK_SEQPACKET socket on fd 3. It initialises CPython and imports the
+ * preloads once, says `zygote {pid, loaded, skipped}`, and then forks a
+ * worker for each `spawn` request (the request carries the worker's five
+ * descriptors as SCM_RIGHTS). The answer, `spawned {pid}`, is awaited right
+ * away (a fork takes about a millisecond), so sup_spawn_worker stays
+ * synchronous. The worker is a grandchild of the zygote; the supervisor is a
+ * child subreaper, so the worker is reparented to it, and the supervisor
+ * reaps it like a worker it started itself.
+ *
+ * A zygote that dies is restarted (at once the first time, with growing
+ * pauses if it keeps dying); meanwhile, and whenever it does not answer,
+ * workers are started by fork+exec. */
+#include "sup.h"
+
+#include "mem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* How long the daemon's start waits for the first zygote (preloads can be
+ * slow to import), and how long a spawn waits for its answer. */
+#define FIRST_START_WAIT 60.0
+#define SPAWN_WAIT 2.0
+/* A zygote that lived this long is healthy: if it dies it is restarted at
+ * once; quicker deaths double the pause before the next start. */
+#define HEALTHY_UPTIME 10.0
+#define MAX_BACKOFF 30.0
+#define MAX_MSG (64 * 1024)
+
+typedef enum { Z_OFF, Z_STARTING, Z_READY, Z_DEAD } zstate;
+
+static struct {
+    zstate state;
+    bool disabled; /* no subreaper: forked workers could not be adopted */
+    pid_t pid;
+    int fd;
+    double started, restart_at, backoff;
+    unsigned starts;
+    /* From the running zygote's hello (loaded) and the configured list. */
+    char **loaded;
+    size_t nloaded;
+    char **wanted;
+    size_t nwanted;
+    struct rlimit nofile; /* the limit children get back */
+} z = {.fd = -1};
+
+/* Exits of pids no context knew yet: a worker forked from a live context
+ * can die before the `forked` frame naming it is read. */
+#define NEXITS 64
+static struct {
+    pid_t pid;
+    int status;
+    double when;
+} exits[NEXITS];
+static size_t exits_next;
+
+/* ---- preload list -------------------------------------------------------- */
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* Splits "a, b,c" into trimmed, non-empty names. */
+static char **split_list(const char *s, size_t *n)
+{
+    char **v = NULL;
+    *n = 0;
+    while (s && *s) {
+        const char *comma = strchr(s, ',');
+        const char *end = comma ? comma : s + strlen(s);
+        const char *a = s, *b = end;
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        if (b > a) {
+            v = mem_realloc(v, (*n + 1) * sizeof *v);
+            v[(*n)++] = mem_strndup(a, (size_t)(b - a));
+        }
+        s = comma ? comma + 1 : end;
+    }
+    return v;
+}
+
+void sup_zygote_put_preloads(proto_buf *b)
+{
+    proto_put_map(b, 2);
+    proto_put_str(b, "loaded");
+    size_t nloaded = z.state == Z_READY ? z.nloaded : 0;
+    proto_put_array(b, (uint32_t)nloaded);
+    for (size_t i = 0; i < nloaded; i++)
+        proto_put_str(b, z.loaded[i]);
+    /* skipped: every configured preload the running zygote did not load
+     * (all of them while there is no zygote). */
+    size_t nskipped = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            proto_put_str(b, "skipped");
+            proto_put_array(b, (uint32_t)nskipped);
+        }
+        for (size_t i = 0; i < z.nwanted; i++) {
+            bool found = false;
+            for (size_t j = 0; j < nloaded && !found; j++)
+                found = strcmp(z.wanted[i], z.loaded[j]) == 0;
+            if (found)
+                continue;
+            if (pass == 0)
+                nskipped++;
+            else
+                proto_put_str(b, z.wanted[i]);
+        }
+    }
+}
+
+/* ---- starting ------------------------------------------------------------- */
+
+void sup_zygote_child_limits(void)
+{
+    if (z.nofile.rlim_cur)
+        setrlimit(RLIMIT_NOFILE, &z.nofile);
+}
+
+static void forget(void)
+{
+    if (z.fd >= 0)
+        close(z.fd);
+    z.fd = -1;
+    free_list(z.loaded, z.nloaded);
+    z.loaded = NULL;
+    z.nloaded = 0;
+}
+
+/* fork+exec of `ctxd-worker --zygote --preload=LIST`: fd 0 /dev/null, 1
+ * and 2 the daemon's stderr (its messages and preload noise go to the
+ * daemon's log), 3 its socket; own process group, dies with us. */
+static void start(void)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        sup_log("zygote: socketpair: %s", strerror(errno));
+        z.state = Z_DEAD;
+        z.restart_at = sup_now() + 1;
+        return;
+    }
+    int sndbuf = 1 << 20;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    char *arg = mem_alloc(strlen(sup_cfg.preload ? sup_cfg.preload : "") + 16);
+    sprintf(arg, "--preload=%s", sup_cfg.preload ? sup_cfg.preload : "");
+    /* The blank argument is room for the title of the workers it forks
+     * ("ctxd-worker NAME" in ps). */
+    static char room[72];
+    memset(room, ' ', sizeof room - 1);
+    char *argv[] = {(char *)"ctxd-worker", (char *)"--zygote", arg, room, NULL};
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0 || dup2(fd, 3) < 0)
+            _exit(127);
+        close_range(4, ~0u, 0);
+        sup_zygote_child_limits();
+        signal(SIGPIPE, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(sup_cfg.worker_path, argv, environ);
+        _exit(127);
+    }
+    int saved = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    free(arg);
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        sup_log("zygote: fork: %s", strerror(saved));
+        z.state = Z_DEAD;
+        z.restart_at = sup_now() + 1;
+        return;
+    }
+    setpgid(pid, pid);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    z.pid = pid;
+    z.fd = sv[0];
+    z.state = Z_STARTING;
+    z.started = sup_now();
+    z.starts++;
+    sup_log("zygote: started pid=%d preload=%s", (int)pid, sup_cfg.preload ? sup_cfg.preload : "");
+}
+
+/* Gives up on a zygote that misbehaves: it is killed, and restarted when
+ * its exit is reaped. */
+static void give_up(const char *why)
+{
+    fprintf(stderr, "ctxd: zygote %d: %s; killing it\n", (int)z.pid, why);
+    if (z.pid > 0)
+        kill(z.pid, SIGKILL);
+    forget();
+    z.state = Z_DEAD;
+    z.restart_at = 0; /* set when the exit is reaped */
+}
+
+/* Reads one message if there is one: 1 read, 0 none, -1 the socket failed
+ * (closed, or a message that is not msgpack). */
+static int recv_msg(proto_doc *doc, uint8_t *buf, size_t cap)
+{
+    ssize_t n;
+    do
+        n = recv(z.fd, buf, cap, MSG_DONTWAIT | MSG_TRUNC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return errno == EAGAIN ? 0 : -1;
+    proto_error err;
+    if (n == 0 || (size_t)n > cap || proto_decode(doc, buf, (size_t)n, &err) < 0)
+        return -1;
+    return 1;
+}
+
+/* The zygote's hello: it is ready. */
+static void take_hello(const proto_val *m)
+{
+    static const proto_field fields[] = {
+        {"pid", PF_UINT, true, 0},
+        {"loaded", PF_ARRAY, true, 4096},
+        {"skipped", PF_ARRAY, true, 4096},
+    };
+    proto_error err;
+    if (!proto_str_eq(proto_map_get(m, "t"), "zygote") ||
+        proto_check(m, fields, sizeof fields / sizeof fields[0], &err) < 0) {
+        give_up("its first message is not `zygote`");
+        return;
+    }
+    const proto_val *loaded = proto_map_get(m, "loaded");
+    const proto_val *skipped = proto_map_get(m, "skipped");
+    free_list(z.loaded, z.nloaded);
+    z.loaded = mem_calloc(loaded->n + 1, sizeof *z.loaded);
+    z.nloaded = 0;
+    for (uint32_t i = 0; i < loaded->n; i++)
+        if (loaded->as.items[i].kind == PROTO_STR)
+            z.loaded[z.nloaded++] = proto_strdup(&loaded->as.items[i]);
+    for (uint32_t i = 0; i < skipped->n; i++)
+        if (skipped->as.items[i].kind == PROTO_STR)
+            fprintf(stderr, "ctxd: preload %.*s skipped (not installed or failed to import)\n",
+                    (int)skipped->as.items[i].n, skipped->as.items[i].as.s);
+    z.state = Z_READY;
+    sup_log("zygote: ready pid=%d after %.3f s", (int)z.pid, sup_now() - z.started);
+}
+
+/* While starting: takes the hello if it has arrived, waiting up to wait
+ * seconds. */
+static void check_starting(double wait)
+{
+    double deadline = sup_now() + wait;
+    uint8_t buf[MAX_MSG];
+    while (z.state == Z_STARTING) {
+        proto_doc doc;
+        int r = recv_msg(&doc, buf, sizeof buf);
+        if (r < 0) {
+            give_up("it closed its socket or sent garbage while starting");
+            return;
+        }
+        if (r > 0) {
+            take_hello(&doc.nodes[0]);
+            proto_doc_free(&doc);
+            return;
+        }
+        double left = deadline - sup_now();
+        if (left <= 0)
+            return;
+        struct pollfd p = {.fd = z.fd, .events = POLLIN};
+        if (poll(&p, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+            return;
+    }
+}
+
+void sup_zygote_init(void)
+{
+    getrlimit(RLIMIT_NOFILE, &z.nofile);
+    /* Three descriptors per context: 1,000 contexts need more than the
+     * usual soft limit of 1024. Children get the original limit back. */
+    struct rlimit more = z.nofile;
+    more.rlim_cur = more.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &more);
+
+    const char *list = sup_cfg.preload;
+    if (!list || !*list)
+        list = getenv("CTXD_PRELOAD");
+    sup_cfg.preload = list && *list ? mem_strdup(list) : NULL;
+    z.wanted = split_list(sup_cfg.preload, &z.nwanted);
+
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+        fprintf(stderr,
+                "ctxd: cannot become a child subreaper (%s): no zygote, workers are "
+                "started by exec\n",
+                strerror(errno));
+        z.disabled = true;
+        return;
+    }
+    start();
+    if (z.state == Z_STARTING)
+        check_starting(FIRST_START_WAIT);
+    if (z.state != Z_READY)
+        fprintf(stderr, "ctxd: the zygote is not ready; workers are started by exec until it is\n");
+}
+
+bool sup_zygote_on_exit(pid_t pid, int status)
+{
+    if (pid <= 0 || pid != z.pid)
+        return false;
+    double now = sup_now();
+    double uptime = now - z.started;
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "ctxd: zygote %d killed by signal %d after %.1f s; restarting it\n",
+                (int)pid, WTERMSIG(status), uptime);
+    else
+        fprintf(stderr, "ctxd: zygote %d exited with code %d after %.1f s; restarting it\n",
+                (int)pid, WEXITSTATUS(status), uptime);
+    forget();
+    z.pid = 0;
+    z.state = Z_DEAD;
+    /* The first death after a healthy life restarts at once; a zygote that
+     * keeps dying young waits 0.25 s, 0.5 s, ... up to MAX_BACKOFF. */
+    if (uptime >= HEALTHY_UPTIME)
+        z.backoff = 0;
+    z.restart_at = now + z.backoff;
+    z.backoff = z.backoff == 0 ? 0.25 : z.backoff * 2 > MAX_BACKOFF ? MAX_BACKOFF : z.backoff * 2;
+    return true;
+}
+
+double sup_zygote_tick(double now)
+{
+    if (z.disabled)
+        return 0;
+    if (z.state == Z_DEAD && z.pid == 0 && now >= z.restart_at)
+        start();
+    if (z.state == Z_STARTING) {
+        check_starting(0);
+        if (z.state == Z_STARTING)
+            return now + 0.005; /* look again soon */
+    }
+    if (z.state == Z_DEAD && z.pid == 0)
+        return z.restart_at;
+    return 0;
+}
+
+/* ---- spawning ------------------------------------------------------------- */
+
+int sup_zygote_spawn(const char *name, const char *cwd, char *const *env, const int fds[5],
+                     pid_t *pid)
+{
+    if (z.state == Z_STARTING)
+        check_starting(0);
+    if (z.state != Z_READY)
+        return -1;
+    size_t nenv = 0;
+    while (env[nenv])
+        nenv++;
+    proto_buf b;
+    proto_buf_init(&b);
+    proto_put_map(&b, 4);
+    proto_put_str(&b, "t");
+    proto_put_str(&b, "spawn");
+    proto_put_str(&b, "name");
+    proto_put_str(&b, name);
+    proto_put_str(&b, "cwd");
+    proto_put_str(&b, cwd);
+    proto_put_str(&b, "env");
+    proto_put_array(&b, (uint32_t)nenv);
+    for (size_t i = 0; i < nenv; i++)
+        proto_put_bin(&b, env[i], strlen(env[i]));
+
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(5 * sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {b.data, b.len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(5 * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, 5 * sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(z.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    int e = errno;
+    proto_buf_free(&b);
+    if (n < 0) {
+        if (e == EMSGSIZE)
+            sup_log("zygote: spawn request for %s too large; starting it by exec", name);
+        else if (e != EAGAIN)
+            give_up(strerror(e));
+        return -1;
+    }
+
+    /* From here on the zygote holds copies of the descriptors: unless it
+     * says it made no worker, one may exist and use them (-2). */
+    double deadline = sup_now() + SPAWN_WAIT;
+    uint8_t buf[MAX_MSG];
+    for (;;) {
+        proto_doc doc;
+        int r = recv_msg(&doc, buf, sizeof buf);
+        if (r < 0) {
+            give_up("it closed its socket or sent garbage");
+            return -2;
+        }
+        if (r > 0) {
+            const proto_val *m = &doc.nodes[0];
+            const proto_val *p = proto_map_get(m, "pid");
+            const proto_val *msg = proto_map_get(m, "message");
+            int rc = -1;
+            if (proto_str_eq(proto_map_get(m, "t"), "spawned") && p && p->kind == PROTO_UINT &&
+                p->as.u > 0 && p->as.u < (1u << 30)) {
+                *pid = (pid_t)p->as.u;
+                rc = 0;
+            } else if (proto_str_eq(proto_map_get(m, "t"), "failed")) {
+                fprintf(stderr, "ctxd: zygote could not fork a worker for %s: %.*s\n", name,
+                        msg && msg->kind == PROTO_STR ? (int)msg->n : 1,
+                        msg && msg->kind == PROTO_STR ? msg->as.s : "?");
+            } else {
+                give_up("unexpected answer to a spawn request");
+                rc = -2;
+            }
+            proto_doc_free(&doc);
+            return rc;
+        }
+        double left = deadline - sup_now();
+        if (left <= 0) {
+            give_up("no answer to a spawn request");
+            return -2;
+        }
+        struct pollfd pf = {.fd = z.fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR) {
+            give_up(strerror(errno));
+            return -2;
+        }
+    }
+}
+
+/* ---- exits of pids not known yet ------------------------------------------ */
+
+void sup_zygote_note_exit(pid_t pid, int status)
+{
+    exits[exits_next].pid = pid;
+    exits[exits_next].status = status;
+    exits[exits_next].when = sup_now();
+    exits_next = (exits_next + 1) % NEXITS;
+}
+
+bool sup_zygote_take_exit(pid_t pid, int *status)
+{
+    double now = sup_now();
+    for (size_t i = 0; i < NEXITS; i++) {
+        if (exits[i].pid == pid && pid > 0 && now - exits[i].when < 60) {
+            *status = exits[i].status;
+            exits[i].pid = 0;
+            return true;
+        }
+    }
+    return false;
+}

@@ -1,0 +1,200 @@
+"""The ctx command line: every subcommand, --help, --json, exit codes."""
+
+import base64
+import json
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import CTX_BIN, WAIT, wait_until
+
+COMMANDS = ["run", "ls", "create", "rm", "restart", "fork", "interrupt", "stats", "repl", "hello",
+            "help"]
+
+
+def test_help_for_every_command():
+    r = subprocess.run([CTX_BIN, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    for cmd in COMMANDS:
+        assert re.search(rf"^  {cmd}\s", r.stdout, re.M), cmd
+    assert "exit status" in r.stdout and "--json" in r.stdout
+    for code in range(9):
+        assert re.search(rf"\b{code}  ", r.stdout), code
+    for cmd in COMMANDS:
+        r = subprocess.run([CTX_BIN, cmd, "--help"], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: ctx {cmd}"), cmd
+        h = subprocess.run([CTX_BIN, "help", cmd], capture_output=True, text=True)
+        assert h.stdout == r.stdout
+    stats = subprocess.run([CTX_BIN, "stats", "--help"], capture_output=True, text=True).stdout
+    assert "'hello' and 'ctx.list'" in stats and "'stats' request" in stats
+
+
+def test_usage_and_unreachable_exit_codes(tmp_path):
+    assert subprocess.run([CTX_BIN], capture_output=True).returncode == 2
+    assert subprocess.run([CTX_BIN, "nope"], capture_output=True).returncode == 2
+    assert subprocess.run([CTX_BIN, "run", "--bogus", "1"], capture_output=True).returncode == 2
+    r = subprocess.run([CTX_BIN, "--endpoint", f"ipc://{tmp_path}/none.sock", "ls"],
+                       capture_output=True, text=True)
+    assert r.returncode == 8 and "not running" in r.stderr
+    r = subprocess.run([CTX_BIN, "--json", "--endpoint", f"ipc://{tmp_path}/none.sock", "ls"],
+                       capture_output=True, text=True)
+    assert r.returncode == 8
+    err = json.loads(r.stdout)
+    assert err["t"] == "err" and err["code"] == "unreachable" and err["local"] is True
+
+
+def test_run_exit_codes(daemon):
+    assert daemon.ctx("run", "x = 1").returncode == 0
+    assert daemon.ctx("run", "x").stdout == "1\n"
+    r = daemon.ctx("run", "1/0", check=False)
+    assert r.returncode == 1 and "ZeroDivisionError" in r.stderr
+    r = daemon.ctx("run", "-t", "0.5", "while True: pass", check=False)
+    assert r.returncode == 3
+    assert daemon.ctx("run", "import os; os._exit(1)", check=False).returncode == 5
+    assert daemon.ctx("rm", "default", check=False).returncode == 7
+    assert daemon.ctx("run", "-f", "/nonexistent/file.py", check=False).returncode == 2
+    assert daemon.ctx("run", "-", input="print('from stdin')").stdout == "from stdin\n"
+
+
+def test_run_json_events(daemon):
+    rc, evs = daemon.json("run", "print('hi')\n6 * 7")
+    assert rc == 0
+    assert [e["t"] for e in evs] == ["accepted", "stream", "result", "done"]
+    assert evs[0]["ctx"] == "default" and evs[0]["incarnation"] == 1
+    assert evs[1] == {"t": "stream", "name": "stdout", "data": "hi\n"}
+    assert evs[2]["data"] == {"text/plain": "42"}
+    d = evs[3]
+    assert d["status"] == "ok" and d["state_lost"] is False and d["truncated"] is False
+    assert isinstance(d["duration"], float) and "cause" not in d
+    rc, evs = daemon.json("run", "raise ValueError('bad')")
+    assert rc == 1 and [e["t"] for e in evs] == ["accepted", "error", "done"]
+    assert evs[1]["ename"] == "ValueError" and evs[1]["traceback"][-1] == "ValueError: bad"
+    rc, evs = daemon.json("run", "-c", "made", "1")
+    assert rc == 0 and evs[0]["ctx"] == "made"
+    rc, evs = daemon.json("rm", "default")
+    assert rc == 7 and evs == [evs[0]] and evs[0]["code"] == "forbidden" and "local" not in evs[0]
+
+
+def test_run_json_stream_bytes(daemon):
+    """A character split across two chunks is put back together; invalid
+    bytes become U+FFFD; --base64 gives the exact bytes."""
+    code = ("import os, time\nos.write(1, b'\\xc3')\ntime.sleep(0.1)\nos.write(1, b'\\xa9!')\n"
+            "time.sleep(0.1)\nos.write(1, b'\\xff\\n')\nos.write(2, b'\\xe2\\x82')")
+    rc, evs = daemon.json("run", code)
+    assert rc == 0
+    out = "".join(e["data"] for e in evs if e["t"] == "stream" and e["name"] == "stdout")
+    err = "".join(e["data"] for e in evs if e["t"] == "stream" and e["name"] == "stderr")
+    assert out == "é!\ufffd\n"
+    assert err == "\ufffd"  # an incomplete character at the end of the run
+    rc, evs = daemon.json("run", "--base64", code)
+    raw = b"".join(base64.b64decode(e["data_b64"]) for e in evs
+                   if e["t"] == "stream" and e["name"] == "stdout")
+    assert raw == b"\xc3\xa9!\xff\n"
+    assert all("data" not in e for e in evs if e["t"] == "stream")
+
+
+def test_ls_table_and_json(daemon):
+    daemon.ctx("run", "x = 1")
+    daemon.ctx("create", "second-context")
+    r = daemon.ctx("ls")
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STATE", "PID", "INC", "RUNS", "QUEUED", "MEMORY", "AGE"]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert set(rows) == {"default", "second-context"}
+    assert re.search(r"\bidle\s+\d+\s+1\s+1\s+0\s+\d+(\.\d+)? (B|KiB|MiB|GiB)\s+\d+[smhd]$",
+                     rows["default"]), rows["default"]
+    rc, [reply] = daemon.json("ls")
+    assert rc == 0 and reply["t"] == "ok"
+    by = {c["name"]: c for c in reply["contexts"]}
+    assert by["default"]["execution_count"] == 1 and by["default"]["pss"] > 0
+    assert by["default"]["rss"] >= by["default"]["pss"]
+    assert set(by["second-context"]) >= {"name", "cwd", "state", "pid", "incarnation", "created",
+                                         "execution_count", "queued", "rss", "pss"}
+
+
+def test_create_rm_restart_interrupt(daemon, tmp_path):
+    assert daemon.ctx("create", "c1").stdout == "c1\n"
+    rc, [reply] = daemon.json("create", "c2", "--cwd", str(tmp_path), "-e", "K=V")
+    assert rc == 0 and reply["ctx"]["name"] == "c2" and reply["ctx"]["cwd"] == str(tmp_path)
+    assert daemon.ctx("run", "-c", "c2", "import os; os.environ['K']").stdout == "'V'\n"
+    gen = daemon.ctx("create").stdout.strip()
+    assert gen.startswith("ctx-")
+    assert daemon.ctx("create", "c1", check=False).returncode == 7
+    daemon.ctx("run", "-c", "c1", "v = 1")
+    r = daemon.ctx("restart", "c1")
+    assert "incarnation 2" in r.stdout
+    rc, [reply] = daemon.json("restart", "c1")
+    assert reply["ctx"]["incarnation"] == 3
+    assert daemon.ctx("run", "-c", "c1", "v", check=False).returncode == 1
+    rc, [reply] = daemon.json("interrupt", "c1")
+    assert rc == 0 and reply == {"t": "ok", "interrupted": False}
+    assert "nothing was running" in daemon.ctx("interrupt", "c1").stdout
+    assert daemon.json("rm", "c1") == (0, [{"t": "ok"}])
+    assert daemon.ctx("rm", "c1", check=False).returncode == 7
+
+
+def test_interrupt_from_another_process_and_sigint(daemon):
+    """ctx interrupt stops another ctx's run (exit 4 there); SIGINT to a
+    running `ctx run` interrupts its run too; the globals survive both."""
+    daemon.ctx("run", "kept = 'k'")
+    code = "import time\nprint('go', flush=True)\nwhile True:\n    time.sleep(0.01)"
+    p = subprocess.Popen([CTX_BIN, "--endpoint", daemon.endpoint, "run", code],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "go\n"
+    rc, [reply] = daemon.json("interrupt")
+    assert reply["interrupted"] is True
+    assert p.wait(WAIT) == 4
+    p = subprocess.Popen([CTX_BIN, "--endpoint", daemon.endpoint, "run", code],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "go\n"
+    p.send_signal(signal.SIGINT)
+    assert p.wait(WAIT) == 4
+    assert "KeyboardInterrupt" in p.stderr.read()
+    assert daemon.ctx("run", "kept").stdout == "'k'\n"
+
+
+def test_stats(daemon):
+    daemon.ctx("run", "1")
+    daemon.ctx("create", "s1")
+    p = subprocess.Popen([CTX_BIN, "--endpoint", daemon.endpoint, "run", "-c", "s1",
+                          "import time\nprint('go', flush=True)\ntime.sleep(60)"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert p.stdout.readline() == "go\n"
+        rc, [s] = daemon.json("stats")
+        assert rc == 0 and s["t"] == "stats"
+        assert s["contexts"] == 2 and s["busy"] == 1 and s["idle"] == 1 and s["dead"] == 0
+        assert s["executions"] == 2 and s["pss"] > 0 and s["rss"] >= s["pss"]
+        assert s["limits"]["max_queue"] > 0 and len(s["instance"]) == 32
+        if s["daemon"] is not None:  # the daemon has the `stats` request
+            assert s["daemon"]["contexts"]["busy"] == 1
+            assert s["daemon"]["counters"]["runs_ok"] >= 1 and s["daemon"]["uptime"] > 0
+        text = daemon.ctx("stats").stdout
+        assert "2 of at most" in text and "1 busy" in text and "PSS" in text
+        assert ("since start" in text) == (s["daemon"] is not None)
+    finally:
+        daemon.ctx("interrupt", "s1")
+        p.wait(WAIT)
+
+
+def test_hello(daemon):
+    assert "ctxd" in daemon.ctx("hello").stdout
+    rc, [h] = daemon.json("hello")
+    assert h["server"] == "ctxd" and h["versions"] == [1] and h["endpoint"] == daemon.endpoint
+
+
+def test_fork(daemon):
+    daemon.ctx("run", "-c", "src", "x = 41")
+    r = daemon.ctx("fork", "src", "copy", check=False)
+    if r.returncode == 7 and "unknown_type" in r.stderr:
+        pytest.skip("this daemon has no ctx.fork")
+    assert r.returncode == 0 and r.stdout == "copy\n"
+    assert daemon.ctx("run", "-c", "copy", "x + 1").stdout == "42\n"
+    daemon.ctx("run", "-c", "copy", "x = 0")
+    assert daemon.ctx("run", "-c", "src", "x").stdout == "41\n"  # they diverge
+    rc, [reply] = daemon.json("fork", "src")
+    assert rc == 0 and reply["ctx"]["name"].startswith("ctx-")
+    assert daemon.ctx("fork", "nope", check=False).returncode == 7

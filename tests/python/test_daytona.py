@@ -1,0 +1,160 @@
+"""The Daytona-compatible surface: code written for Daytona's
+CodeInterpreter (its documented example included) runs unchanged."""
+
+import asyncio
+import datetime
+
+import pytest
+
+from ctxd.daytona import (
+    AsyncCodeInterpreter,
+    CodeInterpreter,
+    DaytonaError,
+    DaytonaTimeoutError,
+    ExecutionError,
+    ExecutionResult,
+    InterpreterContext,
+    OutputMessage,
+)
+from conftest import WAIT
+
+
+@pytest.fixture
+def ci(endpoint):
+    c = CodeInterpreter(endpoint=endpoint)
+    yield c
+    c.close()
+
+
+def test_daytona_docs_example(ci):
+    """Daytona's run_code example, verbatim apart from the sleep and the
+    print to a list."""
+    out, err, errs = [], [], []
+
+    def handle_stdout(msg: OutputMessage):
+        out.append(msg.output)
+
+    def handle_stderr(msg: OutputMessage):
+        err.append(msg.output)
+
+    def handle_error(e: ExecutionError):
+        errs.append(f"ERROR: {e.name}: {e.value}")
+
+    code = '''
+import sys
+import time
+for i in range(5):
+    print(i)
+    time.sleep(0.01)
+sys.stderr.write("Counting done!")
+'''
+    result = ci.run_code(code=code, on_stdout=handle_stdout, on_stderr=handle_stderr,
+                         on_error=handle_error, timeout=10)
+    assert isinstance(result, ExecutionResult)
+    assert result.stdout == "0\n1\n2\n3\n4\n" == "".join(out)
+    assert result.stderr == "Counting done!" == "".join(err)
+    assert result.error is None and errs == []
+
+
+def test_default_context_is_shared(endpoint, ci):
+    ci.run_code("shared = 'from the first client'")
+    with CodeInterpreter(endpoint=endpoint) as other:
+        assert other.run_code("print(shared)").stdout == "from the first client\n"
+
+
+def test_callbacks_fire_while_the_code_runs(ci, tmp_path):
+    flag = tmp_path / "flag"
+
+    def on_stdout(msg):
+        assert isinstance(msg, OutputMessage)
+        if "ready" in msg.output:
+            flag.touch()
+
+    r = ci.run_code("import os, time\nprint('ready', flush=True)\n"
+                    f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.01)\nprint('ok')",
+                    on_stdout=on_stdout, timeout=WAIT)
+    assert r.stdout == "ready\nok\n"
+
+
+def test_error(ci):
+    seen = []
+    r = ci.run_code("x = 1\ny = x / 0", on_error=seen.append)
+    assert isinstance(r.error, ExecutionError)
+    assert r.error.name == "ZeroDivisionError" and r.error.value == "division by zero"
+    assert isinstance(r.error.traceback, str)
+    assert r.error.traceback.startswith("Traceback") and "line 2" in r.error.traceback
+    assert seen == [r.error]
+    assert ci.run_code("print(x)").stdout == "1\n"
+
+
+def test_timeout_raises_and_keeps_the_context(ci):
+    out = []
+    with pytest.raises(DaytonaTimeoutError) as e:
+        ci.run_code("kept = 7\nprint('partial', flush=True)\nwhile True:\n    pass",
+                    on_stdout=lambda m: out.append(m.output), timeout=1)
+    assert isinstance(e.value, DaytonaError) and isinstance(e.value, TimeoutError)
+    assert "timed out" in str(e.value)
+    assert out == ["partial\n"]
+    assert ci.run_code("print(kept)").stdout == "7\n"
+    with pytest.raises(DaytonaError):
+        ci.run_code("1", timeout=-1)
+    assert ci.run_code("print('no timeout')", timeout=0).stdout == "no timeout\n"
+
+
+def test_contexts(ci, tmp_path):
+    ctx = ci.create_context(cwd=str(tmp_path))
+    assert isinstance(ctx, InterpreterContext)
+    assert ctx.id and ctx.cwd == str(tmp_path) and ctx.language == "python" and ctx.active
+    assert isinstance(ctx.created_at, datetime.datetime)
+    ci.run_code("x = 100", context=ctx)
+    assert ci.run_code("print(x)", context=ctx).stdout == "100\n"
+    r = ci.run_code("print(x)")  # not in the default context
+    assert r.error is not None and r.error.name == "NameError"
+    assert ci.run_code("import os\nprint(os.getcwd())", context=ctx).stdout == f"{tmp_path}\n"
+    ids = [c.id for c in ci.list_contexts()]
+    assert ctx.id in ids and "default" not in ids
+    ci.delete_context(ctx)
+    assert ctx.id not in [c.id for c in ci.list_contexts()]
+    with pytest.raises(DaytonaError) as e:
+        ci.delete_context(ctx)
+    assert "Failed to delete interpreter context" in str(e.value)
+    with pytest.raises(DaytonaError):
+        ci.run_code("1", context=ctx)
+
+
+def test_envs(ci):
+    r = ci.run_code("import os\nprint(os.environ['GREETING'])", envs={"GREETING": "hi"})
+    assert r.stdout == "hi\n"
+
+
+def test_worker_death_is_an_execution_error(ci):
+    seen = []
+    r = ci.run_code("import os\nos._exit(5)", on_error=seen.append)
+    assert r.error.name == "WorkerProcessError" and "5" in r.error.value and seen == [r.error]
+    assert ci.run_code("print('fresh')").stdout == "fresh\n"
+
+
+def test_unreachable(tmp_path):
+    with pytest.raises(DaytonaError):
+        CodeInterpreter(endpoint=f"ipc://{tmp_path}/none.sock")
+
+
+def test_async_code_interpreter(endpoint):
+    async def main():
+        async with AsyncCodeInterpreter(endpoint=endpoint) as ci:
+            out = []
+
+            async def on_stdout(m):
+                out.append(m.output)
+
+            r = await ci.run_code("print('a')", on_stdout=on_stdout)
+            assert r.stdout == "a\n" and out == ["a\n"]
+            ctx = await ci.create_context()
+            await ci.run_code("z = 3", context=ctx)
+            assert (await ci.run_code("print(z)", context=ctx)).stdout == "3\n"
+            assert [c.id for c in await ci.list_contexts()] == [ctx.id]
+            with pytest.raises(DaytonaTimeoutError):
+                await ci.run_code("while True:\n    pass", context=ctx, timeout=1)
+            await ci.delete_context(ctx)
+
+    asyncio.run(asyncio.wait_for(main(), WAIT))

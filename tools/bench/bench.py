@@ -1,0 +1,909 @@
+#!/usr/bin/python3
+"""ctxd against ipykernel, side by side, on this machine.
+
+    tools/bench/bench.py [--quick] [--only FIGS] [--build-dir DIR] [--out DIR]
+
+Uses the binaries in build/ (it builds nothing: `sh tools/setup.sh build`
+first, or `sh tools/setup.sh bench`, which also installs ipykernel,
+jupyter_client, numpy and matplotlib from Debian and then runs this). Starts
+its own ctxd on a private ipc socket (numpy preloaded) and its own kernels,
+and stops them at the end. Prints a table of medians, p99 and ratios, writes
+OUT/bench.json (every sample) and OUT/bench.png (latency distributions).
+
+Figures (FIGS, comma-separated: rtt, ready, fork, stream, memory, tput,
+thousand):
+  rtt       execute `x = 1`, send -> done: C client (libctxd), Python client,
+            and the raw ZeroMQ DEALER/ROUTER round trip of 100 bytes (the floor);
+            ipykernel via jupyter_client (execute_reply + idle)
+  ready     ctx.create -> first `x = 1` done (numpy preloaded); ipykernel:
+            start -> first execute done
+  fork      ctx.fork of a context holding 200 MB of numpy arrays: time to
+            ready; PSS of source + fork
+  stream    1,000,000 x print('x'*99) and one 100 MB sys.stdout.write, every
+            byte checked; the floor: the same into a 1 MiB pipe read by cat
+  memory    PSS per idle context (100 contexts); per idle kernel
+  tput      8 client threads x 8 contexts running `x = 1`
+  thousand  1,000 idle contexts alive at once
+--quick runs every figure with few samples (a smoke test, used by ctest).
+"""
+
+import argparse
+import fcntl
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+FIGS = ["rtt", "ready", "fork", "stream", "memory", "tput", "thousand"]
+MB = 1e6
+
+import msgpack  # noqa: E402  (Debian: python3-msgpack)
+import zmq  # noqa: E402  (Debian: python3-zmq)
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---- statistics ----------------------------------------------------------------
+
+def pct(v, q):
+    """Nearest-rank percentile (as in shared/research/baseline.md)."""
+    s = sorted(v)
+    return s[max(0, math.ceil(q * len(s)) - 1)] if s else float("nan")
+
+
+def summary(v, unit_scale=1.0):
+    if not v:
+        return None
+    return {"n": len(v), "median": pct(v, 0.5) * unit_scale, "p99": pct(v, 0.99) * unit_scale,
+            "min": min(v) * unit_scale, "max": max(v) * unit_scale}
+
+
+def pss_of(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# ---- ctxd ------------------------------------------------------------------------
+
+class Daemon:
+    def __init__(self, build, tmp, preload="numpy"):
+        self.sock = os.path.join(tmp, "ctxd.sock")
+        self.endpoint = "ipc://" + self.sock
+        self.log_path = os.path.join(tmp, "ctxd.log")
+        args = [os.path.join(build, "daemon", "ctxd"), "--listen", self.endpoint,
+                "--max-contexts", "1100"]
+        if preload:
+            args += ["--preload", preload]
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, cwd=tmp, start_new_session=True)
+        self.c = Mini(self.endpoint)
+        deadline = time.monotonic() + 120
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"ctxd exited at start: see {self.log_path}")
+            try:
+                self.hello = self.c.req("hello", wait=1)
+                break
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("ctxd did not answer hello")
+
+    def stop(self):
+        self.c.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+class Mini:
+    """A minimal zmq + msgpack client (also the 'minimal loop' of figure 1)."""
+
+    def __init__(self, endpoint):
+        self.z = zmq.Context()
+        self.s = self.z.socket(zmq.DEALER)
+        self.s.setsockopt(zmq.LINGER, 0)
+        self.s.connect(endpoint)
+        self.n = 0
+
+    def req(self, t, wait=600, **kw):
+        self.n += 1
+        rid = self.n
+        m = {"v": 1, "t": t, "id": rid}
+        m.update(kw)
+        self.s.send(msgpack.packb(m))
+        while True:
+            if not self.s.poll(int(wait * 1000)):
+                raise TimeoutError(t)
+            r = msgpack.unpackb(self.s.recv(), raw=False)
+            if r.get("re") == rid and r["t"] in ("ok", "err", "done"):
+                if r["t"] == "err":
+                    raise RuntimeError(f"{t}: {r['code']}: {r['message']}")
+                return r
+
+    def run(self, code, ctx="default"):
+        r = self.req("execute", code=code, ctx=ctx, timeout=0)
+        if r["status"] != "ok":
+            raise RuntimeError(f"{code!r} ended {r['status']}: {r}")
+        return r
+
+    def contexts(self):
+        return self.req("ctx.list")["contexts"]
+
+    def close(self):
+        self.s.close(0)
+        self.z.term()
+
+
+def cbench(build, *args):
+    exe = os.path.join(build, "tools", "bench", "ctxd-bench")
+    out = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"ctxd-bench {' '.join(map(str, args))}: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def python_client():
+    """The ctxd Python package (client/python), or None."""
+    sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+    try:
+        import ctxd  # noqa: F401
+        return ctxd if hasattr(ctxd, "Client") else None
+    except Exception:
+        return None
+
+
+# ---- ipykernel -------------------------------------------------------------------
+
+def have_ipykernel():
+    try:
+        import ipykernel  # noqa: F401
+        import jupyter_client  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+class Kernel:
+    log = subprocess.DEVNULL  # set to a file by Bench
+
+    def __init__(self):
+        from jupyter_client.manager import KernelManager
+        self.km = KernelManager(kernel_name="python3")
+        # the kernel's own chatter (debugpy warnings) goes to a log, not here
+        self.km.start_kernel(stdout=Kernel.log, stderr=Kernel.log)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=120)
+
+    @property
+    def pid(self):
+        prov = getattr(self.km, "provisioner", None)
+        proc = getattr(prov, "process", None) if prov else None
+        if proc is not None:
+            return proc.pid
+        return self.km.kernel.pid
+
+    @property
+    def argv(self):
+        try:
+            return self.km.kernel_spec.argv
+        except Exception:
+            return None
+
+    def execute(self, code, on_stream=None, timeout=600):
+        """Runs code; returns once this request's idle status (all output
+        delivered) and its execute_reply have both arrived."""
+        import queue
+        kc = self.kc
+        mid = kc.execute(code)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                m = kc.get_iopub_msg(timeout=max(0.001, deadline - time.monotonic()))
+                if m["parent_header"].get("msg_id") != mid:
+                    continue
+                t = m["msg_type"]
+                if t == "stream" and on_stream:
+                    on_stream(m["content"]["name"], m["content"]["text"])
+                elif t == "status" and m["content"]["execution_state"] == "idle":
+                    break
+            while True:
+                r = kc.get_shell_msg(timeout=max(0.001, deadline - time.monotonic()))
+                if r["parent_header"].get("msg_id") == mid:
+                    break
+        except queue.Empty:
+            raise TimeoutError(f"ipykernel: no answer to {code!r}")
+        if r["content"]["status"] != "ok":
+            raise RuntimeError(f"ipykernel: {code!r} ended {r['content']['status']}")
+
+    def stop(self):
+        try:
+            self.kc.stop_channels()
+            self.km.shutdown_kernel(now=True)
+        except Exception:
+            pass
+
+
+# ---- the figures -------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.q = args.quick
+        self.build = os.path.abspath(args.build_dir)
+        self.out = os.path.abspath(args.out)
+        os.makedirs(self.out, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix="ctxd-bench-")
+        self.res = {"quick": self.q, "machine": machine_info(), "figures": {}}
+        self.ipy = have_ipykernel() and not args.no_ipykernel
+        self.kernels = []
+        self.d = None
+        Kernel.log = open(os.path.join(self.out, "kernels.log"), "wb")
+        # debugpy (a dependency of ipykernel) warns about frozen modules at
+        # every kernel start; the warning only costs noise
+        os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+    def n(self, full, quick):
+        return quick if self.q else full
+
+    def fig(self, name):
+        return self.res["figures"].setdefault(name, {})
+
+    def kernel(self):
+        k = Kernel()
+        self.kernels.append(k)
+        return k
+
+    def drop_kernel(self, k):
+        k.stop()
+        self.kernels.remove(k)
+
+    def clean_contexts(self):
+        for c in self.d.c.contexts():
+            if c["name"] != "default":
+                self.d.c.req("ctx.delete", ctx=c["name"])
+
+    # 1 ------------------------------------------------------------------------
+    def rtt(self):
+        """The four ctxd/floor series run interleaved, in blocks, so that they
+        see the same scheduling conditions (on a VM, where the scheduler puts
+        the processes changes round trips a lot)."""
+        f = self.fig("rtt")
+        n, blocks = self.n(2000, 200), self.n(10, 2)
+        per, warm = n // blocks, self.n(50, 10)
+        self.d.c.req("ctx.create", name="rtt")
+        pkg = python_client()
+        pc = pkg.Client(self.d.endpoint) if pkg else None
+        m = Mini(self.d.endpoint)
+        series = {"zmq_floor": [], "ctxd_c": [], "ctxd_python": [], "ctxd_python_minimal": []}
+        log(f"rtt: {n} round trips each: raw ZeroMQ floor, ctxd C client, "
+            f"{'ctxd Python client, ' if pc else ''}minimal Python loop ({blocks} blocks)")
+
+        def loop(fn, out):
+            for _ in range(warm):
+                fn()
+            for _ in range(per):
+                t0 = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t0)
+
+        def pkg_run():
+            r = pc.execute("x = 1", "rtt")
+            assert r.status == "ok", r
+
+        for _ in range(blocks):
+            series["zmq_floor"] += cbench(self.build, "floor", os.path.join(self.tmp, "floor.sock"),
+                                          per, warm)["rtt"]
+            series["ctxd_c"] += cbench(self.build, "rtt", self.d.endpoint, "rtt", per,
+                                       warm)["rtt"]
+            if pc:
+                loop(pkg_run, series["ctxd_python"])
+            loop(lambda: m.run("x = 1", "rtt"), series["ctxd_python_minimal"])
+        m.close()
+        if pc:
+            pc.close()
+        f.update({k: v for k, v in series.items() if v})
+        # The same two series with every process and thread involved on CPU
+        # 0: no cross-CPU wake-ups, so the difference is the CPU cost.
+        if (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
+            log(f"rtt: floor and ctxd C client again, everything on CPU 0")
+            pids = [self.d.proc.pid] + [p for p, _ in descendants(self.d.proc.pid)]
+            saved = pin(pids, {0})
+            try:
+                pin_self = os.sched_getaffinity(0)
+                os.sched_setaffinity(0, {0})  # cbench children inherit it
+                f["zmq_floor_one_cpu"] = cbench(self.build, "floor",
+                                                os.path.join(self.tmp, "floor.sock"),
+                                                n // 2, warm)["rtt"]
+                f["ctxd_c_one_cpu"] = cbench(self.build, "rtt", self.d.endpoint, "rtt", n // 2,
+                                             warm)["rtt"]
+            finally:
+                os.sched_setaffinity(0, pin_self)
+                for tid, cpus in saved.items():
+                    try:
+                        os.sched_setaffinity(tid, cpus)
+                    except OSError:
+                        pass
+        if self.ipy:
+            kn, kw = self.n(500, 30), self.n(20, 5)
+            log(f"rtt: ipykernel via jupyter_client, {kn} runs")
+            k = self.kernel()
+            f["ipykernel_argv"] = k.argv
+            for _ in range(kw):
+                k.execute("x = 1")
+            v = []
+            for _ in range(kn):
+                t0 = time.perf_counter()
+                k.execute("x = 1")
+                v.append(time.perf_counter() - t0)
+            f["ipykernel"] = v
+            self.drop_kernel(k)
+        self.d.c.req("ctx.delete", ctx="rtt")
+
+    # 2 ------------------------------------------------------------------------
+    def ready(self):
+        f = self.fig("ready")
+        n = self.n(200, 20)
+        f["preloads"] = self.d.hello.get("preloads")
+        log(f"ready: {n} x (ctx.create -> first x = 1 done), preloads {f['preloads']}")
+        f["ctxd"] = cbench(self.build, "create", self.d.endpoint, "rd", n)["ready"]
+        self.clean_contexts()
+        if self.ipy:
+            kn = self.n(10, 2)
+            log(f"ready: {kn} x ipykernel start -> first x = 1 done")
+            v = []
+            for _ in range(kn):
+                t0 = time.perf_counter()
+                k = self.kernel()
+                k.execute("x = 1")
+                v.append(time.perf_counter() - t0)
+                self.drop_kernel(k)
+            f["ipykernel"] = v
+
+    # 3 ------------------------------------------------------------------------
+    def fork(self):
+        f = self.fig("fork")
+        n = self.n(20, 3)
+        c = self.d.c
+        c.req("ctx.create", name="big")
+        try:
+            c.run("import numpy as np\n"
+                  "arrs = [np.ones(25_000_000 // 4) for _ in range(4)]\n"
+                  "assert sum(a.nbytes for a in arrs) == 200_000_000", "big")
+            f["holding"] = "200 MB of numpy arrays (4 x 50 MB, float64)"
+        except RuntimeError:
+            c.run("arrs = [bytearray(b'x' * 50_000_000) for _ in range(4)]", "big")
+            f["holding"] = "200 MB of bytearrays (numpy is not installed)"
+        src = next(x for x in c.contexts() if x["name"] == "big")["pid"]
+        time.sleep(0.5)
+        f["pss_source_alone"] = pss_of(src)
+        log(f"fork: {n} forks of a context holding {f['holding']}")
+        v = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            info = c.req("ctx.fork", ctx="big", name=f"fk{i}")["ctx"]
+            v.append(time.perf_counter() - t0)
+            if i == 0:
+                time.sleep(0.2)
+                f["pss_source_plus_fork"] = pss_of(src) + pss_of(info["pid"])
+                r = c.run("float(arrs[0][:10].sum()) if hasattr(arrs[0], 'sum') "
+                          "else len(arrs[0])", f"fk{i}")
+                f["fork_sees_arrays"] = r["status"] == "ok"
+            c.req("ctx.delete", ctx=f"fk{i}")
+        f["ctxd"] = v
+        c.req("ctx.delete", ctx="big")
+
+    # 4 ------------------------------------------------------------------------
+    def stream(self):
+        f = self.fig("stream")
+        trials = self.n(3, 1)
+        self.d.c.req("ctx.create", name="st")
+        for mode in ("print", "write"):
+            rs = []
+            for _ in range(trials):
+                r = cbench(self.build, "stream", self.d.endpoint, "st", mode)
+                if not r["ok"]:
+                    raise RuntimeError(f"ctxd stream {mode}: bytes lost or wrong: {r}")
+                rs.append(r)
+            f[f"ctxd_{mode}"] = [r["bytes"] / r["seconds"] / MB for r in rs]
+            log(f"stream: ctxd {mode}: {[round(x) for x in f[f'ctxd_{mode}']]} MB/s")
+        self.d.c.req("ctx.delete", ctx="st")
+        for mode in ("print", "write"):
+            f[f"floor_{mode}"] = [self.stream_floor(mode) for _ in range(trials)]
+            log(f"stream: floor {mode}: {[round(x) for x in f[f'floor_{mode}']]} MB/s")
+        if self.ipy:
+            k = self.kernel()
+            for mode in ("print", "write"):
+                rs = []
+                for _ in range(self.n(1, 1)):
+                    rs.append(self.stream_ipykernel(k, mode))
+                f[f"ipykernel_{mode}"] = rs
+                log(f"stream: ipykernel {mode}: {[round(x) for x in rs]} MB/s")
+            self.drop_kernel(k)
+
+    def stream_floor(self, mode):
+        r, w = os.pipe()
+        fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+        cat = subprocess.Popen(["cat"], stdin=r, stdout=subprocess.DEVNULL)
+        os.close(r)
+        env = dict(os.environ)
+        env.pop("PYTHONUNBUFFERED", None)  # a pipe is block-buffered, as in ctxd's capture
+        code = ("for i in range(1_000_000):\n    print('x' * 99)" if mode == "print" else
+                "import sys, time\ns = 'x' * 100_000_000\nsys.stdout.write(s)")
+        t0 = time.perf_counter()
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=w, env=env)
+        os.close(w)
+        p.wait()
+        cat.wait()
+        return 100_000_000 / (time.perf_counter() - t0) / MB
+
+    def stream_ipykernel(self, k, mode):
+        state = {"pos": 0, "bad": 0, "err": 0}
+        line = "x" * 99 + "\n"
+        pattern = line * 700  # longer than any window we compare at once
+
+        def on_stream(name, text):
+            if name != "stdout":
+                state["err"] += len(text)
+                return
+            if mode == "write":
+                state["bad"] += len(text) - text.count("x")
+            else:
+                i = 0
+                while i < len(text):
+                    off = (state["pos"] + i) % 100
+                    piece = text[i:i + 60000]
+                    if piece != pattern[off:off + len(piece)]:
+                        state["bad"] += 1
+                    i += len(piece)
+            state["pos"] += len(text)
+
+        if mode == "write":
+            k.execute("import sys\ns = 'x' * 100_000_000")
+            code = "sys.stdout.write(s)\nNone"
+        else:
+            code = "for i in range(1_000_000):\n    print('x' * 99)"
+        t0 = time.perf_counter()
+        k.execute(code, on_stream=on_stream)
+        t = time.perf_counter() - t0
+        if mode == "write":
+            k.execute("del s")
+        if state["pos"] != 100_000_000 or state["bad"] or state["err"]:
+            raise RuntimeError(f"ipykernel stream {mode}: {state}")
+        return 100_000_000 / t / MB
+
+    # 5 ------------------------------------------------------------------------
+    def memory(self):
+        f = self.fig("memory")
+        n = self.n(100, 10)
+        c = self.d.c
+        log(f"memory: {n} idle contexts")
+        for i in range(n):
+            c.req("ctx.create", name=f"idle{i}")
+            c.run("x = 1", f"idle{i}")
+        time.sleep(self.n(3, 1))
+        cs = [x for x in c.contexts() if x["name"].startswith("idle")]
+        f["ctxd_pss_per_context"] = [x["pss"] for x in cs]
+        f["ctxd_rss_per_context"] = [x["rss"] for x in cs]
+        zyg = zygote_pid(self.d.proc.pid)
+        f["zygote_pss"] = pss_of(zyg) if zyg else None
+        f["supervisor_pss"] = pss_of(self.d.proc.pid)
+        total = sum(f["ctxd_pss_per_context"]) + (f["zygote_pss"] or 0) + f["supervisor_pss"]
+        f["ctxd_total_pss_per_context"] = total / len(cs)
+        self.clean_contexts()
+        if self.ipy:
+            kn = self.n(5, 1)
+            log(f"memory: {kn} idle kernels")
+            ks = [self.kernel() for _ in range(kn)]
+            for k in ks:
+                k.execute("x = 1")
+            time.sleep(self.n(3, 1))
+            f["ipykernel_pss_per_kernel"] = [pss_of(k.pid) for k in ks]
+            for k in ks:
+                self.drop_kernel(k)
+
+    # 6 ------------------------------------------------------------------------
+    def tput(self):
+        f = self.fig("tput")
+        threads, secs = 8, self.n(5.0, 1.0)
+        c = self.d.c
+        for i in range(threads):
+            c.req("ctx.create", name=f"tp-{i}")
+        log(f"tput: {threads} threads x {threads} contexts, {secs} s")
+        r = cbench(self.build, "tput", self.d.endpoint, "tp", threads, secs)
+        f["ctxd_runs_per_s"] = r["runs"] / r["seconds"]
+        self.clean_contexts()
+        if self.ipy and not self.q:
+            log(f"tput: ipykernel, {threads} kernels x {threads} threads, {secs} s")
+            ks = [self.kernel() for _ in range(threads)]
+            counts = [0] * threads
+            barrier = threading.Barrier(threads + 1)
+            stop = [0.0]
+
+            def worker(i):
+                from jupyter_client.blocking import BlockingKernelClient
+                kc = BlockingKernelClient()
+                kc.load_connection_info(ks[i].km.get_connection_info())
+                kc.start_channels()
+                kc.wait_for_ready(timeout=60)
+                k = object.__new__(Kernel)
+                k.kc = kc
+                k.execute("x = 1")
+                barrier.wait()
+                while time.perf_counter() < stop[0]:
+                    k.execute("x = 1")
+                    counts[i] += 1
+                kc.stop_channels()
+
+            ths = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+            for t in ths:
+                t.start()
+            stop[0] = time.perf_counter() + 1e9
+            barrier.wait()
+            t0 = time.perf_counter()
+            stop[0] = t0 + secs
+            for t in ths:
+                t.join()
+            f["ipykernel_runs_per_s"] = sum(counts) / (time.perf_counter() - t0)
+            for k in ks:
+                self.drop_kernel(k)
+
+    # 7 ------------------------------------------------------------------------
+    def thousand(self):
+        f = self.fig("thousand")
+        n = self.n(1000, 50)
+        c = self.d.c
+        avail0 = mem_available()
+        log(f"thousand: {n} idle contexts alive at once")
+        t0 = time.perf_counter()
+        for i in range(n):
+            c.req("ctx.create", name=f"k{i:04d}")
+            c.run("x = 1", f"k{i:04d}")
+        f["seconds_to_create"] = time.perf_counter() - t0
+        time.sleep(self.n(3, 1))
+        cs = [x for x in c.contexts() if x["name"].startswith("k")]
+        f["alive"] = sum(1 for x in cs if x["state"] == "idle" and x["pid"] > 0)
+        f["requested"] = n
+        f["total_pss"] = sum(x["pss"] for x in cs)
+        f["mem_available_drop"] = avail0 - mem_available()
+        r = c.run("sum(1 for _ in range(10))", f"k{n - 1:04d}")
+        f["last_one_runs"] = r["status"] == "ok"
+        self.clean_contexts()
+
+    # ---------------------------------------------------------------------------
+    def run(self):
+        figs = self.a.only.split(",") if self.a.only else FIGS
+        for need in ("daemon/ctxd", "daemon/ctxd-worker", "tools/bench/ctxd-bench"):
+            if not os.access(os.path.join(self.build, need), os.X_OK):
+                raise SystemExit(f"{self.build}/{need} is missing: build first "
+                                 "(sh tools/setup.sh build)")
+        if not self.ipy:
+            log("ipykernel/jupyter_client not installed (sh tools/setup.sh bench installs "
+                "them): its columns stay empty")
+        self.res["ipykernel"] = self.ipy
+        t_start = time.perf_counter()
+        self.d = Daemon(self.build, self.tmp)
+        self.res["ctxd_hello"] = {k: self.d.hello.get(k) for k in ("version", "preloads",
+                                                                    "limits")}
+        try:
+            for name in figs:
+                getattr(self, name)()
+        finally:
+            self.d.stop()
+            for k in list(self.kernels):
+                self.drop_kernel(k)
+        self.res["seconds"] = time.perf_counter() - t_start
+        shutil.copy(self.d.log_path, os.path.join(self.out, "ctxd.log"))
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        table, goals = make_table(self.res)
+        self.res["table"] = table
+        self.res["goals"] = goals
+        with open(os.path.join(self.out, "bench.json"), "w") as fh:
+            json.dump(self.res, fh, indent=1)
+        print("\n".join(table))
+        png = draw(self.res, os.path.join(self.out, "bench.png"))
+        print(f"\nJSON: {os.path.join(self.out, 'bench.json')}"
+              + (f"\nPNG:  {png}" if png else "\nPNG:  not drawn (python3-matplotlib missing)"))
+        print(f"ran {self.res['seconds']:.0f} s{' (--quick)' if self.q else ''}")
+
+
+def descendants(pid):
+    """(pid, cmdline) of every process below pid."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append((int(d), cmd))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k[0])
+    return out
+
+
+def pin(pids, cpus):
+    """Pins every thread of pids to cpus; returns the old affinities."""
+    saved = {}
+    for p in pids:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{p}/task")]
+        except OSError:
+            continue
+        for t in tids:
+            try:
+                saved[t] = os.sched_getaffinity(t)
+                os.sched_setaffinity(t, cpus)
+            except OSError:
+                pass
+    return saved
+
+
+def zygote_pid(daemon_pid):
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == daemon_pid and b"--zygote" in cmd:
+            return int(d)
+    return None
+
+
+def machine_info():
+    info = {"cpus": os.cpu_count(), "kernel": os.uname().release,
+            "python": sys.version.split()[0], "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+        info["mem_total_gib"] = round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+                                      / 2**30, 1)
+    except Exception:
+        pass
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONUNBUFFERED"):
+        if var in os.environ:
+            info[var] = os.environ[var]
+    return info
+
+
+# ---- the table -----------------------------------------------------------------------
+
+def make_table(res):
+    F = res["figures"]
+    rows = []   # (figure, what, ctxd, ipykernel, ratio, goal, met)
+    goals = []
+
+    def us(v):
+        return f"{pct(v, .5) * 1e6:.0f} / {pct(v, .99) * 1e6:.0f} us" if v else "-"
+
+    def ms(v):
+        return f"{pct(v, .5) * 1e3:.2f} / {pct(v, .99) * 1e3:.2f} ms" if v else "-"
+
+    def goal(name, ok, detail):
+        goals.append({"goal": name, "met": ok, "detail": detail})
+        return "yes" if ok else ("NO" if ok is not None else "n/a")
+
+    r = F.get("rtt", {})
+    if r:
+        c, fl, ipy = r.get("ctxd_c"), r.get("zmq_floor"), r.get("ipykernel")
+        rows.append(("1 rtt", "x = 1, C client (libctxd)", us(c), us(ipy),
+                     f"ipy/ctxd {pct(ipy, .5) / pct(c, .5):.0f}x" if ipy else "",
+                     ">= 10x faster", goal("rtt >= 10x faster than ipykernel",
+                                           pct(ipy, .5) / pct(c, .5) >= 10 if ipy else None,
+                                           "median ratio")))
+        if r.get("ctxd_python"):
+            p = r["ctxd_python"]
+            rows.append(("1 rtt", "x = 1, Python client (ctxd pkg)", us(p), "",
+                         f"ipy/ctxd {pct(ipy, .5) / pct(p, .5):.0f}x" if ipy else "", "", ""))
+        p = r.get("ctxd_python_minimal")
+        rows.append(("1 rtt", "x = 1, minimal zmq+msgpack loop", us(p), "",
+                     f"ipy/ctxd {pct(ipy, .5) / pct(p, .5):.0f}x" if ipy and p else "", "", ""))
+        rows.append(("1 rtt", "raw ZeroMQ DEALER/ROUTER 100 B (floor)", us(fl), "",
+                     f"ctxd/floor {pct(c, .5) / pct(fl, .5):.2f}x", "<= 2x floor",
+                     goal("rtt within 2x the ZeroMQ floor", pct(c, .5) / pct(fl, .5) <= 2,
+                          "median C client / median floor, unpinned")))
+        c1, f1 = r.get("ctxd_c_one_cpu"), r.get("zmq_floor_one_cpu")
+        if c1 and f1:
+            rows.append(("1 rtt", "all on one CPU: C client / floor", f"{us(c1)} / {us(f1)}",
+                         "", f"ctxd/floor {pct(c1, .5) / pct(f1, .5):.2f}x", "(CPU cost)", ""))
+    r = F.get("ready", {})
+    if r:
+        c, ipy = r.get("ctxd"), r.get("ipykernel")
+        rows.append(("2 ready", "create -> first x = 1 done (numpy preloaded)", ms(c), ms(ipy),
+                     f"ipy/ctxd {pct(ipy, .5) / pct(c, .5):.0f}x" if ipy else "", "<= 5 ms median",
+                     goal("context ready <= 5 ms median", pct(c, .5) <= 0.005, "median")))
+    r = F.get("fork", {})
+    if r:
+        c = r.get("ctxd")
+        rows.append(("3 fork", f"ctx.fork of 200 MB context -> ready", ms(c), "n/a", "",
+                     "<= 20 ms", goal("200 MB fork ready <= 20 ms", pct(c, .5) <= 0.020,
+                                      "median")))
+        rows.append(("3 fork", "PSS source alone / source + fork",
+                     f"{r['pss_source_alone'] / 2**20:.0f} / "
+                     f"{r['pss_source_plus_fork'] / 2**20:.0f} MiB", "n/a", "", "", ""))
+    r = F.get("stream", {})
+    if r:
+        for mode, label in (("print", "1e6 x print('x'*99)"), ("write", "one 100 MB write")):
+            c, ipy, fl = r.get(f"ctxd_{mode}"), r.get(f"ipykernel_{mode}"), r.get(f"floor_{mode}")
+            cm = statistics.median(c) if c else None
+            im = statistics.median(ipy) if ipy else None
+            fm = statistics.median(fl) if fl else None
+            ok = goal("print-loop streaming >= 5x ipykernel", cm / im >= 5 if im else None,
+                      "median MB/s ratio") if mode == "print" else ""
+            rows.append(("4 stream", f"{label} MB/s (floor: pipe+cat {fm:.0f})",
+                         f"{cm:.0f} MB/s", f"{im:.0f} MB/s" if im else "-",
+                         f"ctxd/ipy {cm / im:.1f}x" if im else "",
+                         ">= 5x ipykernel" if mode == "print" else "", ok))
+    r = F.get("memory", {})
+    if r:
+        v = r["ctxd_pss_per_context"]
+        ipy = r.get("ipykernel_pss_per_kernel")
+        cm = statistics.median(v) / 2**20
+        im = statistics.median(ipy) / 2**20 if ipy else None
+        rows.append(("5 memory", f"PSS per idle context ({len(v)} idle)", f"{cm:.2f} MiB",
+                     f"{im:.1f} MiB" if im else "-", f"ipy/ctxd {im / cm:.0f}x" if im else "",
+                     "<= 5 MB", goal("idle context PSS <= 5 MB", cm * 2**20 <= 5e6, "median")))
+        rows.append(("5 memory", "  incl. zygote + supervisor, per context",
+                     f"{r['ctxd_total_pss_per_context'] / 2**20:.2f} MiB", "", "", "", ""))
+    r = F.get("tput", {})
+    if r:
+        c, ipy = r.get("ctxd_runs_per_s"), r.get("ipykernel_runs_per_s")
+        rows.append(("6 tput", "8 threads x 8 contexts, x = 1", f"{c:.0f} runs/s",
+                     f"{ipy:.0f} runs/s" if ipy else "-", f"ctxd/ipy {c / ipy:.0f}x" if ipy else "",
+                     "", ""))
+    r = F.get("thousand", {})
+    if r:
+        rows.append(("7 1000", f"{r['requested']} idle contexts alive at once",
+                     f"{r['alive']} alive, {r['total_pss'] / 2**30:.2f} GiB PSS, "
+                     f"{r['seconds_to_create']:.1f} s", "", "", "1,000 alive",
+                     goal("1,000 idle contexts alive at once",
+                          r["alive"] >= 1000 if r["requested"] >= 1000 else None,
+                          f"MemAvailable drop {r['mem_available_drop'] / 2**30:.2f} GiB")))
+    head = ("figure", "what", "ctxd (median / p99)", "ipykernel", "ratio", "goal", "met")
+    widths = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:{w}}}" for w in widths)
+    lines = [fmt.format(*head), fmt.format(*["-" * w for w in widths])]
+    lines += [fmt.format(*map(str, row)) for row in rows]
+    return lines, goals
+
+
+# ---- the picture ----------------------------------------------------------------------
+
+def draw(res, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception:
+        return None
+    F = res["figures"]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+
+    def cdf(ax, v, label, scale):
+        if not v:
+            return
+        s = sorted(x * scale for x in v)
+        ax.plot(s, [(i + 1) / len(s) for i in range(len(s))], label=f"{label} (n={len(s)})")
+
+    ax = axes[0][0]
+    r = F.get("rtt", {})
+    for key, label in (("zmq_floor", "raw ZeroMQ floor"), ("ctxd_c", "ctxd, C client"),
+                       ("ctxd_python", "ctxd, Python client"),
+                       ("ctxd_python_minimal", "ctxd, minimal Python loop"),
+                       ("ipykernel", "ipykernel (jupyter_client)")):
+        cdf(ax, r.get(key), label, 1e6)
+    ax.set_xscale("log")
+    ax.set_xlabel("round trip of x = 1 (µs, log)")
+    ax.set_ylabel("fraction")
+    ax.set_title("1. execute round trip")
+    if ax.lines:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=.3)
+
+    ax = axes[0][1]
+    cdf(ax, F.get("ready", {}).get("ctxd"), "ctxd: create -> first done", 1e3)
+    cdf(ax, F.get("ready", {}).get("ipykernel"), "ipykernel: start -> first done", 1e3)
+    cdf(ax, F.get("fork", {}).get("ctxd"), "ctxd: fork of 200 MB -> ready", 1e3)
+    ax.set_xscale("log")
+    ax.set_xlabel("ms (log)")
+    ax.set_title("2./3. new context ready, fork ready")
+    if ax.lines:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=.3)
+
+    ax = axes[1][0]
+    s = F.get("stream", {})
+    labels, vals = [], []
+    for key, label in (("floor_print", "floor\nprint"), ("ctxd_print", "ctxd\nprint"),
+                       ("ipykernel_print", "ipykernel\nprint"), ("floor_write", "floor\nwrite"),
+                       ("ctxd_write", "ctxd\nwrite"), ("ipykernel_write", "ipykernel\nwrite")):
+        if s.get(key):
+            labels.append(label)
+            vals.append(statistics.median(s[key]))
+    ax.bar(labels, vals, color=["#888", "#1f77b4", "#d62728"] * 2)
+    for i, v in enumerate(vals):
+        ax.text(i, v, f"{v:.0f}", ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("MB/s delivered (100 MB)")
+    ax.set_title("4. stdout streaming")
+
+    ax = axes[1][1]
+    m = F.get("memory", {})
+    labels, vals = [], []
+    if m.get("ctxd_pss_per_context"):
+        labels.append("ctxd context")
+        vals.append(statistics.median(m["ctxd_pss_per_context"]) / 2**20)
+    if m.get("ipykernel_pss_per_kernel"):
+        labels.append("ipykernel")
+        vals.append(statistics.median(m["ipykernel_pss_per_kernel"]) / 2**20)
+    ax.bar(labels, vals, color=["#1f77b4", "#d62728"][:len(vals)])
+    for i, v in enumerate(vals):
+        ax.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=9)
+    ax.set_ylabel("PSS per idle interpreter (MiB)")
+    ax.set_title("5. idle memory")
+    fig.suptitle(f"ctxd vs ipykernel on {res['machine'].get('cpus')} CPUs "
+                 f"({res['machine'].get('when')}){' --quick' if res['quick'] else ''}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__)
+    ap.add_argument("--quick", action="store_true", help="few samples: a smoke run")
+    ap.add_argument("--only", help="comma-separated figures: " + ",".join(FIGS))
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"))
+    ap.add_argument("--no-ipykernel", action="store_true", help="ctxd only")
+    args = ap.parse_args()
+    if args.only and any(f not in FIGS for f in args.only.split(",")):
+        ap.error(f"--only takes some of {','.join(FIGS)}")
+    Bench(args).run()
+
+
+if __name__ == "__main__":
+    main()

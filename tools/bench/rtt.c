@@ -1,0 +1,318 @@
+/* ctxd-bench: the C half of tools/bench/bench.py. Each mode measures one
+ * thing and prints its samples as one JSON object on stdout.
+ *
+ *   ctxd-bench rtt ENDPOINT CTX N WARMUP      execute `x = 1`, send -> done (libctxd)
+ *   ctxd-bench floor IPCPATH N WARMUP         raw ZeroMQ DEALER/ROUTER round trip of
+ *                                             100 bytes to an echo process (the floor)
+ *   ctxd-bench create ENDPOINT PREFIX N       ctx.create PREFIX-i, then `x = 1` there:
+ *                                             create -> first done
+ *   ctxd-bench stream ENDPOINT CTX print|write  1,000,000 x print('x'*99), or one
+ *                                             100 MB sys.stdout.write; every byte checked
+ *   ctxd-bench tput ENDPOINT PREFIX THREADS SECONDS
+ *                                             THREADS clients, each running `x = 1` in
+ *                                             context PREFIX-i, for SECONDS
+ */
+#include "ctxd.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static _Noreturn void die(const char *what, ctxd_client *c, int rc)
+{
+    const char *code = "", *msg = "";
+    if (c)
+        ctxd_last_error(c, &code, &msg);
+    fprintf(stderr, "ctxd-bench: %s: %s %s %s\n", what, ctxd_strerror(rc), code, msg);
+    exit(1);
+}
+
+static ctxd_client *connect_or_die(const char *endpoint)
+{
+    char err[256];
+    ctxd_client *c = ctxd_connect(endpoint, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "ctxd-bench: connect %s: %s\n", endpoint, err);
+        exit(1);
+    }
+    ctxd_set_timeout(c, 120);
+    return c;
+}
+
+static void print_samples(const char *key, const double *v, size_t n, const char *extra)
+{
+    printf("{\"%s\": [", key);
+    for (size_t i = 0; i < n; i++)
+        printf("%s%.9g", i ? ", " : "", v[i]);
+    printf("]%s%s}\n", extra ? ", " : "", extra ? extra : "");
+}
+
+static void run_x1(ctxd_client *c, const char *ctx)
+{
+    ctxd_exec_opts o = {.ctx = ctx, .code = "x = 1", .timeout = -1};
+    ctxd_outcome out;
+    int rc = ctxd_execute(c, &o, NULL, NULL, &out);
+    if (rc < 0)
+        die("execute", c, rc);
+    if (out.status != CTXD_OK) {
+        fprintf(stderr, "ctxd-bench: x = 1 ended with status %d\n", (int)out.status);
+        exit(1);
+    }
+}
+
+/* ---- rtt ------------------------------------------------------------------ */
+
+static int mode_rtt(int argc, char **argv)
+{
+    if (argc != 6)
+        return 2;
+    ctxd_client *c = connect_or_die(argv[2]);
+    const char *ctx = argv[3];
+    size_t n = strtoul(argv[4], NULL, 10), warm = strtoul(argv[5], NULL, 10);
+    double *v = calloc(n, sizeof *v);
+    for (size_t i = 0; i < warm; i++)
+        run_x1(c, ctx);
+    for (size_t i = 0; i < n; i++) {
+        double t0 = now();
+        run_x1(c, ctx);
+        v[i] = now() - t0;
+    }
+    print_samples("rtt", v, n, NULL);
+    ctxd_close(c);
+    return 0;
+}
+
+/* ---- floor: raw ZeroMQ ------------------------------------------------------- */
+
+static int mode_floor(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    char ep[600];
+    snprintf(ep, sizeof ep, "ipc://%s", argv[2]);
+    size_t n = strtoul(argv[3], NULL, 10), warm = strtoul(argv[4], NULL, 10);
+    int ready[2];
+    if (pipe(ready) < 0)
+        return 1;
+    pid_t echo = fork();
+    if (echo == 0) { /* the echo server: ROUTER, like ctxd */
+        void *z = zmq_ctx_new();
+        void *r = zmq_socket(z, ZMQ_ROUTER);
+        if (zmq_bind(r, ep) < 0)
+            _exit(1);
+        if (write(ready[1], "x", 1) < 0)
+            _exit(1);
+        for (;;) {
+            zmq_msg_t id, body;
+            zmq_msg_init(&id);
+            zmq_msg_init(&body);
+            if (zmq_msg_recv(&id, r, 0) < 0 || zmq_msg_recv(&body, r, 0) < 0)
+                _exit(0);
+            zmq_msg_send(&id, r, ZMQ_SNDMORE);
+            zmq_msg_send(&body, r, 0);
+        }
+    }
+    char x;
+    if (read(ready[0], &x, 1) != 1)
+        return 1;
+    void *z = zmq_ctx_new();
+    void *d = zmq_socket(z, ZMQ_DEALER);
+    zmq_connect(d, ep);
+    char msg[100], buf[200];
+    memset(msg, 'm', sizeof msg);
+    double *v = calloc(n, sizeof *v);
+    for (size_t i = 0; i < warm + n; i++) {
+        double t0 = now();
+        zmq_send(d, msg, sizeof msg, 0);
+        if (zmq_recv(d, buf, sizeof buf, 0) != (int)sizeof msg)
+            return 1;
+        if (i >= warm)
+            v[i - warm] = now() - t0;
+    }
+    kill(echo, SIGKILL);
+    waitpid(echo, NULL, 0);
+    print_samples("rtt", v, n, NULL);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(d);
+    zmq_ctx_term(z);
+    return 0;
+}
+
+/* ---- create -> first done ------------------------------------------------ */
+
+static int mode_create(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    ctxd_client *c = connect_or_die(argv[2]);
+    size_t n = strtoul(argv[4], NULL, 10);
+    double *v = calloc(n, sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+        char name[80];
+        snprintf(name, sizeof name, "%s-%zu", argv[3], i);
+        double t0 = now();
+        int rc = ctxd_ctx_create(c, name, NULL, NULL, 0, NULL);
+        if (rc < 0)
+            die("ctx.create", c, rc);
+        run_x1(c, name);
+        v[i] = now() - t0;
+    }
+    print_samples("ready", v, n, NULL);
+    ctxd_close(c);
+    return 0;
+}
+
+/* ---- stream ----------------------------------------------------------------- */
+
+typedef struct {
+    unsigned long long out, err, bad;
+    bool lines; /* print mode: lines of 99 'x' and '\n' */
+} stream_check;
+
+static void on_stream(void *user, const char *name, const void *data, size_t len)
+{
+    stream_check *s = user;
+    if (strcmp(name, "stdout") != 0) {
+        s->err += len;
+        return;
+    }
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        unsigned long long pos = s->out + i;
+        unsigned char want = s->lines && pos % 100 == 99 ? '\n' : 'x';
+        s->bad += p[i] != want;
+    }
+    s->out += len;
+}
+
+static int mode_stream(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    ctxd_client *c = connect_or_die(argv[2]);
+    const char *ctx = argv[3];
+    bool lines = strcmp(argv[4], "print") == 0;
+    ctxd_callbacks cb = {.on_stream = on_stream};
+    stream_check s = {.lines = lines};
+    ctxd_outcome out;
+    if (!lines) { /* the string is made in an earlier cell */
+        ctxd_exec_opts prep = {
+            .ctx = ctx, .code = "import sys\ns = 'x' * 100_000_000", .timeout = 0};
+        if (ctxd_execute(c, &prep, NULL, NULL, &out) < 0 || out.status != CTXD_OK)
+            die("prepare", c, -1);
+    }
+    ctxd_exec_opts o = {.ctx = ctx,
+                        .code = lines ? "for i in range(1_000_000):\n    print('x' * 99)"
+                                      : "sys.stdout.write(s)\nNone",
+                        .timeout = 0};
+    double t0 = now();
+    int rc = ctxd_execute(c, &o, &cb, &s, &out);
+    double t = now() - t0;
+    if (rc < 0)
+        die("execute", c, rc);
+    if (!lines) {
+        ctxd_exec_opts drop = {.ctx = ctx, .code = "del s", .timeout = 0};
+        ctxd_execute(c, &drop, NULL, NULL, &out);
+    }
+    printf("{\"bytes\": %llu, \"seconds\": %.6f, \"bad\": %llu, \"stderr\": %llu, "
+           "\"ok\": %s}\n",
+           s.out, t, s.bad, s.err,
+           s.out == 100000000ULL && s.bad == 0 && s.err == 0 && out.status == CTXD_OK ? "true"
+                                                                                      : "false");
+    ctxd_close(c);
+    return 0;
+}
+
+/* ---- aggregate throughput ------------------------------------------------- */
+
+typedef struct {
+    const char *endpoint;
+    char ctx[80];
+    double seconds;
+    unsigned long long runs;
+    pthread_barrier_t *start;
+} tput_arg;
+
+static void *tput_thread(void *p)
+{
+    tput_arg *a = p;
+    ctxd_client *c = connect_or_die(a->endpoint);
+    run_x1(c, a->ctx);
+    pthread_barrier_wait(a->start);
+    double end = now() + a->seconds;
+    while (now() < end) {
+        run_x1(c, a->ctx);
+        a->runs++;
+    }
+    ctxd_close(c);
+    return NULL;
+}
+
+static int mode_tput(int argc, char **argv)
+{
+    if (argc != 6)
+        return 2;
+    int n = atoi(argv[4]);
+    double secs = atof(argv[5]);
+    if (n < 1 || n > 256)
+        return 2;
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+    tput_arg *a = calloc((size_t)n, sizeof *a);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    for (int i = 0; i < n; i++) {
+        a[i].endpoint = argv[2];
+        snprintf(a[i].ctx, sizeof a[i].ctx, "%s-%d", argv[3], i);
+        a[i].seconds = secs;
+        a[i].start = &start;
+        pthread_create(&th[i], NULL, tput_thread, &a[i]);
+    }
+    pthread_barrier_wait(&start);
+    double t0 = now();
+    unsigned long long total = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        total += a[i].runs;
+    }
+    double t = now() - t0;
+    printf("{\"runs\": %llu, \"seconds\": %.6f}\n", total, t);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } modes[] = {{"rtt", mode_rtt},
+                 {"floor", mode_floor},
+                 {"create", mode_create},
+                 {"stream", mode_stream},
+                 {"tput", mode_tput}};
+    for (size_t i = 0; argc > 1 && i < sizeof modes / sizeof modes[0]; i++) {
+        if (strcmp(argv[1], modes[i].name) == 0) {
+            int rc = modes[i].fn(argc, argv);
+            if (rc == 2)
+                fprintf(stderr, "ctxd-bench: bad arguments for %s (see tools/bench/rtt.c)\n",
+                        argv[1]);
+            return rc;
+        }
+    }
+    fprintf(stderr, "usage: ctxd-bench rtt|floor|create|stream|tput ... (see tools/bench/rtt.c)\n");
+    return 2;
+}
