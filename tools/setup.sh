@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 
 PACKAGES="build-essential cmake pkg-config libzmq3-dev python3-dev python3-zmq
-python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev"
+python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev"
 # Only for the benchmark (ctxd side by side with ipykernel).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
 python3-numpy python3-matplotlib"
@@ -42,7 +42,7 @@ build_all() {
 demo() {
     rt=$(mktemp -d /tmp/ctxd-demo.XXXXXX)
     ep="ipc://$rt/ctxd.sock"
-    "$build/daemon/ctxd" --listen "$ep" &
+    "$build/daemon/ctxd" --listen "$ep" --log "$rt/requests.log" &
     daemon=$!
     trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$rt"' EXIT INT TERM
     ctx="$build/tools/ctx --endpoint $ep"
@@ -59,13 +59,15 @@ demo() {
 for i in range(3):
     print("tick", i, flush=True); time.sleep(0.3)'
     $ctx create exp-1
-    $ctx run -c exp-1 'x'  || true
+    $ctx run -c exp-1 'x' || true   # a NameError: exp-1 does not see default's globals
     $ctx run -c exp-1 'import os; os.system("echo from a subprocess")'
     $ctx run -t 1 'while True: pass' || true
     $ctx run 'x'
     $ctx ls
     $ctx rm exp-1
     set +x
+    echo "setup: the daemon's request log (one line per request):"
+    tail -n 4 "$rt/requests.log"
 }
 
 install_missing
