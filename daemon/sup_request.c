@@ -246,10 +246,12 @@ static void do_stats(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 4);
+    sup_msg_begin(&b, "ok", peer, 5);
     sup_stats_put(&b);
     proto_put_str(&b, "limits");
     put_limits(&b);
+    proto_put_str(&b, "preloads");
+    sup_zygote_put_preloads(&b);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
