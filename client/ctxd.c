@@ -523,6 +523,38 @@ static int ev_result(ctxd_client *c, run *r, const msg_in *m)
     return 0;
 }
 
+/* display: a MIME bundle shown during the run (display(), figures). */
+static int ev_display(ctxd_client *c, run *r, const msg_in *m)
+{
+    static const proto_field fields[] = {{"data", PF_STRMAP, true, 0},
+                                         {"metadata", PF_MAP | PF_NIL, false, 0},
+                                         {"display_id", PF_STR | PF_NIL, false, 0},
+                                         {"update", PF_BOOL | PF_NIL, false, 0}};
+    if (check_fields(c, "display event", m->root, fields, 4) < 0)
+        return c->last_rc;
+    if (!r->cb.on_display)
+        return 0;
+    const proto_val *data = proto_map_get(m->root, "data");
+    const proto_val *idv = proto_map_get(m->root, "display_id");
+    char *id = idv && idv->kind == PROTO_STR ? proto_strdup(idv) : NULL;
+    char **keys = mem_calloc(data->n ? data->n : 1, sizeof *keys);
+    char **values = mem_calloc(data->n ? data->n : 1, sizeof *values);
+    for (uint32_t i = 0; i < data->n; i++) {
+        keys[i] = proto_strdup(&data->as.items[2 * i]);
+        values[i] = proto_strdup(&data->as.items[2 * i + 1]);
+    }
+    r->cb.on_display(r->user, (const char *const *)keys, (const char *const *)values, data->n, id,
+                     get_bool(m->root, "update"));
+    for (uint32_t i = 0; i < data->n; i++) {
+        free(keys[i]);
+        free(values[i]);
+    }
+    free(keys);
+    free(values);
+    free(id);
+    return 0;
+}
+
 /* error: exception name, value and traceback lines. */
 static int ev_error(ctxd_client *c, run *r, const msg_in *m)
 {
@@ -615,11 +647,8 @@ static void run_event(ctxd_client *c, run *r, const msg_in *m)
     static const struct {
         const char *type;
         int (*fn)(ctxd_client *, run *, const msg_in *);
-    } events[] = {{"accepted", ev_accepted},
-                  {"stream", ev_stream},
-                  {"result", ev_result},
-                  {"error", ev_error},
-                  {"done", ev_done}};
+    } events[] = {{"accepted", ev_accepted}, {"stream", ev_stream}, {"result", ev_result},
+                  {"display", ev_display},   {"error", ev_error},   {"done", ev_done}};
     int rc = 0;
     c->depth++;
     bool known = false;

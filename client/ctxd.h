@@ -264,6 +264,11 @@ typedef struct ctxd_callbacks {
      * detached (ctxd_run_detach, CTXD_WAIT_DETACH) or the client closed.
      * For ctxd_execute it is called before ctxd_execute returns. */
     void (*on_done)(void *user, const ctxd_run_end *end);
+    /* A display() output or a matplotlib figure, as a MIME bundle like
+     * on_result's (binary types such as "image/png" are base64); display_id
+     * is NULL unless given; update is true for update_display(). */
+    void (*on_display)(void *user, const char *const *keys, const char *const *values, size_t n,
+                       const char *display_id, bool update);
 } ctxd_callbacks;
 
 typedef struct ctxd_outcome {

@@ -62,6 +62,7 @@ typedef struct sup_run {
     proto_buf env; /* msgpack map str->str, forwarded to the worker verbatim */
     double timeout;
     bool silent, stop_on_error;
+    bool allow_stdin;    /* input() may ask the client (input.request) */
     uint64_t out_bytes;  /* stream bytes relayed */
     uint64_t dropped[2]; /* stdout/stderr bytes dropped past max_output */
     bool client_gone;    /* a send found the client disconnected */
@@ -95,8 +96,9 @@ typedef struct sup_ctx {
     char *cwd;
     char **env; /* "KEY=VALUE" strings added to the worker's environment */
     size_t nenv;
-    double created;     /* Unix time */
-    double last_active; /* monotonic; for --idle-ttl */
+    struct sup_policy *policy; /* tier and policy (sup_policy.h); NULL = unsafe */
+    double created;            /* Unix time */
+    double last_active;        /* monotonic; for --idle-ttl */
 
     /* The current incarnation's worker; pid 0 and fd -1 when there is none. */
     pid_t pid;
@@ -119,6 +121,8 @@ typedef struct sup_ctx {
     bool started;          /* `start` received for the running run */
     bool interrupt_wanted; /* interrupt asked before `start` arrived */
     bool timed_out;
+    bool input_waiting;               /* the running run waits for input.reply */
+    uint64_t input_seq;               /* the worker's number of that input_request */
     double run_t0, deadline, kill_at; /* monotonic seconds; 0 = unset */
     sup_run *queue, *queue_tail;
     size_t queued;
@@ -203,6 +207,15 @@ int sup_ctx_restart(sup_ctx *c, proto_error *err);
 /* Queues a run (takes ownership) and starts it when the context is free. */
 void sup_ctx_submit(sup_ctx *c, sup_run *r);
 bool sup_ctx_interrupt(sup_ctx *c);
+/* Answers the running run's pending input_request (input.reply); false when
+ * the context has none. */
+bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len);
+
+/* sup_files.c: file.put / file.get, one chunk per request. */
+#define SUP_FILE_CHUNK (4u * 1024 * 1024)
+#define SUP_FILE_MAX (4ull * 1024 * 1024 * 1024)
+void sup_files_put(const proto_val *msg, const sup_peer *peer);
+void sup_files_get(const proto_val *msg, const sup_peer *peer);
 void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer);
 void sup_ctx_on_readable(sup_ctx *c);
 void sup_ctx_on_writable(sup_ctx *c);

@@ -1,6 +1,7 @@
 /* sup_ctx: the context table, each context's FIFO of runs, its worker's
  * lifecycle (spawn, death, incarnations) and the worker channel. */
 #include "sup.h"
+#include "sup_policy.h"
 
 #include "mem.h"
 
@@ -83,6 +84,7 @@ typedef struct run_end {
     double cpu_time;
     bool state_lost;
     const char *cause;
+    const proto_val *artifacts; /* from the worker's done, checked */
 } run_end;
 
 static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
@@ -94,7 +96,8 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
     proto_buf b;
     proto_buf_init(&b);
     uint64_t dropped = r->dropped[0] + r->dropped[1];
-    sup_msg_begin(&b, "done", &r->peer, 7 + (e->cause ? 1 : 0) + (dropped ? 1 : 0));
+    sup_msg_begin(&b, "done", &r->peer,
+                  7 + (e->cause ? 1 : 0) + (dropped ? 1 : 0) + (e->artifacts ? 1 : 0));
     proto_put_str(&b, "status");
     proto_put_str(&b, e->status);
     proto_put_str(&b, "execution_count");
@@ -120,6 +123,10 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
         proto_put_uint(&b, r->dropped[0]);
         proto_put_str(&b, "stderr");
         proto_put_uint(&b, r->dropped[1]);
+    }
+    if (e->artifacts) {
+        proto_put_str(&b, "artifacts");
+        proto_put_val(&b, e->artifacts);
     }
     ctx_send(c, &r->peer, &b);
     proto_buf_free(&b);
@@ -147,6 +154,7 @@ static void finish_run(sup_ctx *c, const run_end *e)
     if (c->timed_out && !c->kill_reason)
         c->kill_at = 0; /* it stopped within the grace period */
     c->started = c->interrupt_wanted = c->timed_out = false;
+    c->input_waiting = false;
     c->deadline = 0;
     if (r->stop_on_error && strcmp(e->status, "ok") != 0)
         abort_queue(c, "an earlier run on this context failed (stop_on_error)");
@@ -472,6 +480,61 @@ static void on_result(sup_ctx *c, const proto_val *msg)
     relay(c, "result", msg, keys, 1, true);
 }
 
+/* display / clear_output: relayed like stream (same outbox, same
+ * backpressure); display_id only when the worker sent one. */
+static void on_display(sup_ctx *c, const proto_val *msg)
+{
+    const char *keys[4] = {"data", "metadata"};
+    uint32_t n = 2;
+    if (proto_map_get(msg, "display_id"))
+        keys[n++] = "display_id";
+    keys[n++] = "update";
+    if (!proto_map_get(msg, "metadata") || !proto_map_get(msg, "update")) {
+        worker_broken(c, "display without metadata or update");
+        return;
+    }
+    relay(c, "display", msg, keys, n, false);
+}
+
+static void on_clear_output(sup_ctx *c, const proto_val *msg)
+{
+    static const char *const keys[] = {"wait"};
+    relay(c, "clear_output", msg, keys, 1, false);
+}
+
+/* input() in a run that allows stdin: the client answers with input.reply
+ * (sup_ctx_input_reply); the worker's number `n` goes back with it, so a
+ * reply that crosses an interrupted input() is recognised as stale. */
+static void on_input_request(sup_ctx *c, const proto_val *msg)
+{
+    if (!c->running->allow_stdin) {
+        worker_broken(c, "input_request in a run without allow_stdin");
+        return;
+    }
+    c->input_waiting = true;
+    c->input_seq = proto_map_get(msg, "n")->as.u;
+    static const char *const keys[] = {"prompt", "password"};
+    relay(c, "input.request", msg, keys, 2, false);
+}
+
+bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len)
+{
+    if (!c->running || !c->input_waiting || c->fd < 0)
+        return false;
+    c->input_waiting = false;
+    size_t start = proto_frame_begin(&c->out);
+    proto_put_map(&c->out, 3);
+    proto_put_str(&c->out, "t");
+    proto_put_str(&c->out, "input_reply");
+    proto_put_str(&c->out, "value");
+    proto_put_strn(&c->out, value, len);
+    proto_put_str(&c->out, "n");
+    proto_put_uint(&c->out, c->input_seq);
+    proto_frame_end(&c->out, start);
+    sup_ctx_on_writable(c);
+    return true;
+}
+
 static void on_error(sup_ctx *c, const proto_val *msg)
 {
     const proto_val *tb = proto_map_get(msg, "traceback");
@@ -484,6 +547,24 @@ static void on_error(sup_ctx *c, const proto_val *msg)
     }
     static const char *const keys[] = {"ename", "evalue", "traceback"};
     relay(c, "error", msg, keys, 3, false);
+}
+
+/* done.artifacts: [{path: str, size: uint, type: str}] */
+static bool artifacts_valid(const proto_val *a)
+{
+    static const proto_field fields[] = {
+        {"path", PF_STR, true, 4096},
+        {"size", PF_UINT, true, 0},
+        {"type", PF_STR, true, 256},
+    };
+    for (uint32_t i = 0; i < a->n; i++) {
+        proto_error err;
+        const proto_val *item = &a->as.items[i];
+        if (item->kind != PROTO_MAP || item->n != 3 ||
+            proto_check(item, fields, sizeof fields / sizeof fields[0], &err) < 0)
+            return false;
+    }
+    return true;
 }
 
 static void on_done(sup_ctx *c, const proto_val *msg)
@@ -501,7 +582,12 @@ static void on_done(sup_ctx *c, const proto_val *msg)
     }
     if (c->timed_out && strcmp(st, "interrupted") == 0)
         st = "timeout";
-    run_end e = {.status = st};
+    const proto_val *arts = proto_map_get(msg, "artifacts");
+    if (arts && !artifacts_valid(arts)) {
+        worker_broken(c, "malformed artifacts");
+        return;
+    }
+    run_end e = {.status = st, .artifacts = arts};
     if (cpu)
         e.cpu_time = cpu->kind == PROTO_FLOAT  ? cpu->as.f
                      : cpu->kind == PROTO_UINT ? (double)cpu->as.u
@@ -515,6 +601,18 @@ static const proto_field stream_fields[] = {
     {"data", PF_BIN, true, PROTO_STREAM_CHUNK},
 };
 static const proto_field result_fields[] = {{"data", PF_STRMAP, true, 64}};
+static const proto_field display_fields[] = {
+    {"data", PF_STRMAP, true, 64},
+    {"metadata", PF_MAP, true, 64},
+    {"display_id", PF_STR, false, 256},
+    {"update", PF_BOOL, true, 0},
+};
+static const proto_field clear_output_fields[] = {{"wait", PF_BOOL, true, 0}};
+static const proto_field input_request_fields[] = {
+    {"prompt", PF_STR, true, 1u << 16},
+    {"password", PF_BOOL, true, 0},
+    {"n", PF_UINT, true, 0},
+};
 static const proto_field error_fields[] = {
     {"ename", PF_STR, true, 4096},
     {"evalue", PF_STR, true, 1u << 20},
@@ -523,6 +621,7 @@ static const proto_field error_fields[] = {
 static const proto_field done_fields[] = {
     {"status", PF_STR, true, 32},
     {"cpu_time", PF_NUM, false, 0},
+    {"artifacts", PF_ARRAY, false, 1000},
 };
 
 #define FIELDS(a) a, sizeof a / sizeof a[0]
@@ -531,6 +630,9 @@ static const frame_kind frame_kinds[] = {
     {"start", NULL, 0, true, on_start},
     {"stream", FIELDS(stream_fields), true, on_stream},
     {"result", FIELDS(result_fields), true, on_result},
+    {"display", FIELDS(display_fields), true, on_display},
+    {"clear_output", FIELDS(clear_output_fields), true, on_clear_output},
+    {"input_request", FIELDS(input_request_fields), true, on_input_request},
     {"error", FIELDS(error_fields), true, on_error},
     {"done", FIELDS(done_fields), true, on_done},
     {"forked", NULL, 0, false, sup_fork_on_forked},
@@ -657,7 +759,7 @@ static void dispatch(sup_ctx *c)
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 5);
+    proto_put_map(&c->out, 6);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
     proto_put_str(&c->out, "code");
@@ -666,6 +768,8 @@ static void dispatch(sup_ctx *c)
     proto_put_uint(&c->out, c->execution_count);
     proto_put_str(&c->out, "silent");
     proto_put_bool(&c->out, r->silent);
+    proto_put_str(&c->out, "allow_stdin");
+    proto_put_bool(&c->out, r->allow_stdin);
     proto_put_str(&c->out, "env");
     if (r->env.len)
         proto_buf_append(&c->out, r->env.data, r->env.len);
@@ -741,6 +845,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->cwd = mem_strdup(cwd);
     c->env = env;
     c->nenv = nenv;
+    c->policy = sup_policy_take_pending();
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
@@ -749,6 +854,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     if (spawn(c, err) < 0) {
         c->env = NULL; /* still the caller's on failure */
         c->nenv = 0;
+        sup_policy_free(c->policy);
         free(c->name);
         free(c->cwd);
         free(c);
@@ -772,6 +878,7 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, 
     for (size_t i = 0; i < src->nenv; i++)
         c->env[i] = mem_strdup(src->env[i]);
     c->nenv = src->nenv;
+    c->policy = sup_policy_dup(src->policy);
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
@@ -831,6 +938,7 @@ static void free_ctx(sup_ctx *c)
     for (size_t i = 0; i < c->nenv; i++)
         free(c->env[i]);
     free(c->env);
+    sup_policy_free(c->policy);
     free(c->last_death);
     free(c->kill_reason);
     proto_buf_free(&c->in);

@@ -82,6 +82,11 @@ int main(int argc, char **argv)
     if (sup_cfg.nendpoints == 0)
         sup_cfg.endpoints[sup_cfg.nendpoints++] = default_endpoint();
     make_instance_id();
+    /* Every worker draws with matplotlib's Agg backend (no display; the
+     * worker sends figures as image/png, wrk_display.c): set in the
+     * environment the workers inherit, before their Python starts. A
+     * context's own env may override it. */
+    setenv("MPLBACKEND", "Agg", 1);
     if (sup_loop_open(sup_cfg.endpoints, sup_cfg.nendpoints) < 0)
         return 1;
     sup_zygote_init(); /* after sup_loop_open: its SIGCHLD goes to the signalfd */

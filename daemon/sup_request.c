@@ -1,6 +1,7 @@
 /* sup_request: decoding, checking and answering client requests. Requests
  * are dispatched from a table; each entry lists its fields for proto_check. */
 #include "sup.h"
+#include "sup_policy.h"
 
 #include "mem.h"
 
@@ -87,7 +88,7 @@ void sup_put_ctx_info(proto_buf *b, const sup_ctx *c)
 {
     uint64_t rss, pss;
     worker_memory(c->pid, &rss, &pss);
-    proto_put_map(b, c->last_death ? 11 : 10);
+    proto_put_map(b, c->last_death ? 13 : 12);
     proto_put_str(b, "name");
     proto_put_str(b, c->name);
     proto_put_str(b, "cwd");
@@ -108,6 +109,10 @@ void sup_put_ctx_info(proto_buf *b, const sup_ctx *c)
     proto_put_uint(b, rss);
     proto_put_str(b, "pss");
     proto_put_uint(b, pss);
+    proto_put_str(b, "tier");
+    proto_put_str(b, sup_policy_tier_name(c->policy));
+    proto_put_str(b, "policy");
+    sup_policy_put(b, c->policy);
     if (c->last_death) {
         proto_put_str(b, "last_death");
         proto_put_str(b, c->last_death);
@@ -195,7 +200,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 8);
+    sup_msg_begin(&b, "ok", peer, 9);
     proto_put_str(&b, "server");
     proto_put_str(&b, "ctxd");
     proto_put_str(&b, "version");
@@ -211,6 +216,8 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     proto_put_str(&b, sup_instance);
     proto_put_str(&b, "limits");
     put_limits(&b);
+    proto_put_str(&b, "tiers");
+    sup_policy_put_tiers(&b);
     proto_put_str(&b, "preloads");
     sup_zygote_put_preloads(&b);
     sup_deliver(peer, &b);
@@ -294,6 +301,9 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
     sup_ctx *c = lookup_ctx(msg, peer, true);
     if (!c)
         return;
+    /* The policy's timeout caps every run of the context. */
+    if (c->policy && c->policy->timeout > 0 && (timeout == 0 || timeout > c->policy->timeout))
+        timeout = c->policy->timeout;
     if (c->queued >= sup_cfg.max_queue) {
         sup_reply_err(peer, "busy", "context '%s' already has %zu runs queued (max_queue)", c->name,
                       c->queued);
@@ -310,6 +320,8 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
     const proto_val *soe = get(msg, "stop_on_error");
     r->silent = silent && silent->kind == PROTO_BOOL && silent->as.b;
     r->stop_on_error = soe && soe->kind == PROTO_BOOL && soe->as.b;
+    const proto_val *stdin_ok = get(msg, "allow_stdin");
+    r->allow_stdin = stdin_ok && stdin_ok->kind == PROTO_BOOL && stdin_ok->as.b;
     sup_ctx_submit(c, r);
 }
 
@@ -341,6 +353,24 @@ static void do_interrupt(const proto_val *msg, const sup_peer *peer)
     sup_msg_begin(&b, "ok", peer, 1);
     proto_put_str(&b, "interrupted");
     proto_put_bool(&b, interrupted);
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+}
+
+/* input.reply: the line input() returns in the run waiting on ctx. */
+static void do_input_reply(const proto_val *msg, const sup_peer *peer)
+{
+    sup_ctx *c = lookup_ctx(msg, peer, false);
+    if (!c)
+        return;
+    const proto_val *value = get(msg, "value");
+    if (!sup_ctx_input_reply(c, value->as.s, value->n)) {
+        sup_reply_err(peer, "no_input", "no run on context '%s' is waiting for input", c->name);
+        return;
+    }
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 0);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
@@ -386,14 +416,32 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
     } else if (!getcwd(cwd, sizeof cwd)) {
         strcpy(cwd, "/");
     }
-    char **env;
-    size_t nenv;
-    if (env_strings(get(msg, "env"), &env, &nenv, peer) < 0) {
+    proto_error err;
+    sup_policy *policy = sup_policy_parse(get(msg, "tier"), get(msg, "policy"), &err);
+    if (!policy) {
+        reply_error(peer, &err);
         free(want);
         return;
     }
-    proto_error err;
+    char **env;
+    size_t nenv;
+    if (env_strings(get(msg, "env"), &env, &nenv, peer) < 0) {
+        sup_policy_free(policy);
+        free(want);
+        return;
+    }
+    /* figures: false turns off sending matplotlib figures (wrk_display.c
+     * reads CTXD_FIGURES; an explicit env entry is overridden). */
+    const proto_val *figures = get(msg, "figures");
+    if (figures && figures->kind == PROTO_BOOL && !figures->as.b) {
+        env = mem_realloc(env, (nenv + 2) * sizeof *env);
+        env[nenv++] = mem_strdup("CTXD_FIGURES=0");
+        env[nenv] = NULL;
+    }
+    sup_policy_sweep_cgroups();
+    sup_policy_set_pending(policy);
     sup_ctx *c = sup_ctx_create(want, cwd, env, nenv, &err);
+    sup_policy_free(sup_policy_take_pending()); /* not taken when the limit refused it */
     free(want);
     if (!c) {
         free_strings(env, nenv);
@@ -452,6 +500,14 @@ static void do_fork(const proto_val *msg, const sup_peer *peer)
     sup_ctx *src = lookup_ctx(msg, peer, false);
     if (!src)
         return;
+    if (src->policy && src->policy->subprocess_execution == 0) {
+        /* The worker's seccomp filter forbids the fork that copies it. */
+        sup_reply_err(peer, "forbidden",
+                      "context '%s' cannot be forked: its policy has subprocess_execution "
+                      "false",
+                      src->name);
+        return;
+    }
     const proto_val *name = get(msg, "name");
     char want[PROTO_MAX_NAME + 1];
     if (name) {
@@ -501,9 +557,26 @@ typedef struct request_kind {
 
 #define MAX_ENV 1024
 static const proto_field execute_fields[] = {
-    {"ctx", PF_NAME | PF_NIL, false, 0},    {"code", PF_STR, true, 0},
-    {"timeout", PF_NUM | PF_NIL, false, 0}, {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
-    {"silent", PF_BOOL | PF_NIL, false, 0}, {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
+    {"ctx", PF_NAME | PF_NIL, false, 0},         {"code", PF_STR, true, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0},      {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
+    {"silent", PF_BOOL | PF_NIL, false, 0},      {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
+    {"allow_stdin", PF_BOOL | PF_NIL, false, 0},
+};
+static const proto_field file_put_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},
+    {"path", PF_STR, true, 4095},
+    {"data", PF_BIN, true, SUP_FILE_CHUNK},
+    {"offset", PF_UINT | PF_NIL, false, 0},
+};
+static const proto_field file_get_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},
+    {"path", PF_STR, true, 4095},
+    {"offset", PF_UINT | PF_NIL, false, 0},
+    {"length", PF_UINT | PF_NIL, false, 0},
+};
+static const proto_field input_reply_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},
+    {"value", PF_STR, true, 1u << 20},
 };
 static const proto_field interrupt_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
@@ -511,9 +584,9 @@ static const proto_field interrupt_fields[] = {
 };
 static const proto_field ctx_req_fields[] = {{"ctx", PF_NAME, true, 0}};
 static const proto_field create_fields[] = {
-    {"name", PF_NAME | PF_NIL, false, 0},
-    {"cwd", PF_STR | PF_NIL, false, 4095},
-    {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
+    {"name", PF_NAME | PF_NIL, false, 0},        {"cwd", PF_STR | PF_NIL, false, 4095},
+    {"env", PF_STRMAP | PF_NIL, false, MAX_ENV}, {"tier", PF_STR | PF_NIL, false, 32},
+    {"policy", PF_MAP | PF_NIL, false, 64},      {"figures", PF_BOOL | PF_NIL, false, 0},
 };
 static const proto_field fork_fields[] = {
     {"ctx", PF_NAME, true, 0},
@@ -525,6 +598,9 @@ static const request_kind request_kinds[] = {
     {"hello", NULL, 0, do_hello},
     {"execute", FIELDS(execute_fields), do_execute},
     {"interrupt", FIELDS(interrupt_fields), do_interrupt},
+    {"input.reply", FIELDS(input_reply_fields), do_input_reply},
+    {"file.put", FIELDS(file_put_fields), sup_files_put},
+    {"file.get", FIELDS(file_get_fields), sup_files_get},
     {"ctx.create", FIELDS(create_fields), do_create},
     {"ctx.list", NULL, 0, do_list},
     {"stats", NULL, 0, do_stats},

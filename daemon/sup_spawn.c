@@ -2,6 +2,7 @@
  * (sup_zygote.c); when the zygote is not available the worker is started by
  * fork+exec, which gives the same worker without the preloads. */
 #include "sup.h"
+#include "sup_policy.h"
 
 #include "mem.h"
 
@@ -17,12 +18,23 @@
 
 extern char **environ;
 
+/* Strings build_env allocated for the current spawn (sup_policy_env). */
+static char **env_owned;
+
+static void free_env(char **env)
+{
+    sup_policy_env_free(env, env_owned);
+    env_owned = NULL;
+}
+
 /* The worker's environment: the daemon's own, plus the context's additions
  * (later entries win). Built before fork so the child only calls
  * async-signal-safe functions. */
 static char **build_env(const sup_ctx *c)
 {
     size_t n = 0;
+    if (c->policy) /* tier and policy: a clean environment (sup_policy.c) */
+        return sup_policy_env(c->policy, environ, c->env, c->nenv, &env_owned);
     while (environ[n])
         n++;
     char **env = mem_calloc(n + c->nenv + 1, sizeof *env);
@@ -131,7 +143,7 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
         close(out_rd[1]);
         *fd = out_rd[0] = out_rd[1] = -1;
         if (sup_spawn_fds(fd, out_rd, child_fds, err) < 0) {
-            free(env);
+            free_env(env);
             return -1;
         }
     }
@@ -147,7 +159,7 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
         int saved = errno;
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (child < 0) {
-            free(env);
+            free_env(env);
             for (int i = 0; i < 3; i++)
                 close(child_fds[i]);
             close(*fd);
@@ -159,7 +171,7 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
         }
         setpgid(child, child); /* also in the child: whichever runs first wins */
     }
-    free(env);
+    free_env(env);
     for (int i = 0; i < 3; i++) /* the read ends (3, 4) are the supervisor's own */
         close(child_fds[i]);
     *pid = child;

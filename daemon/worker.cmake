@@ -5,12 +5,19 @@ pkg_get_variable(CTXD_PYEMBED_PREFIX python3-embed prefix)
 add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_main.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_chan.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_display.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_input.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_log.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_output.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_py.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c
-  ${CMAKE_CURRENT_LIST_DIR}/wrk_zygote.c)
-target_link_libraries(ctxd-worker PRIVATE ctxd_proto PkgConfig::PYEMBED Threads::Threads)
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_zygote.c
+  ${CMAKE_CURRENT_LIST_DIR}/sbx_apply.c
+  ${CMAKE_CURRENT_LIST_DIR}/sbx_py.c)
+# Confinement of local-tier workers (sbx_apply.c).
+pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
+target_link_libraries(ctxd-worker PRIVATE ctxd_proto PkgConfig::PYEMBED Threads::Threads
+  PkgConfig::SECCOMP)
 # The interpreter's own executable and prefix: sys.executable and the
 # stdlib must not depend on PATH or on a PYTHONHOME meant for another python.
 target_compile_definitions(ctxd-worker PRIVATE

@@ -177,3 +177,8 @@ void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t
         in->len += (size_t)n;
     }
 }
+
+int wrk_chan_fd(void)
+{
+    return chan_fd;
+}

@@ -41,5 +41,7 @@ int wrk_chan_take_fds(int *fds, int n);
  * returns its body. The caller drops it with proto_buf_consume(in, consumed).
  * Exits on end of file (0), on a read error (1) or on an oversized frame (2). */
 void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t *consumed);
+/* The channel's descriptor (wrk_input reads input replies from it). */
+int wrk_chan_fd(void);
 
 #endif

@@ -15,7 +15,10 @@
 
 #include "mem.h"
 #include "proto.h"
+#include "sbx.h"
 #include "wrk_chan.h"
+#include "wrk_display.h"
+#include "wrk_input.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
 #include "wrk_py.h"
@@ -94,7 +97,7 @@ static void init_python(void)
  * import as in an interactive interpreter. */
 static void init_session(void)
 {
-    if (wrk_output_install() < 0 || wrk_py_init() < 0)
+    if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0)
         goto fail;
     PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
     if (!main_mod)
@@ -158,11 +161,13 @@ static bool parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_r
         _exit(2);
     }
     const proto_val *silent = proto_map_get(msg, "silent");
+    const proto_val *stdin_ok = proto_map_get(msg, "allow_stdin");
     const proto_val *env = proto_map_get(msg, "env");
     req->code = code->as.s;
     req->code_len = code->n;
     req->execution_count = proto_map_get(msg, "execution_count")->as.u;
     req->silent = silent && silent->kind == PROTO_BOOL && silent->as.b;
+    req->allow_stdin = stdin_ok && stdin_ok->kind == PROTO_BOOL && stdin_ok->as.b;
     req->env = env && env->kind == PROTO_MAP ? env : NULL;
     return false;
 }
@@ -191,6 +196,7 @@ static void install_crash_handlers(void)
 /* Sends `ready`, then serves `run` and `fork` frames one at a time. */
 static _Noreturn void serve_channel(void)
 {
+    sbx_init(); /* the context's tier and policy, before any user code */
     send_ready();
     proto_buf in;
     proto_buf_init(&in);
@@ -198,6 +204,10 @@ static _Noreturn void serve_channel(void)
         const uint8_t *body;
         size_t len, consumed;
         wrk_chan_recv(&in, &body, &len, &consumed);
+        if (wrk_input_is_stale_reply(body, len)) { /* crossed an interrupted input() */
+            proto_buf_consume(&in, consumed);
+            continue;
+        }
         proto_doc doc;
         wrk_run_req req;
         if (parse_run(body, len, &doc, &req)) {
@@ -209,8 +219,13 @@ static _Noreturn void serve_channel(void)
                 send_ready();
                 continue;
             }
+        } else if (sbx_static()) {
+            sbx_static_execute(&req);
+            proto_doc_free(&doc);
         } else {
+            sbx_run_begin();
             wrk_run_execute(&req);
+            sbx_run_end();
             proto_doc_free(&doc);
         }
         proto_buf_consume(&in, consumed);

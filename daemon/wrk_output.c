@@ -388,6 +388,25 @@ void wrk_output_end_run(const proto_buf *tail)
     wrk_chan_unlock();
 }
 
+/* Sends frames in the middle of a run (display events), after every byte
+ * written before them, like wrk_output_end_run but leaving the run active.
+ * Dropped when no run is active. */
+void wrk_output_send_frames(const proto_buf *frames)
+{
+    if (atomic_load(&forked))
+        return; /* a process forked by the cell has no channel */
+    fflush(NULL);
+    wrk_chan_lock();
+    if (atomic_load(&running)) {
+        for (int s = 0; s < OUT_NSTREAMS; s++) {
+            drain_pipe_locked(s);
+            flush_pending_locked(s);
+        }
+        wrk_chan_write_locked(frames->data, frames->len);
+    }
+    wrk_chan_unlock();
+}
+
 /* ---- the write path (GIL held on entry) ------------------------------------ */
 
 /* write(2) until done; used by forked children. */

@@ -31,6 +31,9 @@ void wrk_output_begin_run(const proto_buf *start);
  * both pipes drained), then the frames in `tail` (result/error/done), then
  * marks the run over. */
 void wrk_output_end_run(const proto_buf *tail);
+/* GIL released: sends frames (display events) during a run, after all
+ * output written before them; does nothing when no run is active. */
+void wrk_output_send_frames(const proto_buf *frames);
 /* True in a process forked from the worker (it has no channel). */
 bool wrk_output_forked(void);
 /* Around the fork of a new worker (wrk_zygote.c): takes the channel lock and

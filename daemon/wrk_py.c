@@ -33,20 +33,49 @@ static const char helper_src[] =
     "\n"
     /* Lines split the way the compiler counts them (\n, \r\n, \r), so
      * traceback line numbers and source lines agree. */
+    /* run returns the value's MIME bundle (a dict, see wrk_display.c), or
+     * its repr when that helper is absent; figures the run left open are
+     * sent before the result or error. */
+    "_rich = None  # set by wrk_display\n"
+    "_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT\n"
+    "_SKIP = ()  # path prefixes of asyncio, once a run used top-level await\n"
+    "_loop = None\n"
+    "\n"
     "def run(code, filename, silent, g):\n"
+    "    try:\n"
+    "        return _run(code, filename, silent, g)\n"
+    "    finally:\n"
+    "        if _rich is not None:\n"
+    "            _rich.end_run(silent)\n"
+    "\n"
+    "def _run(code, filename, silent, g):\n"
     "    linecache.cache[filename] = (len(code), None, _LINE.findall(code), filename)\n"
-    "    tree = compile(code, filename, 'exec', ast.PyCF_ONLY_AST, dont_inherit=True)\n"
+    "    tree = compile(code, filename, 'exec', ast.PyCF_ONLY_AST | _AWAIT, dont_inherit=True)\n"
     "    last = None\n"
     "    if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
     "        last = ast.Expression(tree.body.pop().value)\n"
-    "    exec(compile(tree, filename, 'exec', dont_inherit=True), g)\n"
+    "    _exec(compile(tree, filename, 'exec', _AWAIT, dont_inherit=True), g)\n"
     "    if last is None:\n"
     "        return None\n"
-    "    value = eval(compile(last, filename, 'eval', dont_inherit=True), g)\n"
+    "    value = _exec(compile(last, filename, 'eval', _AWAIT, dont_inherit=True), g)\n"
     "    if value is None or silent:\n"
     "        return None\n"
     "    g['_'] = value\n"
-    "    return repr(value)\n"
+    "    return _rich.result(value) if _rich is not None else repr(value)\n"
+    "\n"
+    /* Top-level await: the code object is a coroutine function body; it
+     * runs to completion in one event loop kept across runs. */
+    "def _exec(c, g):\n"
+    "    r = eval(c, g)\n"
+    "    if c.co_flags & 0x80:  # CO_COROUTINE\n"
+    "        global _loop, _SKIP\n"
+    "        import asyncio\n"
+    "        _SKIP = (os.path.dirname(asyncio.__file__) + os.sep,)\n"
+    "        if _loop is None or _loop.is_closed():\n"
+    "            _loop = asyncio.new_event_loop()\n"
+    "        asyncio.set_event_loop(_loop)\n"
+    "        r = _loop.run_until_complete(r)\n"
+    "    return r\n"
     "\n"
     /* Drops the helper's own leading frames from every exception of the
      * chain (causes, contexts, members of exception groups). */
@@ -59,7 +88,8 @@ static const char helper_src[] =
     "            continue\n"
     "        seen.add(id(x))\n"
     "        tb = x.__traceback__\n"
-    "        while tb is not None and tb.tb_frame.f_code.co_filename == _HERE:\n"
+    "        while tb is not None and (tb.tb_frame.f_code.co_filename == _HERE or\n"
+    "                                  tb.tb_frame.f_code.co_filename.startswith(_SKIP)):\n"
     "            tb = tb.tb_next\n"
     "        try:\n"
     "            x.__traceback__ = tb\n"
@@ -159,6 +189,18 @@ int wrk_py_init(void)
 fail:
     Py_DECREF(mod);
     return -1;
+}
+
+/* Sets a global of the helper module (reached through a helper function's
+ * globals), e.g. `_rich` from wrk_display. */
+int wrk_py_set_global(const char *name, PyObject *value)
+{
+    PyObject *g = fns[WRK_PY_RUN] ? PyFunction_GetGlobals(fns[WRK_PY_RUN]) : NULL;
+    if (!g) {
+        PyErr_SetString(PyExc_RuntimeError, "helper not loaded");
+        return -1;
+    }
+    return PyDict_SetItemString(g, name, value);
 }
 
 /* Thin wrapper so callers need not know the helper's layout. */

@@ -12,15 +12,17 @@
 typedef enum wrk_py_fn {
     WRK_PY_ENV_APPLY,   /* (env: dict) -> saved state */
     WRK_PY_ENV_RESTORE, /* (saved) -> None */
-    WRK_PY_RUN,         /* (code, filename, silent, globals) -> repr str or None */
-    WRK_PY_FORMAT,      /* (exc) -> (ename, evalue, [lines]) */
-    WRK_PY_FLUSH,       /* () -> None: flush sys.stdout / sys.stderr */
-    WRK_PY_CHILD_EXIT,  /* (exc or None) -> exit status of a forked child */
+    WRK_PY_RUN,        /* (code, filename, silent, globals) -> MIME bundle dict, repr str or None */
+    WRK_PY_FORMAT,     /* (exc) -> (ename, evalue, [lines]) */
+    WRK_PY_FLUSH,      /* () -> None: flush sys.stdout / sys.stderr */
+    WRK_PY_CHILD_EXIT, /* (exc or None) -> exit status of a forked child */
     WRK_PY_NFNS
 } wrk_py_fn;
 
 /* GIL held: creates the helper module. Returns -1 with a Python error set. */
 int wrk_py_init(void);
+/* GIL held: sets a global of the helper module. -1 with a Python error. */
+int wrk_py_set_global(const char *name, PyObject *value);
 /* GIL held: calls a helper function with a tuple of arguments (stolen). */
 PyObject *wrk_py_call(wrk_py_fn fn, PyObject *args);
 

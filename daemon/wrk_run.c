@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "mem.h"
+#include "wrk_display.h"
+#include "wrk_input.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
 #include "wrk_py.h"
@@ -153,9 +155,20 @@ static void put_result(proto_buf *b, PyObject *repr)
     proto_put_str(b, "t");
     proto_put_str(b, "result");
     proto_put_str(b, "data");
-    proto_put_map(b, 1);
-    proto_put_str(b, "text/plain");
-    put_pystr(b, repr, MAX_RESULT_BYTES);
+    if (PyDict_Check(repr) && PyDict_GET_SIZE(repr) <= 64) {
+        /* A MIME bundle (wrk_display.c keeps it under the frame limit). */
+        proto_put_map(b, (uint32_t)PyDict_GET_SIZE(repr));
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(repr, &pos, &k, &v)) {
+            put_pystr(b, k, 256);
+            put_pystr(b, v, MAX_RESULT_BYTES);
+        }
+    } else {
+        proto_put_map(b, 1);
+        proto_put_str(b, "text/plain");
+        put_pystr(b, repr, MAX_RESULT_BYTES);
+    }
     proto_frame_end(b, start);
 }
 
@@ -204,16 +217,21 @@ static void put_error(proto_buf *b, PyObject *exc)
     Py_XDECREF(f);
 }
 
-static void put_done(proto_buf *b, const char *status, double cpu)
+/* arts: the encoded `artifacts` array (wrk_display.c), empty for none. */
+static void put_done(proto_buf *b, const char *status, double cpu, const proto_buf *arts)
 {
     size_t start = proto_frame_begin(b);
-    proto_put_map(b, 3);
+    proto_put_map(b, arts->len ? 4 : 3);
     proto_put_str(b, "t");
     proto_put_str(b, "done");
     proto_put_str(b, "status");
     proto_put_str(b, status);
     proto_put_str(b, "cpu_time");
     proto_put_double(b, cpu < 0 ? 0 : cpu);
+    if (arts->len) {
+        proto_put_str(b, "artifacts");
+        proto_buf_append(b, arts->data, arts->len);
+    }
     proto_frame_end(b, start);
 }
 
@@ -242,6 +260,7 @@ void wrk_run_execute(const wrk_run_req *req)
 {
     double cpu0 = cpu_seconds();
     PyGILState_STATE gil = PyGILState_Ensure();
+    wrk_input_allow(req->allow_stdin);
 
     PyObject *code = PyUnicode_DecodeUTF8(req->code, (Py_ssize_t)req->code_len, "strict");
     if (!code) {
@@ -259,6 +278,9 @@ void wrk_run_execute(const wrk_run_req *req)
     PyObject *saved = wrk_py_call(WRK_PY_ENV_APPLY, PyTuple_Pack(1, env));
     if (!saved)
         exc = fetch_exception();
+    /* Files in the cwd before the run, for done's artifacts (not for
+     * silent runs). */
+    PyObject *snap = req->silent ? Py_NewRef(Py_None) : wrk_display_scan();
 
     sigint_discard();
     sigint_mask(SIG_UNBLOCK);
@@ -288,6 +310,10 @@ void wrk_run_execute(const wrk_run_req *req)
     if (wrk_output_forked())
         child_exit(exc);
 
+    proto_buf arts;
+    proto_buf_init(&arts);
+    wrk_display_put_artifacts(&arts, snap);
+    Py_DECREF(snap);
     frames.len = 0;
     const char *status = "ok";
     if (exc) {
@@ -316,7 +342,8 @@ void wrk_run_execute(const wrk_run_req *req)
     Py_DECREF(code);
     PyGILState_Release(gil);
 
-    put_done(&frames, status, cpu_seconds() - cpu0);
+    put_done(&frames, status, cpu_seconds() - cpu0, &arts);
+    proto_buf_free(&arts);
     wrk_output_end_run(&frames);
     proto_buf_free(&frames);
 }

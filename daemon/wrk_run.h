@@ -17,6 +17,7 @@ typedef struct wrk_run_req {
     size_t code_len;
     uint64_t execution_count;
     bool silent;
+    bool allow_stdin;     /* input() may ask the client */
     const proto_val *env; /* map str -> str, or NULL */
 } wrk_run_req;
 

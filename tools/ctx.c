@@ -3,6 +3,7 @@
  * options with getopt_long and returns the process exit status. The REPL
  * lives in ctx_repl.c (line editor: ctx_edit.c), JSON output in ctx_json.c. */
 #include "ctx.h"
+#include "ctx_media.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -477,6 +478,30 @@ static void run_stream(void *user, const char *name, const void *data, size_t le
     fflush(f);
 }
 
+/* A MIME bundle on a terminal: images (PNG, JPEG, GIF, SVG, PDF) saved to
+ * files whose paths are printed; otherwise its text/plain. */
+static void print_bundle(const char *const *keys, const char *const *values, size_t n)
+{
+    bool saved = false;
+    for (size_t i = 0; i < n; i++) {
+        char path[4200];
+        if (ctx_media_is_file(keys[i])) {
+            if (ctx_media_save(keys[i], values[i], path, sizeof path))
+                printf("[%s saved to %s]\n", keys[i], path);
+            else
+                printf("[%s: could not be saved]\n", keys[i]);
+            saved = true;
+        }
+    }
+    for (size_t i = 0; i < n && !saved; i++) {
+        if (strcmp(keys[i], "text/plain") == 0) {
+            fputs(values[i], stdout);
+            fputc('\n', stdout);
+        }
+    }
+    fflush(stdout);
+}
+
 /* The trailing expression's value, as a notebook shows it. */
 static void run_result(void *user, const char *const *keys, const char *const *values, size_t n,
                        uint64_t count)
@@ -496,13 +521,33 @@ static void run_result(void *user, const char *const *keys, const char *const *v
         jw_line(&rs->w);
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(keys[i], "text/plain") == 0) {
-            fputs(values[i], stdout);
-            fputc('\n', stdout);
-            fflush(stdout);
-        }
+    print_bundle(keys, values, n);
+}
+
+/* display() outputs and matplotlib figures: as JSON lines with --json,
+ * else images saved to files (their paths printed), else text/plain. */
+static void run_display(void *user, const char *const *keys, const char *const *values, size_t n,
+                        const char *display_id, bool update)
+{
+    run_state *rs = user;
+    if (rs->json) {
+        json_flush_carry(rs);
+        jw_obj(&rs->w);
+        jw_kstr(&rs->w, "t", "display");
+        jw_key(&rs->w, "data");
+        jw_obj(&rs->w);
+        for (size_t i = 0; i < n; i++)
+            jw_kstr(&rs->w, keys[i], values[i]);
+        jw_obj_end(&rs->w);
+        if (display_id)
+            jw_kstr(&rs->w, "display_id", display_id);
+        if (update)
+            jw_kbool(&rs->w, "update", true);
+        jw_obj_end(&rs->w);
+        jw_line(&rs->w);
+        return;
     }
+    print_bundle(keys, values, n);
 }
 
 /* The traceback goes to stderr, one line per entry. */
@@ -732,7 +777,8 @@ static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
                              .on_stream = run_stream,
                              .on_result = run_result,
                              .on_error = run_error,
-                             .on_wait = run_wait};
+                             .on_wait = run_wait,
+                             .on_display = run_display};
         struct sigaction sa = {.sa_handler = ctx_on_sigint}, old;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, &old); /* no SA_RESTART: the wait wakes at once */

@@ -25,9 +25,11 @@ RECV_TIMEOUT = 60.0
 QUIET_WINDOW = 0.3
 
 TERMINAL = ("done", "ok", "err")
-RUN_EVENTS = ("accepted", "stream", "result", "error", "done")
+RUN_EVENTS = ("accepted", "stream", "display", "clear_output", "input.request", "result",
+              "error", "done")
 # Order of the events of a run (PROTOCOL.md section 5, "Events, in this order").
-EVENT_RANK = {"accepted": 0, "stream": 1, "result": 2, "error": 3, "done": 4}
+EVENT_RANK = {"accepted": 0, "stream": 1, "display": 1, "clear_output": 1, "input.request": 1,
+              "result": 2, "error": 3, "done": 4}
 DONE_STATUSES = ("ok", "error", "interrupted", "timeout", "died", "aborted", "shutdown")
 
 

@@ -199,7 +199,7 @@ def test_daemon_maps_key_order(daemon):
         s.send(pack({"v": 1, "t": "hello", "id": 1}))
         m = recv()
         assert keys(m) == env + ["server", "version", "protocol", "versions", "pid", "instance",
-                                 "limits", "preloads"]
+                                 "limits", "tiers", "preloads"]
         assert keys(sub(m, "limits")) == ["max_request_bytes", "max_code_bytes", "max_queue",
                                           "max_contexts", "max_output", "default_timeout",
                                           "kill_grace", "idle_ttl", "on_disconnect"]
@@ -238,7 +238,8 @@ def test_daemon_maps_key_order(daemon):
         assert keys(m) == env + ["contexts"]
         info = sub(m, "contexts")[0]
         assert keys(info) == ["name", "cwd", "state", "pid", "incarnation", "created",
-                              "execution_count", "queued", "rss", "pss", "last_death"]
+                              "execution_count", "queued", "rss", "pss", "tier", "policy",
+                              "last_death"]
         s.send(pack({"v": 1, "t": "interrupt", "id": 6}))
         assert keys(recv()) == env + ["interrupted"]
         s.send(pack({"v": 1, "t": "nope", "id": 7}))

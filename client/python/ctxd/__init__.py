@@ -25,6 +25,7 @@ The wire codec is ctxd._proto (pack / unpack / encode_request).
 """
 
 from ._common import (
+    Artifact,
     ContextInfo,
     ErrorInfo,
     ExecResult,
@@ -61,6 +62,7 @@ from .daytona import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Artifact",
     "AsyncClient", "AsyncCodeInterpreter", "AsyncRun", "Client", "ClosedError",
     "CodeInterpreter", "ContextInfo", "CtxdError", "CtxdTimeoutError", "DaytonaConnectionError",
     "DaytonaError", "DaytonaNotFoundError", "DaytonaTimeoutError", "ErrorInfo", "ExecResult",

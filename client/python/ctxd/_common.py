@@ -5,9 +5,11 @@ liveness check. Neither does any I/O."""
 
 from __future__ import annotations
 
+import base64
 import codecs
 import errno
 import itertools
+import json as _json
 import os
 import socket
 import time
@@ -121,15 +123,56 @@ class ErrorInfo:
 
 @dataclass
 class Result:
-    """The value of a run's trailing expression: its repr (text) and the
-    whole MIME bundle (data, always with "text/plain")."""
+    """The value of a run's trailing expression (is_main_result), or one
+    display() output (a matplotlib figure, an IPython.display object...):
+    its repr (text) and the whole MIME bundle (data, always with
+    "text/plain"). One attribute per common MIME type, like E2B's: html,
+    markdown, svg, png, jpeg, pdf (base64 str, as sent), latex, json
+    (decoded), javascript; None when absent. image(mime) decodes a binary
+    type to bytes. display_id / update: set for update_display() targets."""
 
     text: str
     data: Dict[str, str]
-    execution_count: int
+    execution_count: int = 0
+    metadata: Dict[str, Any] = field(default_factory=dict)
+    display_id: Optional[str] = None
+    update: bool = False
+    is_main_result: bool = True
 
     def __str__(self) -> str:
         return self.text
+
+    def formats(self) -> List[str]:
+        """The MIME types present besides text/plain."""
+        return [k for k in self.data if k != "text/plain"]
+
+    def image(self, mime: str = "image/png") -> Optional[bytes]:
+        """A binary type (base64 on the wire) decoded, or None."""
+        v = self.data.get(mime)
+        return None if v is None else base64.b64decode(v)
+
+    html = property(lambda self: self.data.get("text/html"))
+    markdown = property(lambda self: self.data.get("text/markdown"))
+    svg = property(lambda self: self.data.get("image/svg+xml"))
+    png = property(lambda self: self.data.get("image/png"))
+    jpeg = property(lambda self: self.data.get("image/jpeg"))
+    pdf = property(lambda self: self.data.get("application/pdf"))
+    latex = property(lambda self: self.data.get("text/latex"))
+    javascript = property(lambda self: self.data.get("application/javascript"))
+
+    @property
+    def json(self) -> Any:
+        v = self.data.get("application/json")
+        return None if v is None else _json.loads(v)
+
+
+@dataclass
+class Artifact:
+    """A file the run created or changed in the context's directory."""
+
+    path: str
+    size: int = 0
+    type: str = "application/octet-stream"
 
 
 @dataclass
@@ -142,7 +185,10 @@ class ExecResult:
     counts the bytes cut ({"stdout": n, "stderr": n}). stdout/stderr are the streams decoded as
     UTF-8 (invalid bytes replaced); stdout_bytes/stderr_bytes the exact
     bytes. result is the trailing expression's repr (None when there was
-    none); data its MIME bundle."""
+    none); data its MIME bundle. displays: the display() outputs and figures
+    (Result objects, is_main_result False); results: those plus the main
+    result last, like E2B's Execution.results. artifacts: files the run
+    created or changed."""
 
     status: str
     stdout: str = ""
@@ -163,10 +209,17 @@ class ExecResult:
     stdout_bytes: bytes = b""
     stderr_bytes: bytes = b""
     run_id: int = 0
+    displays: List[Result] = field(default_factory=list)
+    main_result: Optional[Result] = None
+    artifacts: List[Artifact] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def results(self) -> List[Result]:
+        return self.displays + ([self.main_result] if self.main_result else [])
 
 
 @dataclass
@@ -265,6 +318,7 @@ class _RunState:
         self.texts = {"stdout": [], "stderr": []}
         self.decoders = {n: codecs.getincrementaldecoder("utf-8")("replace") for n in self.texts}
         self.result: Optional[Result] = None
+        self.displays: List[Result] = []
         self.error: Optional[ErrorInfo] = None
         self.accepted: Optional[dict] = None
         self.final: Optional[ExecResult] = None
@@ -299,6 +353,19 @@ class _RunState:
                 self.texts[name].append(text)
                 return [(name, text)]
             return []
+        if t == "display":
+            data = _need(msg, "data", dict, "display event")
+            md = msg.get("metadata")
+            d = Result(str(data.get("text/plain", "")), data, 0,
+                       md if isinstance(md, dict) else {}, msg.get("display_id"),
+                       bool(msg.get("update")), False)
+            self.displays.append(d)
+            return self._flush() + [("display", d)]
+        if t == "clear_output":
+            return self._flush() + [("clear_output", bool(msg.get("wait")))]
+        if t == "input.request":
+            prompt = _need(msg, "prompt", str, "input.request event")
+            return self._flush() + [("input", (prompt, bool(msg.get("password"))))]
         if t == "result":
             data = _need(msg, "data", dict, "result event")
             text = data.get("text/plain")
@@ -340,6 +407,11 @@ class _RunState:
                 stdout_bytes=b"".join(self.chunks["stdout"]),
                 stderr_bytes=b"".join(self.chunks["stderr"]),
                 run_id=self.run_id,
+                displays=self.displays,
+                main_result=self.result,
+                artifacts=[Artifact(str(a.get("path", "")), int(a.get("size") or 0),
+                                    str(a.get("type") or "application/octet-stream"))
+                           for a in (msg.get("artifacts") or []) if isinstance(a, dict)],
             )
             return out
         if t == "err":
@@ -521,7 +593,8 @@ class _Core:
 Callback = Optional[Callable[..., Any]]
 
 
-def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error) -> dict:
+def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error,
+                allow_stdin: bool = False) -> dict:
     """The execute request's fields from the API's arguments."""
     if not isinstance(code, str):
         raise TypeError("code must be a str")
@@ -536,4 +609,5 @@ def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error) -> dict:
                 raise TypeError("envs maps str to str")
             env[k] = v
     return dict(ctx=ctx_name(ctx), code=code, timeout=timeout, env=env,
-                silent=True if silent else None, stop_on_error=True if stop_on_error else None)
+                silent=True if silent else None, stop_on_error=True if stop_on_error else None,
+                allow_stdin=True if allow_stdin else None)

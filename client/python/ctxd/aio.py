@@ -101,7 +101,14 @@ class AsyncRun:
                     cb = self._cb.get(kind)
                     if cb is not None:
                         in_callback = True
-                        await _call_cb(cb, arg)
+                        if kind == "input":
+                            value = cb(*arg)
+                            if inspect.isawaitable(value):
+                                value = await value
+                            await self._client._call("input.reply", ctx=self.ctx,
+                                                     value="" if value is None else str(value))
+                        else:
+                            await _call_cb(cb, arg)
                         in_callback = False
         except BaseException as e:
             # Cancelled, or a failing callback: stop the run. A CtxdError of
@@ -268,27 +275,35 @@ class AsyncClient:
                      on_stderr: Callback = None, on_result: Callback = None,
                      on_error: Callback = None, on_accepted: Callback = None,
                      timeout: Optional[float] = None, envs: Optional[Dict[str, str]] = None,
-                     silent: bool = False, stop_on_error: bool = False) -> AsyncRun:
+                     silent: bool = False, stop_on_error: bool = False,
+                     on_display: Callback = None, on_clear_output: Callback = None,
+                     on_input: Callback = None) -> AsyncRun:
         """Sends an execute and returns an AsyncRun to wait() for."""
         await self._ensure()
-        fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error)
+        fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error,
+                             allow_stdin=on_input is not None)
         q: asyncio.Queue = asyncio.Queue()
         rid, data = self._core.request("exec", q, "execute", route_ctx=fields["ctx"], **fields)
         await self._send(data)
         cbs = {"stdout": on_stdout, "stderr": on_stderr, "result": on_result,
-               "error": on_error, "accepted": on_accepted}
+               "error": on_error, "accepted": on_accepted, "display": on_display,
+               "clear_output": on_clear_output, "input": on_input}
         return AsyncRun(self, rid, fields["ctx"], q, cbs)
 
     async def execute(self, code: str, ctx: Any = None, on_stdout: Callback = None,
                       on_stderr: Callback = None, on_result: Callback = None,
                       on_error: Callback = None, timeout: Optional[float] = None,
                       envs: Optional[Dict[str, str]] = None, *, silent: bool = False,
-                      stop_on_error: bool = False, on_accepted: Callback = None) -> ExecResult:
+                      stop_on_error: bool = False, on_accepted: Callback = None,
+                      on_display: Callback = None, on_clear_output: Callback = None,
+                      on_input: Callback = None) -> ExecResult:
         """As Client.execute; callbacks may be coroutine functions."""
         run = await self.submit(code, ctx, on_stdout=on_stdout, on_stderr=on_stderr,
                                 on_result=on_result, on_error=on_error,
                                 on_accepted=on_accepted, timeout=timeout, envs=envs,
-                                silent=silent, stop_on_error=stop_on_error)
+                                silent=silent, stop_on_error=stop_on_error,
+                                on_display=on_display, on_clear_output=on_clear_output,
+                                on_input=on_input)
         return await run.wait()
 
     async def interrupt(self, ctx: Any = None, run: Any = None) -> bool:

@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import zmq
 
@@ -44,6 +44,18 @@ from ._common import (
 )
 from ._errors import ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, UnreachableError  # noqa: F401
 from ._proto import decode_message
+
+
+def _file_chunks(f, size):
+    first = True
+    while True:
+        chunk = f.read(size)
+        if not chunk and not first:
+            return
+        first = False
+        yield chunk
+        if not chunk:
+            return
 
 
 class Run:
@@ -99,7 +111,13 @@ class Run:
                         cb = self._cb.get(kind)
                         if cb is not None:
                             in_callback = True
-                            cb(arg)
+                            if kind == "input":
+                                # input() in the code: on_input(prompt, password) -> str
+                                value = cb(*arg)
+                                self._client._call("input.reply", ctx=self.ctx,
+                                                   value="" if value is None else str(value))
+                            else:
+                                cb(arg)
                             in_callback = False
             except BaseException as e:
                 # A KeyboardInterrupt (wherever it lands) or a failing
@@ -290,11 +308,14 @@ class Client:
                on_stderr: Callback = None, on_result: Callback = None,
                on_error: Callback = None, on_accepted: Callback = None,
                timeout: Optional[float] = None, envs: Optional[Dict[str, str]] = None,
-               silent: bool = False, stop_on_error: bool = False) -> Run:
+               silent: bool = False, stop_on_error: bool = False,
+               on_display: Callback = None, on_clear_output: Callback = None,
+               on_input: Optional[Callable[[str, bool], str]] = None) -> Run:
         """Sends an execute without waiting; see execute() for the
         arguments. Returns a Run: wait() for its result (the callbacks fire
         in the thread that waits)."""
-        fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error)
+        fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error,
+                             allow_stdin=on_input is not None)
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             if self._closed:
@@ -303,14 +324,17 @@ class Client:
             self._enqueue(data)
         self._wake()
         cbs = {"stdout": on_stdout, "stderr": on_stderr, "result": on_result,
-               "error": on_error, "accepted": on_accepted}
+               "error": on_error, "accepted": on_accepted, "display": on_display,
+               "clear_output": on_clear_output, "input": on_input}
         return Run(self, rid, fields["ctx"], q, cbs)
 
     def execute(self, code: str, ctx: Any = None, on_stdout: Callback = None,
                 on_stderr: Callback = None, on_result: Callback = None,
                 on_error: Callback = None, timeout: Optional[float] = None,
                 envs: Optional[Dict[str, str]] = None, *, silent: bool = False,
-                stop_on_error: bool = False, on_accepted: Callback = None) -> ExecResult:
+                stop_on_error: bool = False, on_accepted: Callback = None,
+                on_display: Callback = None, on_clear_output: Callback = None,
+                on_input: Optional[Callable[[str, bool], str]] = None) -> ExecResult:
         """Runs code in context ctx (None: "default", which the daemon
         creates on first use; a name, or a ContextInfo) and returns its
         ExecResult once it ended, whatever its status ("ok", "error",
@@ -322,7 +346,10 @@ class Client:
         U+FFFD), on_result(Result) for a trailing expression's value,
         on_error(ErrorInfo) when it raised, on_accepted(dict) when it started
         (ctx, execution_count, incarnation, previous_death if the previous
-        worker died).
+        worker died), on_display(Result) for display() output and matplotlib
+        figures (is_main_result False; .png is base64), on_clear_output(wait).
+        on_input(prompt, password) -> str answers input()/getpass() in the
+        code; without it they raise EOFError (allow_stdin false).
 
         timeout: seconds the code may run in the daemon (None: the daemon's
         default, 600; 0: none); past it the code gets KeyboardInterrupt and the
@@ -335,7 +362,8 @@ class Client:
         return self.submit(code, ctx, on_stdout=on_stdout, on_stderr=on_stderr,
                            on_result=on_result, on_error=on_error, on_accepted=on_accepted,
                            timeout=timeout, envs=envs, silent=silent,
-                           stop_on_error=stop_on_error).wait()
+                           stop_on_error=stop_on_error, on_display=on_display,
+                           on_clear_output=on_clear_output, on_input=on_input).wait()
 
     def interrupt(self, ctx: Any = None, run: Optional[int] = None) -> bool:
         """Raises KeyboardInterrupt in the run executing on ctx (default
@@ -376,14 +404,17 @@ class Client:
 
     def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
                        env: Optional[Dict[str, str]] = None,
-                       request_timeout: Optional[float] = None) -> ContextInfo:
+                       request_timeout: Optional[float] = None,
+                       figures: bool = True) -> ContextInfo:
         """Starts a context (a generated name ctx-XXXXXXXXXXXX when name is
         None) with its own worker process. cwd: an absolute directory (a
-        relative one is made absolute here); env: added to its environment.
+        relative one is made absolute here); env: added to its environment;
+        figures=False: matplotlib figures are not sent as display outputs.
         RefusedError codes: exists, bad_name, bad_cwd, limit, spawn."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
-        reply = self._call("ctx.create", request_timeout, name=name, cwd=cwd, env=env or None)
+        reply = self._call("ctx.create", request_timeout, name=name, cwd=cwd, env=env or None,
+                           figures=None if figures else False)
         return ContextInfo.from_msg(reply.get("ctx"))
 
     def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
@@ -393,6 +424,58 @@ class Client:
         if not isinstance(ctxs, list):
             raise ProtocolError("ctx.list reply without contexts")
         return [ContextInfo.from_msg(c) for c in ctxs]
+
+    FILE_CHUNK = 4 * 1024 * 1024
+
+    def put_file(self, ctx: Any, path: str, source: Any,
+                 request_timeout: Optional[float] = None) -> int:
+        """Copies source (bytes, a binary file object, or a local path) to
+        path, relative to the context's directory, in 4 MiB chunks (the
+        daemon never holds more than one). Returns the size written.
+        RefusedError codes: bad_path (.., absolute, a symlink on the path),
+        not_found, io, too_large."""
+        name = ctx_name(ctx)
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data = memoryview(source)
+            chunks = (bytes(data[i:i + self.FILE_CHUNK])
+                      for i in range(0, max(len(data), 1), self.FILE_CHUNK))
+            return self._put_chunks(name, path, chunks, request_timeout)
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, "rb") as f:
+                return self._put_chunks(name, path, _file_chunks(f, self.FILE_CHUNK),
+                                        request_timeout)
+        return self._put_chunks(name, path, _file_chunks(source, self.FILE_CHUNK), request_timeout)
+
+    def _put_chunks(self, ctx, path, chunks, request_timeout) -> int:
+        offset = 0
+        for chunk in chunks:
+            r = self._call("file.put", request_timeout, ctx=ctx, path=path, data=chunk,
+                           offset=offset)
+            offset = int(r.get("size", offset + len(chunk)))
+        return offset
+
+    def get_file(self, ctx: Any, path: str, dest: Any = None,
+                 request_timeout: Optional[float] = None) -> Any:
+        """Copies path (relative to the context's directory) out in 4 MiB
+        chunks: into dest (a local path or a binary file object) and returns
+        the size, or, with dest None, returns the bytes."""
+        name = ctx_name(ctx)
+        if isinstance(dest, (str, os.PathLike)):
+            with open(dest, "wb") as f:
+                return self.get_file(name, path, f, request_timeout)
+        parts = [] if dest is None else None
+        offset = 0
+        while True:
+            r = self._call("file.get", request_timeout, ctx=name, path=path, offset=offset)
+            data = r.get("data") or b""
+            if parts is None:
+                dest.write(data)
+            else:
+                parts.append(data)
+            offset += len(data)
+            if r.get("eof") or not data:
+                break
+        return b"".join(parts) if parts is not None else offset
 
     def delete_context(self, ctx: Any, request_timeout: Optional[float] = None) -> None:
         """Kills the context's worker and its processes; its running and

@@ -1,0 +1,667 @@
+/* sbx_apply: the `local` tier's confinement, applied by the worker to
+ * itself before its first `ready` (and inherited by ctx.fork copies and by
+ * every process user code starts). Order: read and remove CTXD_SANDBOX;
+ * rlimits; the pids cgroup (needs /sys/fs/cgroup writable, so before
+ * Landlock); the Python import hook and CPU handler; Landlock (write roots,
+ * signal and abstract-socket scoping); no_new_privs; seccomp last.
+ *
+ * Every step that was asked for and cannot be applied ends the worker
+ * (exit 1, reason in the daemon's log): ctx.create then fails instead of
+ * returning a context weaker than its policy. */
+#include "sbx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mem.h"
+#include "proto.h"
+#include "wrk_log.h"
+#include "wrk_output.h"
+
+/* ---- the policy as the supervisor sent it ------------------------------ */
+
+typedef struct sbx_policy {
+    bool active, is_static, confined, no_network, no_subprocess;
+    unsigned long long memory_bytes, max_processes, file_size_bytes;
+    double cpu_seconds;
+    bool imports_set, write_set, read_set;
+    char **imports, **write_roots, **read_roots; /* NULL-terminated */
+    char **py_paths; /* sys.path, sys.prefix...: readable with read roots */
+} sbx_policy;
+
+static sbx_policy pol;
+
+static char **split_list(const char *s, bool *set)
+{
+    *set = true;
+    size_t n = 1;
+    for (const char *p = s; *p; p++)
+        n += *p == '\x1f';
+    char **v = mem_calloc(n + 1, sizeof *v);
+    size_t k = 0;
+    if (*s)
+        for (const char *p = s;; p++)
+            if (*p == '\x1f' || *p == '\0') {
+                v[k++] = mem_strndup(s, (size_t)(p - s));
+                if (!*p)
+                    break;
+                s = p + 1;
+            }
+    v[k] = NULL;
+    return v;
+}
+
+static void parse(const char *text)
+{
+    char *copy = mem_strdup(text);
+    char *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(line, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        const char *k = line, *v = eq + 1;
+        if (!strcmp(k, "tier")) {
+            pol.is_static = !strcmp(v, "static");
+            pol.confined = !strcmp(v, "local");
+        } else if (!strcmp(k, "network"))
+            pol.no_network = !strcmp(v, "0");
+        else if (!strcmp(k, "subprocess"))
+            pol.no_subprocess = !strcmp(v, "0");
+        else if (!strcmp(k, "memory_bytes"))
+            pol.memory_bytes = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "max_processes"))
+            pol.max_processes = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "file_size_bytes"))
+            pol.file_size_bytes = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "cpu_seconds"))
+            pol.cpu_seconds = strtod(v, NULL);
+        else if (!strcmp(k, "allowed_imports"))
+            pol.imports = split_list(v, &pol.imports_set);
+        else if (!strcmp(k, "write_roots"))
+            pol.write_roots = split_list(v, &pol.write_set);
+        else if (!strcmp(k, "read_roots"))
+            pol.read_roots = split_list(v, &pol.read_set);
+    }
+    free(copy);
+}
+
+static _Noreturn void fail(const char *what)
+{
+    wrk_log("policy: cannot enforce %s: %s", what, strerror(errno));
+    _exit(1);
+}
+
+/* ---- rlimits, cgroup ----------------------------------------------------- */
+
+static void set_limit(int res, unsigned long long v, const char *what)
+{
+    struct rlimit rl = {(rlim_t)v, (rlim_t)v};
+    if (setrlimit(res, &rl) < 0)
+        fail(what);
+}
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    int e = errno;
+    close(fd);
+    errno = e;
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Tasks (processes and threads) in this process now: the worker's own
+ * threads do not count against max_processes. */
+static unsigned thread_count(void)
+{
+    char line[256];
+    unsigned n = 1;
+    FILE *f = fopen("/proc/self/status", "re");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %u", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* cgroup v1 pids controller (what this machine has), else cgroup v2:
+ * <root>/ctxd/w<pid>, pids.max = max_processes + the worker's own tasks.
+ * The supervisor removes empty ones (sup_policy_sweep_cgroups). */
+static void join_pids_cgroup(void)
+{
+    static const char *const roots[] = {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified",
+                                        "/sys/fs/cgroup"};
+    char dir[256], path[300], num[32];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/pids.max", roots[i]);
+        snprintf(dir, sizeof dir, "%s/cgroup.procs", roots[i]);
+        struct stat st;
+        bool v1 = i == 0;
+        if (stat(dir, &st) < 0 || (!v1 && access("/sys/fs/cgroup/pids", F_OK) == 0))
+            continue;
+        snprintf(dir, sizeof dir, "%s/ctxd", roots[i]);
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            fail("max_processes (cgroup mkdir)");
+        if (!v1) {
+            snprintf(path, sizeof path, "%s/cgroup.subtree_control", roots[i]);
+            (void)write_file(path, "+pids");
+            snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
+            (void)write_file(path, "+pids");
+        }
+        snprintf(dir, sizeof dir, "%s/ctxd/w%d", roots[i], (int)getpid());
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            fail("max_processes (cgroup mkdir)");
+        snprintf(path, sizeof path, "%s/pids.max", dir);
+        snprintf(num, sizeof num, "%llu", pol.max_processes + thread_count());
+        if (write_file(path, num) < 0)
+            fail("max_processes (pids.max)");
+        snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+        snprintf(num, sizeof num, "%d", (int)getpid());
+        if (write_file(path, num) < 0)
+            fail("max_processes (cgroup.procs)");
+        return;
+    }
+    errno = ENOENT;
+    fail("max_processes (no pids cgroup controller)");
+}
+
+/* ---- Landlock ----------------------------------------------------------- */
+
+/* The installed kernel headers predate ABI 3..6: the values are the
+ * kernel's (include/uapi/linux/landlock.h). */
+struct sbx_ll_ruleset {
+    uint64_t handled_access_fs, handled_access_net, scoped;
+};
+struct sbx_ll_path {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+} __attribute__((packed));
+#define LL_FS_TRUNCATE (1ULL << 14)
+#define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0)
+#define LL_SCOPE_SIGNAL (1ULL << 1)
+#define LL_WRITE                                                                                   \
+    ((1ULL << 1) | (1ULL << 4) | (1ULL << 5) | (1ULL << 6) | (1ULL << 7) | (1ULL << 8) |           \
+     (1ULL << 9) | (1ULL << 10) | (1ULL << 11) | (1ULL << 12))
+#define LL_REFER (1ULL << 13)
+
+#define LL_READ ((1ULL << 0) | (1ULL << 2) | (1ULL << 3)) /* execute, read file, dir */
+#define LL_FILE_ONLY ((1ULL << 0) | (1ULL << 1) | (1ULL << 2) | LL_FS_TRUNCATE)
+
+/* With filesystem_read_roots: what CPython, its extension modules and
+ * numpy read besides the installation (sys.path, the prefixes). A missing
+ * one is skipped. /proc stays readable (another process's entries are
+ * still guarded by Landlock's ptrace restriction). */
+static const char *const system_read[] = {
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/bin",
+    "/sbin",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/mime.types",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/python3.11",
+    "/etc/matplotlibrc",
+    "/proc",
+    "/sys/devices/system/cpu",
+    "/dev/null",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
+    NULL,
+};
+
+static void add_rule(int rs, const char *path, uint64_t access, bool required, const char *what)
+{
+    struct sbx_ll_path pb = {access, -1};
+    pb.parent_fd = open(path, O_PATH | O_CLOEXEC);
+    if (pb.parent_fd < 0) {
+        if (required)
+            fail(what);
+        return;
+    }
+    struct stat st;
+    if (fstat(pb.parent_fd, &st) == 0 && !S_ISDIR(st.st_mode))
+        pb.allowed_access &= LL_FILE_ONLY;
+    if (pb.allowed_access &&
+        syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+        fail(what);
+    close(pb.parent_fd);
+}
+
+static void landlock(void)
+{
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    if (abi < 1) {
+        if (!pol.write_set && !pol.read_set)
+            return; /* only the scoping was wanted: best effort */
+        fail("filesystem roots (Landlock unavailable)");
+    }
+    struct sbx_ll_ruleset attr = {0, 0, 0};
+    uint64_t write = LL_WRITE | (abi >= 2 ? LL_REFER : 0) | (abi >= 3 ? LL_FS_TRUNCATE : 0);
+    if (pol.write_set)
+        attr.handled_access_fs |= write;
+    if (pol.read_set)
+        attr.handled_access_fs |= LL_READ;
+    /* ABI 6: no signals to processes outside this worker's domain (the
+     * supervisor, other contexts) and no abstract unix sockets outside it. */
+    if (abi >= 6)
+        attr.scoped = LL_SCOPE_SIGNAL | LL_SCOPE_ABSTRACT_UNIX;
+    if (!attr.handled_access_fs && !attr.scoped)
+        return;
+    size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 16 : 8;
+    int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
+    if (rs < 0)
+        fail("Landlock ruleset");
+    uint64_t all = attr.handled_access_fs;
+    for (size_t i = 0; pol.write_set && pol.write_roots[i]; i++)
+        add_rule(rs, pol.write_roots[i], all, true, "filesystem_write_roots (a root)");
+    for (size_t i = 0; pol.read_set && pol.read_roots[i]; i++)
+        add_rule(rs, pol.read_roots[i], all & LL_READ, true, "filesystem_read_roots (a root)");
+    if (pol.read_set) {
+        for (size_t i = 0; system_read[i]; i++)
+            add_rule(rs, system_read[i], LL_READ, false, "filesystem_read_roots (system)");
+        for (size_t i = 0; pol.py_paths && pol.py_paths[i]; i++)
+            add_rule(rs, pol.py_paths[i], LL_READ, false, "filesystem_read_roots (sys.path)");
+    }
+    /* Writing to /dev/null is not writing to the filesystem. */
+    if (pol.write_set)
+        add_rule(rs, "/dev/null", all & LL_FILE_ONLY, false, "/dev/null");
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        fail("no_new_privs");
+    if (syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+        fail("Landlock restrict_self");
+    close(rs);
+}
+
+/* GIL held: the interpreter's own directories, readable under read roots. */
+static void collect_py_paths(void)
+{
+    PyObject *sys = PyImport_ImportModule("sys");
+    PyObject *l = PyList_New(0);
+    static const char *const attrs[] = {"prefix", "base_prefix", "exec_prefix", "base_exec_prefix"};
+    for (size_t i = 0; sys && l && i < 4; i++) {
+        PyObject *v = PyObject_GetAttrString(sys, attrs[i]);
+        if (v && PyUnicode_Check(v))
+            PyList_Append(l, v);
+        Py_XDECREF(v);
+    }
+    PyObject *path = sys ? PyObject_GetAttrString(sys, "path") : NULL;
+    for (Py_ssize_t i = 0; path && PyList_Check(path) && i < PyList_GET_SIZE(path); i++) {
+        PyObject *v = PyList_GET_ITEM(path, i);
+        if (PyUnicode_Check(v) && PyUnicode_GetLength(v) > 0)
+            PyList_Append(l, v);
+    }
+    Py_XDECREF(path);
+    Py_XDECREF(sys);
+    PyErr_Clear();
+    Py_ssize_t n = l ? PyList_GET_SIZE(l) : 0;
+    pol.py_paths = mem_calloc((size_t)n + 1, sizeof *pol.py_paths);
+    size_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *s = PyUnicode_AsUTF8(PyList_GET_ITEM(l, i));
+        if (s && s[0] == '/')
+            pol.py_paths[k++] = mem_strdup(s);
+        PyErr_Clear();
+    }
+    Py_XDECREF(l);
+}
+
+/* ---- seccomp ------------------------------------------------------------- */
+
+/* The local tier's filter: default allow (the worker runs CPython, numpy,
+ * whatever user code loads), with these answered EPERM so user code sees an
+ * OSError and the context lives on:
+ *  - always: calls that change the system or escape a process's view of
+ *    it, which a root worker could otherwise make (ptrace, mounts,
+ *    namespaces, modules, kexec, bpf, perf, keyrings, clock, hostname,
+ *    reboot, swap, handles by inode);
+ *  - network_access false: socket() of every family (socketpair stays:
+ *    it reaches nothing outside the process tree);
+ *  - subprocess_execution false: execve/execveat, fork/vfork, and clone
+ *    without CLONE_THREAD (threads stay); clone3 answers ENOSYS so glibc
+ *    falls back to clone, whose flags the filter can read. */
+static const char *const always_denied[] = {
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "iopl",
+    "ioperm",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "sethostname",
+    "setdomainname",
+    "userfaultfd",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "move_mount",
+    "open_tree",
+    "fspick",
+    "mount_setattr",
+    "acct",
+    "quotactl",
+    "syslog",
+    "kcmp",
+    "pidfd_getfd",
+    "lookup_dcookie",
+    "vhangup",
+};
+
+static void seccomp_filter(void)
+{
+    scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
+    if (!f)
+        fail("seccomp");
+    int rc = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+    const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+    for (size_t i = 0; !rc && i < sizeof always_denied / sizeof *always_denied; i++) {
+        int nr = seccomp_syscall_resolve_name(always_denied[i]);
+        if (nr != __NR_SCMP_ERROR)
+            rc = seccomp_rule_add(f, eperm, nr, 0);
+    }
+    if (!rc && pol.no_network)
+        rc = seccomp_rule_add(f, eperm, SCMP_SYS(socket), 0);
+    if (!rc && pol.no_subprocess) {
+        rc = seccomp_rule_add(f, eperm, SCMP_SYS(execve), 0);
+        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(execveat), 0);
+        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(fork), 0);
+        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(vfork), 0);
+        rc = rc ? rc
+                : seccomp_rule_add(f, eperm, SCMP_SYS(clone), 1,
+                                   SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+        rc = rc ? rc : seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    }
+    if (!rc)
+        rc = seccomp_load(f);
+    seccomp_release(f);
+    if (rc) {
+        errno = -rc;
+        fail("seccomp filter");
+    }
+}
+
+/* ---- the per-run CPU budget ------------------------------------------- */
+
+static timer_t cpu_timer;
+static pid_t cpu_timer_pid;
+
+void sbx_run_begin(void)
+{
+    if (!pol.confined || pol.cpu_seconds <= 0)
+        return;
+    if (cpu_timer_pid != getpid()) { /* a ctx.fork copy has no timers */
+        struct sigevent sev;
+        memset(&sev, 0, sizeof sev);
+        sev.sigev_notify = SIGEV_SIGNAL;
+        sev.sigev_signo = SIGXCPU;
+        if (timer_create(CLOCK_PROCESS_CPUTIME_ID, &sev, &cpu_timer) < 0)
+            fail("cpu_seconds (timer)");
+        cpu_timer_pid = getpid();
+    }
+    /* Fires once at the budget, then every second while the run goes on
+     * (a run that catches the TimeoutError gets it again). */
+    struct itimerspec its;
+    its.it_value.tv_sec = (time_t)pol.cpu_seconds;
+    its.it_value.tv_nsec = (long)((pol.cpu_seconds - (double)its.it_value.tv_sec) * 1e9);
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+        its.it_value.tv_nsec = 1;
+    its.it_interval.tv_sec = 1;
+    its.it_interval.tv_nsec = 0;
+    timer_settime(cpu_timer, 0, &its, NULL);
+}
+
+void sbx_run_end(void)
+{
+    if (!pol.confined || pol.cpu_seconds <= 0 || cpu_timer_pid != getpid())
+        return;
+    struct itimerspec zero;
+    memset(&zero, 0, sizeof zero);
+    timer_settime(cpu_timer, 0, &zero, NULL);
+}
+
+/* ---- the initial environment block ------------------------------------ */
+
+extern char **environ;
+
+/* /proc/PID/environ shows the memory of the environment the process was
+ * exec'd with: for a worker forked by the zygote, the daemon's own. Every
+ * variable still in use is moved to the heap, then that block is zeroed,
+ * so no daemon variable can be read back from it. */
+static void scrub_initial_environ(void)
+{
+    for (size_t i = 0; environ && environ[i]; i++)
+        environ[i] = mem_strdup(environ[i]);
+    char stat[2048];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t len = fd >= 0 ? read(fd, stat, sizeof stat - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    char *p = len > 0 ? strrchr((stat[len] = '\0', stat), ')') : NULL;
+    unsigned long long start = 0, end = 0;
+    for (int field = 2; p && *p && field <= 51; field++) { /* ")" ends field 2 */
+        p = strchr(p + 1, ' ');
+        if (p && field == 49)
+            start = strtoull(p + 1, NULL, 10);
+        if (p && field == 50)
+            end = strtoull(p + 1, NULL, 10);
+    }
+    if (!start || end <= start || end - start > (64u << 20)) {
+        errno = EINVAL;
+        fail("a clean environment (cannot find the initial environment block)");
+    }
+    memset((void *)(uintptr_t)start, 0, (size_t)(end - start));
+}
+
+/* ---- entry ---------------------------------------------------------------- */
+
+bool sbx_static(void)
+{
+    return pol.active && pol.is_static;
+}
+
+void sbx_init(void)
+{
+    static bool done;
+    if (done)
+        return;
+    done = true;
+    const char *text = getenv("CTXD_SANDBOX");
+    if (!text)
+        return;
+    pol.active = true;
+    parse(text);
+    scrub_initial_environ();
+    PyGILState_STATE gil = PyGILState_Ensure();
+    /* Gone from the C environment and os.environ before user code runs. */
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
+    PyObject *r = environ ? PyObject_CallMethod(environ, "pop", "ss", "CTXD_SANDBOX", "") : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(environ);
+    Py_XDECREF(os);
+    unsetenv("CTXD_SANDBOX");
+    if (!r || sbx_py_init() < 0) {
+        PyErr_Print();
+        errno = EINVAL;
+        fail("the policy (Python set-up)");
+    }
+    if (pol.is_static) { /* runs nothing: only the analysis needs the list */
+        if (sbx_py_static_imports(pol.imports, pol.imports_set) < 0)
+            fail("allowed_imports");
+        PyGILState_Release(gil);
+        return;
+    }
+    if (!pol.confined) { /* unsafe: the supervisor's timeout cap is all */
+        PyGILState_Release(gil);
+        return;
+    }
+    if (sbx_py_imports(pol.imports, pol.imports_set) < 0) {
+        PyErr_Print();
+        errno = EINVAL;
+        fail("allowed_imports");
+    }
+    if (pol.read_set)
+        collect_py_paths();
+    if (pol.cpu_seconds > 0 && sbx_py_cpu_handler(pol.cpu_seconds) < 0) {
+        PyErr_Print();
+        errno = EINVAL;
+        fail("cpu_seconds");
+    }
+    PyGILState_Release(gil);
+    if (pol.memory_bytes)
+        set_limit(RLIMIT_AS, pol.memory_bytes, "memory_bytes (RLIMIT_AS)");
+    if (pol.file_size_bytes)
+        set_limit(RLIMIT_FSIZE, pol.file_size_bytes, "file_size_bytes (RLIMIT_FSIZE)");
+    set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
+    if (pol.max_processes)
+        join_pids_cgroup();
+    landlock();
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        fail("no_new_privs");
+    seccomp_filter();
+}
+
+/* ---- the static tier's run ------------------------------------------------- */
+
+static void put_done(proto_buf *b, const char *status)
+{
+    size_t start = proto_frame_begin(b);
+    proto_put_map(b, 3);
+    proto_put_str(b, "t");
+    proto_put_str(b, "done");
+    proto_put_str(b, "status");
+    proto_put_str(b, status);
+    proto_put_str(b, "cpu_time");
+    proto_put_double(b, 0);
+    proto_frame_end(b, start);
+}
+
+static void put_pystr(proto_buf *b, PyObject *s)
+{
+    Py_ssize_t n = 0;
+    const char *u = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8AndSize(s, &n) : NULL;
+    if (!u) {
+        PyErr_Clear();
+        proto_put_str(b, "");
+        return;
+    }
+    proto_put_strn(b, u, (size_t)n);
+}
+
+void sbx_static_execute(const wrk_run_req *req)
+{
+    proto_buf frames;
+    proto_buf_init(&frames);
+    size_t start = proto_frame_begin(&frames);
+    proto_put_map(&frames, 1);
+    proto_put_str(&frames, "t");
+    proto_put_str(&frames, "start");
+    proto_frame_end(&frames, start);
+    wrk_output_begin_run(&frames);
+    frames.len = 0;
+
+    const char *status = "ok";
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *a = sbx_py_analyze(req->code, req->code_len);
+    if (!a || !PyTuple_Check(a) || PyTuple_GET_SIZE(a) != 4) {
+        PyErr_Clear();
+        status = "error";
+        start = proto_frame_begin(&frames);
+        proto_put_map(&frames, 4);
+        proto_put_str(&frames, "t");
+        proto_put_str(&frames, "error");
+        proto_put_str(&frames, "ename");
+        proto_put_str(&frames, "RuntimeError");
+        proto_put_str(&frames, "evalue");
+        proto_put_str(&frames, "the static analysis failed");
+        proto_put_str(&frames, "traceback");
+        proto_put_array(&frames, 1);
+        proto_put_str(&frames, "RuntimeError: the static analysis failed");
+        proto_frame_end(&frames, start);
+    } else {
+        start = proto_frame_begin(&frames);
+        proto_put_map(&frames, 2);
+        proto_put_str(&frames, "t");
+        proto_put_str(&frames, "result");
+        proto_put_str(&frames, "data");
+        proto_put_map(&frames, 2);
+        proto_put_str(&frames, "text/plain");
+        put_pystr(&frames, PyTuple_GET_ITEM(a, 0));
+        proto_put_str(&frames, "application/vnd.ctxd.analysis+json");
+        put_pystr(&frames, PyTuple_GET_ITEM(a, 1));
+        proto_frame_end(&frames, start);
+        if (PyTuple_GET_ITEM(a, 2) != Py_None) {
+            status = "error";
+            start = proto_frame_begin(&frames);
+            proto_put_map(&frames, 4);
+            proto_put_str(&frames, "t");
+            proto_put_str(&frames, "error");
+            proto_put_str(&frames, "ename");
+            put_pystr(&frames, PyTuple_GET_ITEM(a, 2));
+            proto_put_str(&frames, "evalue");
+            put_pystr(&frames, PyTuple_GET_ITEM(a, 3));
+            proto_put_str(&frames, "traceback");
+            proto_put_array(&frames, 1); /* the analysis is the whole story */
+            PyObject *line =
+                PyUnicode_FromFormat("%S: %S", PyTuple_GET_ITEM(a, 2), PyTuple_GET_ITEM(a, 3));
+            put_pystr(&frames, line);
+            Py_XDECREF(line);
+            proto_frame_end(&frames, start);
+        }
+    }
+    Py_XDECREF(a);
+    PyGILState_Release(gil);
+    put_done(&frames, status);
+    wrk_output_end_run(&frames);
+    proto_buf_free(&frames);
+}

@@ -1,0 +1,64 @@
+/* sup_policy: a context's execution tier and policy (PROTOCOL.md §5,
+ * ctx.create). Parsed and validated in the supervisor; handed to the worker
+ * in the variable CTXD_SANDBOX of its start-up environment, which the worker
+ * removes before any user code runs (daemon/sbx_*.c enforce it). */
+#ifndef CTXD_SUP_POLICY_H
+#define CTXD_SUP_POLICY_H
+
+#include "proto.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { SUP_TIER_STATIC, SUP_TIER_UNSAFE, SUP_TIER_LOCAL, SUP_TIER_SANDBOX } sup_tier;
+
+typedef struct sup_strlist {
+    bool set; /* the field was given (an empty list is not "absent") */
+    char **v;
+    size_t n;
+} sup_strlist;
+
+typedef struct sup_policy {
+    sup_tier tier;
+    double timeout;     /* seconds; 0 = not set */
+    int network_access; /* -1 not set, 0, 1 */
+    int subprocess_execution;
+    int env_var_access;
+    sup_strlist env;          /* daemon variables passed through */
+    sup_strlist read_roots;   /* filesystem_read_roots */
+    sup_strlist write_roots;  /* filesystem_write_roots */
+    uint64_t memory_bytes;    /* 0 = not set */
+    uint64_t max_processes;   /* 0 = not set */
+    double cpu_seconds;       /* per run; 0 = not set */
+    uint64_t file_size_bytes; /* 0 = not set */
+    sup_strlist allowed_imports;
+    sup_strlist packages;
+} sup_policy;
+
+/* Reads ctx.create's `tier` and `policy` (either may be NULL). Returns a
+ * new policy, or NULL with err set ("bad_field" naming the field). */
+sup_policy *sup_policy_parse(const proto_val *tier, const proto_val *policy, proto_error *err);
+sup_policy *sup_policy_dup(const sup_policy *p);
+void sup_policy_free(sup_policy *p);
+const char *sup_policy_tier_name(const sup_policy *p); /* NULL p: "unsafe" */
+/* ctx.list INFO's `policy` map (the fields that were set). */
+void sup_policy_put(proto_buf *b, const sup_policy *p);
+/* hello's `tiers` map: per tier, the policy fields it enforces. */
+void sup_policy_put_tiers(proto_buf *b);
+/* The worker's start-up environment under a local/sandbox policy: from
+ * the daemon's environment only an allowlist (and policy.env), then the
+ * context's own variables, then CTXD_SANDBOX. Returns a new NULL-terminated
+ * array; strings in it are borrowed, except those also listed in *owned
+ * (freed with sup_policy_env_free). */
+char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, size_t nctx,
+                      char ***owned);
+void sup_policy_env_free(char **env, char **owned);
+
+/* ctx.create hands the parsed policy to sup_ctx_create through here. */
+void sup_policy_set_pending(sup_policy *p);
+sup_policy *sup_policy_take_pending(void);
+/* Removes leftover per-worker cgroups (ones without tasks). */
+void sup_policy_sweep_cgroups(void);
+
+#endif
