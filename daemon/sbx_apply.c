@@ -530,7 +530,9 @@ void sbx_init(void)
     Py_XDECREF(environ);
     Py_XDECREF(os);
     unsetenv("CTXD_SANDBOX");
-    if (!r || sbx_py_init() < 0) {
+    /* The Python side (import hook, CPU timer, analysis) only for tiers
+     * that use it: an unsafe context starts without its imports. */
+    if (!r || ((pol.is_static || pol.confined) && sbx_py_init() < 0)) {
         PyErr_Print();
         errno = EINVAL;
         fail("the policy (Python set-up)");

@@ -63,6 +63,7 @@ typedef struct sup_run {
     double timeout;
     bool silent, stop_on_error;
     bool allow_stdin;    /* input() may ask the client (input.request) */
+    bool artifacts;      /* report the files the run wrote (done.artifacts) */
     uint64_t out_bytes;  /* stream bytes relayed */
     uint64_t dropped[2]; /* stdout/stderr bytes dropped past max_output */
     bool client_gone;    /* a send found the client disconnected */

@@ -759,7 +759,7 @@ static void dispatch(sup_ctx *c)
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 6);
+    proto_put_map(&c->out, 7);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
     proto_put_str(&c->out, "code");
@@ -770,6 +770,8 @@ static void dispatch(sup_ctx *c)
     proto_put_bool(&c->out, r->silent);
     proto_put_str(&c->out, "allow_stdin");
     proto_put_bool(&c->out, r->allow_stdin);
+    proto_put_str(&c->out, "artifacts");
+    proto_put_bool(&c->out, r->artifacts);
     proto_put_str(&c->out, "env");
     if (r->env.len)
         proto_buf_append(&c->out, r->env.data, r->env.len);

@@ -322,6 +322,8 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
     r->stop_on_error = soe && soe->kind == PROTO_BOOL && soe->as.b;
     const proto_val *stdin_ok = get(msg, "allow_stdin");
     r->allow_stdin = stdin_ok && stdin_ok->kind == PROTO_BOOL && stdin_ok->as.b;
+    const proto_val *arts = get(msg, "artifacts");
+    r->artifacts = arts && arts->kind == PROTO_BOOL && arts->as.b;
     sup_ctx_submit(c, r);
 }
 
@@ -560,7 +562,7 @@ static const proto_field execute_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},         {"code", PF_STR, true, 0},
     {"timeout", PF_NUM | PF_NIL, false, 0},      {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
     {"silent", PF_BOOL | PF_NIL, false, 0},      {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
-    {"allow_stdin", PF_BOOL | PF_NIL, false, 0},
+    {"allow_stdin", PF_BOOL | PF_NIL, false, 0}, {"artifacts", PF_BOOL | PF_NIL, false, 0},
 };
 static const proto_field file_put_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},

@@ -168,6 +168,8 @@ static bool parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_r
     req->execution_count = proto_map_get(msg, "execution_count")->as.u;
     req->silent = silent && silent->kind == PROTO_BOOL && silent->as.b;
     req->allow_stdin = stdin_ok && stdin_ok->kind == PROTO_BOOL && stdin_ok->as.b;
+    const proto_val *arts = proto_map_get(msg, "artifacts");
+    req->artifacts = arts && arts->kind == PROTO_BOOL && arts->as.b;
     req->env = env && env->kind == PROTO_MAP ? env : NULL;
     return false;
 }

@@ -18,6 +18,7 @@ typedef struct wrk_run_req {
     uint64_t execution_count;
     bool silent;
     bool allow_stdin;     /* input() may ask the client */
+    bool artifacts;       /* scan the cwd before and after for done.artifacts */
     const proto_val *env; /* map str -> str, or NULL */
 } wrk_run_req;
 

@@ -319,18 +319,21 @@ def test_artifacts_listed_once(client, tmp_path):
     r = ok_run(client, "open('new.csv', 'w').write('a,b\\n')\nimport os\n"
                        "os.makedirs('sub/__pycache__', exist_ok=True)\n"
                        "open('sub/plot.png', 'wb').write(b'x' * 10)\n"
-                       "open('sub/__pycache__/skip.pyc', 'wb').write(b'')", ctx="art")
+                       "open('sub/__pycache__/skip.pyc', 'wb').write(b'')", ctx="art", artifacts=True)
     arts = sorted(r.done["artifacts"], key=lambda a: a["path"])
     assert arts == [{"path": "new.csv", "size": 4, "type": "text/csv"},
                     {"path": "sub/plot.png", "size": 10, "type": "image/png"}], arts
     # nothing changed: no artifacts field at all
-    r = ok_run(client, "x = 1", ctx="art")
+    r = ok_run(client, "x = 1", ctx="art", artifacts=True)
     assert "artifacts" not in r.done
     # changed again: listed again, and only that file
-    r = ok_run(client, "open('new.csv', 'a').write('1,2\\n')", ctx="art")
+    r = ok_run(client, "open('new.csv', 'a').write('1,2\\n')", ctx="art", artifacts=True)
     assert r.done["artifacts"] == [{"path": "new.csv", "size": 8, "type": "text/csv"}]
     # a failing run still reports what it wrote; silent runs report nothing
-    r = client.execute("open('e.bin', 'wb').write(b'1')\n1/0", ctx="art")
+    r = client.execute("open('e.bin', 'wb').write(b'1')\n1/0", ctx="art", artifacts=True)
     assert r.status == "error" and r.done["artifacts"][0]["path"] == "e.bin"
-    r = ok_run(client, "open('s.txt', 'w').write('s')", ctx="art", silent=True)
+    r = ok_run(client, "open('s.txt', 'w').write('s')", ctx="art", silent=True, artifacts=True)
+    assert "artifacts" not in r.done
+    # without `artifacts: true` nothing is scanned or listed
+    r = ok_run(client, "open('n.txt', 'w').write('n')", ctx="art")
     assert "artifacts" not in r.done

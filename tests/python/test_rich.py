@@ -77,9 +77,11 @@ def test_async_input_and_display(endpoint):
 
 def test_artifacts(client, tmp_path):
     ctx = client.create_context(cwd=str(tmp_path))
-    r = client.execute("open('out.json', 'w').write('{}')", ctx)
+    r = client.execute("open('out.json', 'w').write('{}')", ctx, artifacts=True)
     assert r.artifacts == [ctxd.Artifact("out.json", 2, "application/json")]
-    assert client.execute("1", ctx).artifacts == []
+    assert client.execute("1", ctx, artifacts=True).artifacts == []
+    # not asked for: not scanned
+    assert client.execute("open('b.txt', 'w').write('b')", ctx).artifacts == []
 
 
 @pytest.mark.skipif(not HAVE_MPL, reason="matplotlib is not installed for /usr/bin/python3")

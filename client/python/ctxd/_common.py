@@ -594,7 +594,7 @@ Callback = Optional[Callable[..., Any]]
 
 
 def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error,
-                allow_stdin: bool = False) -> dict:
+                allow_stdin: bool = False, artifacts: bool = False) -> dict:
     """The execute request's fields from the API's arguments."""
     if not isinstance(code, str):
         raise TypeError("code must be a str")
@@ -610,4 +610,5 @@ def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error,
             env[k] = v
     return dict(ctx=ctx_name(ctx), code=code, timeout=timeout, env=env,
                 silent=True if silent else None, stop_on_error=True if stop_on_error else None,
-                allow_stdin=True if allow_stdin else None)
+                allow_stdin=True if allow_stdin else None,
+                artifacts=True if artifacts else None)

@@ -310,12 +310,13 @@ class Client:
                timeout: Optional[float] = None, envs: Optional[Dict[str, str]] = None,
                silent: bool = False, stop_on_error: bool = False,
                on_display: Callback = None, on_clear_output: Callback = None,
-               on_input: Optional[Callable[[str, bool], str]] = None) -> Run:
+               on_input: Optional[Callable[[str, bool], str]] = None,
+               artifacts: bool = False) -> Run:
         """Sends an execute without waiting; see execute() for the
         arguments. Returns a Run: wait() for its result (the callbacks fire
         in the thread that waits)."""
         fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error,
-                             allow_stdin=on_input is not None)
+                             allow_stdin=on_input is not None, artifacts=artifacts)
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             if self._closed:
@@ -334,7 +335,8 @@ class Client:
                 envs: Optional[Dict[str, str]] = None, *, silent: bool = False,
                 stop_on_error: bool = False, on_accepted: Callback = None,
                 on_display: Callback = None, on_clear_output: Callback = None,
-                on_input: Optional[Callable[[str, bool], str]] = None) -> ExecResult:
+                on_input: Optional[Callable[[str, bool], str]] = None,
+               artifacts: bool = False) -> ExecResult:
         """Runs code in context ctx (None: "default", which the daemon
         creates on first use; a name, or a ContextInfo) and returns its
         ExecResult once it ended, whatever its status ("ok", "error",
@@ -363,7 +365,8 @@ class Client:
                            on_result=on_result, on_error=on_error, on_accepted=on_accepted,
                            timeout=timeout, envs=envs, silent=silent,
                            stop_on_error=stop_on_error, on_display=on_display,
-                           on_clear_output=on_clear_output, on_input=on_input).wait()
+                           on_clear_output=on_clear_output, on_input=on_input,
+                           artifacts=artifacts).wait()
 
     def interrupt(self, ctx: Any = None, run: Optional[int] = None) -> bool:
         """Raises KeyboardInterrupt in the run executing on ctx (default
