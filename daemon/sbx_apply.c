@@ -481,21 +481,8 @@ static void scrub_initial_environ(void)
 {
     for (size_t i = 0; environ && environ[i]; i++)
         environ[i] = mem_strdup(environ[i]);
-    char stat[2048];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t len = fd >= 0 ? read(fd, stat, sizeof stat - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    char *p = len > 0 ? strrchr((stat[len] = '\0', stat), ')') : NULL;
-    unsigned long long start = 0, end = 0;
-    for (int field = 2; p && *p && field <= 51; field++) { /* ")" ends field 2 */
-        p = strchr(p + 1, ' ');
-        if (p && field == 49)
-            start = strtoull(p + 1, NULL, 10);
-        if (p && field == 50)
-            end = strtoull(p + 1, NULL, 10);
-    }
-    if (!start || end <= start || end - start > (64u << 20)) {
+    unsigned long long start, end;
+    if (wrk_log_stat_range(49, &start, &end) < 0 || end - start > (64u << 20)) {
         errno = EINVAL;
         fail("a clean environment (cannot find the initial environment block)");
     }

@@ -545,20 +545,11 @@ size_t wrk_display_put_artifacts(proto_buf *b, PyObject *snap)
 
 int wrk_display_init(void)
 {
-    PyObject *mod = PyModule_New("_ctxd_rich");
+    PyObject *mod = wrk_py_private_module("_ctxd_rich", rich_src, "<ctxd-worker>");
     if (!mod)
         return -1;
     PyObject *d = PyModule_GetDict(mod);
-    if (PyDict_SetItemString(d, "__builtins__", PyEval_GetBuiltins()) < 0)
-        goto fail;
-    PyObject *code = Py_CompileString(rich_src, "<ctxd-worker>", Py_file_input);
-    if (!code)
-        goto fail;
-    PyObject *r = PyEval_EvalCode(code, d, d);
-    Py_DECREF(code);
-    if (!r)
-        goto fail;
-    Py_DECREF(r);
+    PyObject *r;
     for (PyMethodDef *m = emit_methods; m->ml_name; m++) {
         PyObject *f = PyCFunction_New(m, NULL);
         if (!f || PyDict_SetItemString(d, m->ml_name, f) < 0) {

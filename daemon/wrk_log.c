@@ -1,6 +1,12 @@
 /* wrk_log: diagnostics to the stderr the worker was started with. */
 #include "wrk_log.h"
 
+#include <string.h>
+
+#include <stdlib.h>
+
+#include <fcntl.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -36,4 +42,23 @@ void wrk_log(const char *fmt, ...)
     line[len++] = '\n';
     if (write(log_fd, line, len) < 0)
         return;
+}
+
+int wrk_log_stat_range(int first_field, unsigned long long *start, unsigned long long *end)
+{
+    char stat[2048];
+    *start = *end = 0;
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t len = fd >= 0 ? read(fd, stat, sizeof stat - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    char *p = len > 0 ? strrchr((stat[len] = '\0', stat), ')') : NULL;
+    for (int field = 2; p && *p && field <= first_field + 1; field++) { /* ")" ends field 2 */
+        p = strchr(p + 1, ' ');
+        if (p && field == first_field)
+            *start = strtoull(p + 1, NULL, 10);
+        if (p && field == first_field + 1)
+            *end = strtoull(p + 1, NULL, 10);
+    }
+    return *start && *end > *start ? 0 : -1;
 }

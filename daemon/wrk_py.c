@@ -158,24 +158,33 @@ static const char *const fn_names[WRK_PY_NFNS] = {
 
 static PyObject *fns[WRK_PY_NFNS];
 
-/* Executes the helper source once in a fresh module that user code never
- * sees (it is not in sys.modules) and looks up the entry points. */
+PyObject *wrk_py_private_module(const char *name, const char *src, const char *filename)
+{
+    PyObject *mod = PyModule_New(name);
+    if (!mod)
+        return NULL;
+    PyObject *d = PyModule_GetDict(mod);
+    PyObject *code = PyDict_SetItemString(d, "__builtins__", PyEval_GetBuiltins()) == 0
+                         ? Py_CompileString(src, filename, Py_file_input)
+                         : NULL;
+    PyObject *r = code ? PyEval_EvalCode(code, d, d) : NULL;
+    Py_XDECREF(code);
+    if (!r) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return mod;
+}
+
+/* Executes the helper source once in a private module and looks up the
+ * entry points. */
 int wrk_py_init(void)
 {
-    PyObject *mod = PyModule_New("_ctxd_worker");
+    PyObject *mod = wrk_py_private_module("_ctxd_worker", helper_src, "<ctxd-worker>");
     if (!mod)
         return -1;
     PyObject *d = PyModule_GetDict(mod);
-    if (PyDict_SetItemString(d, "__builtins__", PyEval_GetBuiltins()) < 0)
-        goto fail;
-    PyObject *code = Py_CompileString(helper_src, "<ctxd-worker>", Py_file_input);
-    if (!code)
-        goto fail;
-    PyObject *r = PyEval_EvalCode(code, d, d);
-    Py_DECREF(code);
-    if (!r)
-        goto fail;
-    Py_DECREF(r);
     for (int i = 0; i < WRK_PY_NFNS; i++) {
         fns[i] = PyDict_GetItemString(d, fn_names[i]);
         if (!fns[i]) {

@@ -21,6 +21,9 @@ typedef enum wrk_py_fn {
 
 /* GIL held: creates the helper module. Returns -1 with a Python error set. */
 int wrk_py_init(void);
+/* GIL held: a new module named name (not in sys.modules, so user code never
+ * sees it) with src executed in it; NULL with a Python error set. */
+PyObject *wrk_py_private_module(const char *name, const char *src, const char *filename);
 /* GIL held: sets a global of the helper module. -1 with a Python error. */
 int wrk_py_set_global(const char *name, PyObject *value);
 /* GIL held: calls a helper function with a tuple of arguments (stolen). */

@@ -332,21 +332,8 @@ static pid_t vfork_double_fork(pid_t *a_pid)
  * size; the supervisor gives the zygote a blank argument for room). */
 static void set_title(const char *name, size_t n)
 {
-    char stat[2048];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t len = fd >= 0 ? read(fd, stat, sizeof stat - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    char *p = len > 0 ? strrchr((stat[len] = '\0', stat), ')') : NULL;
-    unsigned long long start = 0, end = 0;
-    for (int field = 2; p && *p && field <= 49; field++) { /* ")" ends field 2 */
-        p = strchr(p + 1, ' ');
-        if (p && field == 47)
-            start = strtoull(p + 1, NULL, 10);
-        if (p && field == 48)
-            end = strtoull(p + 1, NULL, 10);
-    }
-    if (!start || end <= start || end - start > 65536)
+    unsigned long long start, end;
+    if (wrk_log_stat_range(47, &start, &end) < 0 || end - start > 65536)
         return;
     char *area = (char *)(uintptr_t)start;
     size_t size = (size_t)(end - start);
