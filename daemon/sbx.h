@@ -7,8 +7,24 @@
 #define CTXD_SBX_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 #include "wrk_run.h"
+
+/* The policy as the supervisor sent it (CTXD_SANDBOX, daemon/sup_policy.c). */
+typedef struct sbx_policy {
+    bool active, is_static, confined, sandbox, no_network, no_subprocess;
+    unsigned long long memory_bytes, max_processes, file_size_bytes;
+    double cpu_seconds;
+    bool imports_set, write_set, read_set;
+    char **imports, **write_roots, **read_roots; /* NULL-terminated */
+    char **py_paths; /* sys.path, sys.prefix...: readable with read roots */
+} sbx_policy;
+
+/* Fills p from the CTXD_SANDBOX text; sbx_policy_free releases it. */
+void sbx_policy_parse(sbx_policy *p, const char *text);
+void sbx_policy_free(sbx_policy *p);
 
 /* GIL not held. Applies the policy (no-op without CTXD_SANDBOX); exits the
  * process (status 1, reason in the daemon's log) when a requested limit
@@ -33,5 +49,34 @@ int sbx_py_cpu_handler(double seconds);
 /* The analysis of code for the static tier: a new reference to a tuple
  * (summary str, json str, error ename or None, error evalue or None). */
 PyObject *sbx_py_analyze(const char *code, size_t len);
+
+/* sbx_cgroup.c: one controller's cgroup <root>/ctxd/w<pid> with settings
+ * (file, value; file_v2 names the v2 file when it differs; optional ones
+ * may fail), then pid joins it. -1 with errno and *failed naming the step. */
+typedef struct sbx_cgroup_setting {
+    const char *file, *file_v2, *value;
+    bool optional;
+} sbx_cgroup_setting;
+int sbx_cgroup_join(pid_t pid, const char *controller, const sbx_cgroup_setting *settings,
+                    const char **failed);
+/* The root of controller's hierarchy (v1 first, then v2); -1 if none. */
+int sbx_cgroup_root(const char *controller, char *root, size_t n, bool *v2);
+
+/* sbx_ns.c: the sandbox tier's namespaces, root and cgroups. */
+/* The clone flags the intermediate process of a sandbox worker unshares
+ * before forking it (0: not the sandbox tier). */
+int sbx_ns_flags(const sbx_policy *p);
+/* Zygote, after the fork: the new worker's uid/gid maps and its memory
+ * and pids cgroups. -1 with msg filled. */
+int sbx_ns_prepare(pid_t w, const sbx_policy *p, char *msg, size_t n);
+/* In the new worker, first thing: waits for the zygote's go on go_fd,
+ * builds the root (read-only system, tmpfs /tmp, writable cwd and write
+ * roots, own /proc and /dev), enters it and drops every capability. Exits
+ * (status 1, reason logged) on failure. */
+void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd);
+
+/* sbx_allow.c: the sandbox tier's seccomp filter (allowlist; EPERM for
+ * everything else). 0, or -errno. */
+int sbx_allow_load(bool no_network, bool no_subprocess);
 
 #endif

@@ -34,15 +34,6 @@
 
 /* ---- the policy as the supervisor sent it ------------------------------ */
 
-typedef struct sbx_policy {
-    bool active, is_static, confined, no_network, no_subprocess;
-    unsigned long long memory_bytes, max_processes, file_size_bytes;
-    double cpu_seconds;
-    bool imports_set, write_set, read_set;
-    char **imports, **write_roots, **read_roots; /* NULL-terminated */
-    char **py_paths; /* sys.path, sys.prefix...: readable with read roots */
-} sbx_policy;
-
 static sbx_policy pol;
 
 static char **split_list(const char *s, bool *set)
@@ -65,8 +56,26 @@ static char **split_list(const char *s, bool *set)
     return v;
 }
 
-static void parse(const char *text)
+static void free_list(char **v)
 {
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+void sbx_policy_free(sbx_policy *p)
+{
+    free_list(p->imports);
+    free_list(p->write_roots);
+    free_list(p->read_roots);
+    free_list(p->py_paths);
+    memset(p, 0, sizeof *p);
+}
+
+void sbx_policy_parse(sbx_policy *p, const char *text)
+{
+    memset(p, 0, sizeof *p);
+    p->active = true;
     char *copy = mem_strdup(text);
     char *save = NULL;
     for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -76,26 +85,27 @@ static void parse(const char *text)
         *eq = '\0';
         const char *k = line, *v = eq + 1;
         if (!strcmp(k, "tier")) {
-            pol.is_static = !strcmp(v, "static");
-            pol.confined = !strcmp(v, "local");
+            p->is_static = !strcmp(v, "static");
+            p->sandbox = !strcmp(v, "sandbox");
+            p->confined = !strcmp(v, "local") || p->sandbox;
         } else if (!strcmp(k, "network"))
-            pol.no_network = !strcmp(v, "0");
+            p->no_network = !strcmp(v, "0");
         else if (!strcmp(k, "subprocess"))
-            pol.no_subprocess = !strcmp(v, "0");
+            p->no_subprocess = !strcmp(v, "0");
         else if (!strcmp(k, "memory_bytes"))
-            pol.memory_bytes = strtoull(v, NULL, 10);
+            p->memory_bytes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "max_processes"))
-            pol.max_processes = strtoull(v, NULL, 10);
+            p->max_processes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "file_size_bytes"))
-            pol.file_size_bytes = strtoull(v, NULL, 10);
+            p->file_size_bytes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "cpu_seconds"))
-            pol.cpu_seconds = strtod(v, NULL);
+            p->cpu_seconds = strtod(v, NULL);
         else if (!strcmp(k, "allowed_imports"))
-            pol.imports = split_list(v, &pol.imports_set);
+            p->imports = split_list(v, &p->imports_set);
         else if (!strcmp(k, "write_roots"))
-            pol.write_roots = split_list(v, &pol.write_set);
+            p->write_roots = split_list(v, &p->write_set);
         else if (!strcmp(k, "read_roots"))
-            pol.read_roots = split_list(v, &pol.read_set);
+            p->read_roots = split_list(v, &p->read_set);
     }
     free(copy);
 }
@@ -115,18 +125,6 @@ static void set_limit(int res, unsigned long long v, const char *what)
         fail(what);
 }
 
-static int write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = write(fd, text, strlen(text));
-    int e = errno;
-    close(fd);
-    errno = e;
-    return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
 /* Tasks (processes and threads) in this process now: the worker's own
  * threads do not count against max_processes. */
 static unsigned thread_count(void)
@@ -142,45 +140,18 @@ static unsigned thread_count(void)
     return n;
 }
 
-/* cgroup v1 pids controller (what this machine has), else cgroup v2:
- * <root>/ctxd/w<pid>, pids.max = max_processes + the worker's own tasks.
- * The supervisor removes empty ones (sup_policy_sweep_cgroups). */
+/* The pids cgroup: max_processes plus the worker's own tasks. */
 static void join_pids_cgroup(void)
 {
-    static const char *const roots[] = {"/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified",
-                                        "/sys/fs/cgroup"};
-    char dir[256], path[300], num[32];
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/pids.max", roots[i]);
-        snprintf(dir, sizeof dir, "%s/cgroup.procs", roots[i]);
-        struct stat st;
-        bool v1 = i == 0;
-        if (stat(dir, &st) < 0 || (!v1 && access("/sys/fs/cgroup/pids", F_OK) == 0))
-            continue;
-        snprintf(dir, sizeof dir, "%s/ctxd", roots[i]);
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-            fail("max_processes (cgroup mkdir)");
-        if (!v1) {
-            snprintf(path, sizeof path, "%s/cgroup.subtree_control", roots[i]);
-            (void)write_file(path, "+pids");
-            snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
-            (void)write_file(path, "+pids");
-        }
-        snprintf(dir, sizeof dir, "%s/ctxd/w%d", roots[i], (int)getpid());
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-            fail("max_processes (cgroup mkdir)");
-        snprintf(path, sizeof path, "%s/pids.max", dir);
-        snprintf(num, sizeof num, "%llu", pol.max_processes + thread_count());
-        if (write_file(path, num) < 0)
-            fail("max_processes (pids.max)");
-        snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-        snprintf(num, sizeof num, "%d", (int)getpid());
-        if (write_file(path, num) < 0)
-            fail("max_processes (cgroup.procs)");
-        return;
+    char num[32];
+    snprintf(num, sizeof num, "%llu", pol.max_processes + thread_count());
+    const sbx_cgroup_setting set[] = {{"pids.max", NULL, num, false}, {NULL, NULL, NULL, false}};
+    const char *failed;
+    if (sbx_cgroup_join(getpid(), "pids", set, &failed) < 0) {
+        char what[96];
+        snprintf(what, sizeof what, "max_processes (cgroup: %s)", failed);
+        fail(what);
     }
-    errno = ENOENT;
-    fail("max_processes (no pids cgroup controller)");
 }
 
 /* ---- Landlock ----------------------------------------------------------- */
@@ -505,8 +476,7 @@ void sbx_init(void)
     const char *text = getenv("CTXD_SANDBOX");
     if (!text)
         return;
-    pol.active = true;
-    parse(text);
+    sbx_policy_parse(&pol, text);
     scrub_initial_environ();
     PyGILState_STATE gil = PyGILState_Ensure();
     /* Gone from the C environment and os.environ before user code runs. */
@@ -552,12 +522,29 @@ void sbx_init(void)
     if (pol.file_size_bytes)
         set_limit(RLIMIT_FSIZE, pol.file_size_bytes, "file_size_bytes (RLIMIT_FSIZE)");
     set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
-    if (pol.max_processes)
+    /* The sandbox tier's worker is pid 1 of its own namespaces, its root
+     * and cgroups made by the zygote (sbx_ns.c); anywhere else it must not
+     * run at all. Landlock then only scopes signals and abstract sockets. */
+    if (pol.sandbox && getpid() != 1) {
+        errno = EPERM;
+        fail("the sandbox tier (the worker was not started in its namespaces)");
+    }
+    if (pol.max_processes && !pol.sandbox)
         join_pids_cgroup();
+    if (pol.sandbox)
+        pol.write_set = pol.read_set = false;
     landlock();
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         fail("no_new_privs");
-    seccomp_filter();
+    if (pol.sandbox) {
+        int rc = sbx_allow_load(pol.no_network, pol.no_subprocess);
+        if (rc) {
+            errno = -rc;
+            fail("seccomp allowlist");
+        }
+    } else {
+        seccomp_filter();
+    }
 }
 
 /* ---- the static tier's run ------------------------------------------------- */

@@ -95,7 +95,9 @@ typedef struct sup_ctx {
     bool deleted; /* freed at the next tick, not while the loop holds it */
     char *name;
     char *cwd;
-    char **env; /* "KEY=VALUE" strings added to the worker's environment */
+    bool own_cwd; /* cwd is the daemon's private directory for this context
+                     (a sandbox made without cwd): removed with the context */
+    char **env;   /* "KEY=VALUE" strings added to the worker's environment */
     size_t nenv;
     struct sup_policy *policy; /* tier and policy (sup_policy.h); NULL = unsafe */
     double created;            /* Unix time */
@@ -168,6 +170,8 @@ int sup_auth_setup(void *zctx, void *curve_router);
 void *sup_auth_zap_socket(void);
 void sup_auth_handle(void);
 const char *sup_auth_server_public(void);
+/* The state directory (made 0700 on first use); NULL if it cannot be made. */
+const char *sup_auth_state_dir(void);
 
 /* ---- sup_stats.c: counters and the request log ------------------------- */
 #define SUP_NSTATUS 7 /* ok error interrupted timeout died aborted shutdown */
@@ -272,6 +276,8 @@ void sup_zygote_init(void);
  * zygote is unavailable or made no worker (the caller starts the worker by
  * exec); -2 when it failed after receiving the descriptors (a worker of its
  * may hold them: the caller must use new ones). */
+/* Why the last sup_zygote_spawn that did not return 0 failed. */
+const char *sup_zygote_last_failure(void);
 int sup_zygote_spawn(const char *name, const char *cwd, char *const *env, const int fds[5],
                      pid_t *pid);
 /* Called for every reaped child: true when it was the zygote (restarted). */

@@ -28,6 +28,8 @@ static void *zap;
  * ~/.local/state/ctxd, else /var/lib/ctxd (root). Made 0700. */
 static int make_state_dir(void)
 {
+    if (state_dir[0])
+        return 0;
     const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
     if (sup_cfg.state_dir)
         snprintf(state_dir, sizeof state_dir, "%s", sup_cfg.state_dir);
@@ -50,9 +52,15 @@ static int make_state_dir(void)
     }
     if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
         fprintf(stderr, "ctxd: cannot create state directory %s: %s\n", state_dir, strerror(errno));
+        state_dir[0] = '\0';
         return -1;
     }
     return 0;
+}
+
+const char *sup_auth_state_dir(void)
+{
+    return make_state_dir() < 0 ? NULL : state_dir;
 }
 
 /* Reads the first Z85 key (40 characters) of a file. */

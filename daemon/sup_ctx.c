@@ -240,10 +240,16 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
 
 /* How a worker ended, in words. Exit codes 126/127 come from the spawn
  * child before exec. */
-static char *describe_exit(const sup_ctx *c, int status)
+static char *describe_exit(const sup_ctx *c, pid_t pid, int status)
 {
     char buf[256];
-    if (WIFEXITED(status)) {
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && c->policy &&
+        c->policy->memory_bytes && sup_policy_oom_killed(pid)) {
+        snprintf(buf, sizeof buf,
+                 "oom: the context needed more than its memory_bytes (%llu bytes); the kernel's "
+                 "OOM killer ended it",
+                 (unsigned long long)c->policy->memory_bytes);
+    } else if (WIFEXITED(status)) {
         int code = WEXITSTATUS(status);
         if (!c->ready && code == 126)
             snprintf(buf, sizeof buf, "worker could not start: cannot enter directory %s", c->cwd);
@@ -337,7 +343,7 @@ void sup_ctx_on_exit(pid_t pid, int status)
         if (c->started)
             relay_leftover_output(c);
     }
-    char *cause = c->kill_reason ? mem_strdup(c->kill_reason) : describe_exit(c, status);
+    char *cause = c->kill_reason ? mem_strdup(c->kill_reason) : describe_exit(c, pid, status);
     const char *status_name = c->timed_out && c->kill_reason ? "timeout" : "died";
     char *queued_cause = mem_alloc(strlen(cause) + 32);
     sprintf(queued_cause, "worker died: %s", cause);
@@ -920,6 +926,10 @@ void sup_ctx_delete(sup_ctx *c)
         pos = &(*pos)->next;
     *pos = c->next;
     ncontexts--;
+    if (c->own_cwd) { /* gone when the reply says so */
+        sup_policy_remove_private_dir(c->cwd);
+        c->own_cwd = false;
+    }
     c->deleted = true;
     c->next = graveyard;
     graveyard = c;
@@ -935,6 +945,8 @@ int sup_ctx_restart(sup_ctx *c, proto_error *err)
 static void free_ctx(sup_ctx *c)
 {
     sup_outq_adopt(&c->pending); /* terminal replies still go out */
+    if (c->own_cwd)
+        sup_policy_remove_private_dir(c->cwd);
     free(c->name);
     free(c->cwd);
     for (size_t i = 0; i < c->nenv; i++)

@@ -7,11 +7,14 @@
 #include "mem.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Item separator of CTXD_SANDBOX lists; fields are one a line. */
@@ -58,8 +61,15 @@ static const struct {
     {enforced_static, sizeof enforced_static / sizeof *enforced_static},
     {enforced_unsafe, sizeof enforced_unsafe / sizeof *enforced_unsafe},
     {enforced_local, sizeof enforced_local / sizeof *enforced_local},
-    {NULL, 0}, /* sandbox: not available yet (refused at ctx.create) */
+    /* sandbox: the same fields, enforced by namespaces, cgroups and an
+     * allowlist filter instead of Landlock and a denylist */
+    {enforced_local, sizeof enforced_local / sizeof *enforced_local},
 };
+
+/* The sandbox tier's limits when the policy leaves them out: a sandbox is
+ * never unbounded. */
+#define SANDBOX_MEMORY (1ULL << 30)
+#define SANDBOX_PROCESSES 64
 
 static bool tier_enforces(sup_tier t, const char *field)
 {
@@ -335,12 +345,6 @@ sup_policy *sup_policy_parse(const proto_val *tier, const proto_val *policy, pro
             goto fail;
         }
     }
-    if (p->tier == SUP_TIER_SANDBOX) {
-        proto_error_set(err, "bad_field",
-                        "field 'tier': the sandbox tier is not available in "
-                        "this daemon yet (use local)");
-        goto fail;
-    }
     if (policy && policy->kind != PROTO_NIL) {
         if (policy->kind != PROTO_MAP) {
             proto_error_set(err, "bad_field", "field 'policy' must be a map");
@@ -358,6 +362,14 @@ sup_policy *sup_policy_parse(const proto_val *tier, const proto_val *policy, pro
             if (field_parse(p, key, v, err) < 0)
                 goto fail;
         }
+    }
+    if (p->tier == SUP_TIER_SANDBOX) {
+        if (p->network_access < 0)
+            p->network_access = 0;
+        if (!p->memory_bytes)
+            p->memory_bytes = SANDBOX_MEMORY;
+        if (!p->max_processes)
+            p->max_processes = SANDBOX_PROCESSES;
     }
     for (size_t i = 0; i < sizeof all_fields / sizeof *all_fields; i++)
         if (restricts(p, all_fields[i]) && !tier_enforces(p->tier, all_fields[i])) {
@@ -440,8 +452,8 @@ void sup_policy_put(proto_buf *b, const sup_policy *p)
 
 void sup_policy_put_tiers(proto_buf *b)
 {
-    proto_put_map(b, 3); /* sandbox is not offered yet */
-    for (int t = SUP_TIER_STATIC; t <= SUP_TIER_LOCAL; t++) {
+    proto_put_map(b, 4);
+    for (int t = SUP_TIER_STATIC; t <= SUP_TIER_SANDBOX; t++) {
         proto_put_str(b, tier_label[t]);
         proto_put_array(b, (uint32_t)enforced[t].n);
         for (size_t i = 0; i < enforced[t].n; i++)
@@ -529,8 +541,8 @@ char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, si
     size_t n = 0;
     while (daemon_env[n])
         n++;
-    char **env = mem_calloc(n + nctx + 4, sizeof *env);
-    char **own = mem_calloc(4, sizeof *own);
+    char **env = mem_calloc(n + nctx + 5, sizeof *env);
+    char **own = mem_calloc(5, sizeof *own);
     size_t k = 0, o = 0;
     bool confined =
         p->tier == SUP_TIER_LOCAL || p->tier == SUP_TIER_SANDBOX || p->tier == SUP_TIER_STATIC;
@@ -554,6 +566,10 @@ char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, si
         own[o] = mem_strdup("PATH=/usr/local/bin:/usr/bin:/bin");
         env[k++] = own[o++];
     }
+    if (p->tier == SUP_TIER_SANDBOX) { /* the daemon's home does not exist inside */
+        own[o] = mem_strdup("HOME=/tmp");
+        env[k++] = own[o++];
+    }
     for (size_t j = 0; j < nctx; j++)
         if (strncmp(ctx_env[j], "CTXD_SANDBOX=", 13) != 0)
             env[k++] = ctx_env[j];
@@ -570,6 +586,36 @@ void sup_policy_env_free(char **env, char **owned)
         free(owned[i]);
     free(owned);
     free(env);
+}
+
+/* ---- a sandbox's private directory ------------------------------------ */
+
+int sup_policy_private_dir(const char *state_dir, const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s/sandbox", state_dir);
+    if (mkdir(out, 0700) < 0 && errno != EEXIST)
+        return -1;
+    if ((size_t)snprintf(out, n, "%s/sandbox/%s.XXXXXX", state_dir, name) >= n) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return mkdtemp(out) ? 0 : -1;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        (void)rmdir(path);
+    else
+        (void)unlink(path);
+    return 0; /* what cannot be removed stays; the walk goes on */
+}
+
+void sup_policy_remove_private_dir(const char *path)
+{
+    (void)nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* ---- pending, cgroups -------------------------------------------------- */
@@ -589,23 +635,53 @@ sup_policy *sup_policy_take_pending(void)
     return p;
 }
 
-/* Workers make their cgroup under <controller>/ctxd/ (sbx_apply.c); a
- * cgroup whose tasks are all gone is removed here (rmdir refuses a cgroup
- * that still has tasks, so a live one is never touched). */
+/* Where workers' cgroups live: cgroup v1 per controller, or v2. */
+static const char *const cgroup_roots[] = {"/sys/fs/cgroup/pids/ctxd", "/sys/fs/cgroup/memory/ctxd",
+                                           "/sys/fs/cgroup/ctxd", "/sys/fs/cgroup/unified/ctxd"};
+
+/* Workers make their cgroup <root>/ctxd/w<pid> (sbx_cgroup.c); one whose
+ * tasks are all gone is removed here (rmdir refuses a cgroup that still
+ * has tasks, so a live one is never touched), unless its worker is not
+ * reaped yet: its death's cause is still to be read from it. */
 void sup_policy_sweep_cgroups(void)
 {
-    static const char *const roots[] = {"/sys/fs/cgroup/pids/ctxd", "/sys/fs/cgroup/memory/ctxd"};
-    for (size_t r = 0; r < 2; r++) {
-        DIR *d = opendir(roots[r]);
+    for (size_t r = 0; r < sizeof cgroup_roots / sizeof *cgroup_roots; r++) {
+        DIR *d = opendir(cgroup_roots[r]);
         if (!d)
             continue;
         struct dirent *e;
         char path[512];
         while ((e = readdir(d)))
-            if (e->d_name[0] != '.' && e->d_type == DT_DIR) {
-                snprintf(path, sizeof path, "%s/%s", roots[r], e->d_name);
+            if (e->d_name[0] == 'w' && e->d_type == DT_DIR) {
+                long pid = strtol(e->d_name + 1, NULL, 10);
+                if (pid > 0 && kill((pid_t)pid, 0) == 0)
+                    continue;
+                snprintf(path, sizeof path, "%s/%s", cgroup_roots[r], e->d_name);
                 (void)rmdir(path);
             }
         closedir(d);
     }
+}
+
+/* The kernel's OOM kills counted in the worker's memory cgroup: v1's
+ * memory.oom_control or v2's memory.events, line "oom_kill N". */
+bool sup_policy_oom_killed(pid_t pid)
+{
+    static const char *const files[] = {"/sys/fs/cgroup/memory/ctxd/w%d/memory.oom_control",
+                                        "/sys/fs/cgroup/ctxd/w%d/memory.events",
+                                        "/sys/fs/cgroup/unified/ctxd/w%d/memory.events"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char path[128], line[128];
+        snprintf(path, sizeof path, files[i], (int)pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        unsigned long long kills = 0;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "oom_kill %llu", &kills) == 1)
+                break;
+        fclose(f);
+        return kills > 0;
+    }
+    return false;
 }

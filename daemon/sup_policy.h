@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef enum { SUP_TIER_STATIC, SUP_TIER_UNSAFE, SUP_TIER_LOCAL, SUP_TIER_SANDBOX } sup_tier;
 
@@ -55,10 +56,19 @@ char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, si
                       char ***owned);
 void sup_policy_env_free(char **env, char **owned);
 
+/* A sandbox context made without cwd gets a new empty directory
+ * STATE_DIR/sandbox/NAME.XXXXXX (0700): out, or -1 with errno. Removed, with
+ * everything in it (never following links), when the context is deleted. */
+int sup_policy_private_dir(const char *state_dir, const char *name, char *out, size_t n);
+void sup_policy_remove_private_dir(const char *path);
+
 /* ctx.create hands the parsed policy to sup_ctx_create through here. */
 void sup_policy_set_pending(sup_policy *p);
 sup_policy *sup_policy_take_pending(void);
 /* Removes leftover per-worker cgroups (ones without tasks). */
 void sup_policy_sweep_cgroups(void);
+/* True when the kernel's OOM killer struck in worker pid's memory cgroup
+ * (read after its death, before the sweep). */
+bool sup_policy_oom_killed(pid_t pid);
 
 #endif

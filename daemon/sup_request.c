@@ -6,6 +6,7 @@
 #include "mem.h"
 
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -425,9 +426,25 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
         free(want);
         return;
     }
+    /* A sandbox sees only its own directory: without a cwd it gets a new
+     * one, never the daemon's working directory. */
+    bool own_cwd = false;
+    if (!cwdv && policy->tier == SUP_TIER_SANDBOX) {
+        const char *state = sup_auth_state_dir();
+        if (!state || sup_policy_private_dir(state, want, cwd, sizeof cwd) < 0) {
+            sup_reply_err(peer, "io", "cannot make the sandbox's directory under %s: %s",
+                          state ? state : "the state directory", strerror(errno));
+            sup_policy_free(policy);
+            free(want);
+            return;
+        }
+        own_cwd = true;
+    }
     char **env;
     size_t nenv;
     if (env_strings(get(msg, "env"), &env, &nenv, peer) < 0) {
+        if (own_cwd)
+            sup_policy_remove_private_dir(cwd);
         sup_policy_free(policy);
         free(want);
         return;
@@ -446,10 +463,13 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
     sup_policy_free(sup_policy_take_pending()); /* not taken when the limit refused it */
     free(want);
     if (!c) {
+        if (own_cwd)
+            sup_policy_remove_private_dir(cwd);
         free_strings(env, nenv);
         reply_error(peer, &err);
         return;
     }
+    c->own_cwd = own_cwd;
     sup_ctx_add_waiter(c, peer);
 }
 
@@ -502,6 +522,15 @@ static void do_fork(const proto_val *msg, const sup_peer *peer)
     sup_ctx *src = lookup_ctx(msg, peer, false);
     if (!src)
         return;
+    if (src->policy && src->policy->tier == SUP_TIER_SANDBOX) {
+        /* Its worker is pid 1 of its namespaces: a copy would share them
+         * and die with the source. */
+        sup_reply_err(peer, "forbidden",
+                      "context '%s' cannot be forked: ctx.fork is not available in the sandbox "
+                      "tier (create a new sandbox context instead)",
+                      src->name);
+        return;
+    }
     if (src->policy && src->policy->subprocess_execution == 0) {
         /* The worker's seccomp filter forbids the fork that copies it. */
         sup_reply_err(peer, "forbidden",

@@ -147,6 +147,20 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
             return -1;
         }
     }
+    if (zr != 0 && c->policy && c->policy->tier == SUP_TIER_SANDBOX) {
+        /* Only the zygote makes the sandbox's namespaces: no fallback that
+         * could start it weaker (sbx_init would refuse it anyway). */
+        proto_error_set(err, "spawn", "the sandbox tier could not start its worker: %s",
+                        sup_zygote_last_failure());
+        free_env(env);
+        for (int i = 0; i < 3; i++)
+            close(child_fds[i]);
+        close(*fd);
+        close(out_rd[0]);
+        close(out_rd[1]);
+        *fd = out_rd[0] = out_rd[1] = -1;
+        return -1;
+    }
     if (zr != 0) {
         sigset_t all, old;
         sigfillset(&all);

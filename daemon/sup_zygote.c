@@ -368,9 +368,19 @@ double sup_zygote_tick(double now)
 
 /* ---- spawning ------------------------------------------------------------- */
 
+/* Why the last spawn the zygote answered failed. */
+static char last_failure[256];
+
+const char *sup_zygote_last_failure(void)
+{
+    return last_failure;
+}
+
 int sup_zygote_spawn(const char *name, const char *cwd, char *const *env, const int fds[5],
                      pid_t *pid)
 {
+    snprintf(last_failure, sizeof last_failure, "%s",
+             z.state == Z_READY ? "no answer" : "the zygote is not running");
     if (z.state == Z_STARTING)
         check_starting(0);
     if (z.state != Z_READY)
@@ -440,9 +450,11 @@ int sup_zygote_spawn(const char *name, const char *cwd, char *const *env, const 
                 *pid = (pid_t)p->as.u;
                 rc = 0;
             } else if (proto_str_eq(proto_map_get(m, "t"), "failed")) {
-                fprintf(stderr, "ctxd: zygote could not fork a worker for %s: %.*s\n", name,
-                        msg && msg->kind == PROTO_STR ? (int)msg->n : 1,
-                        msg && msg->kind == PROTO_STR ? msg->as.s : "?");
+                snprintf(last_failure, sizeof last_failure, "%.*s",
+                         msg && msg->kind == PROTO_STR ? (int)msg->n : 1,
+                         msg && msg->kind == PROTO_STR ? msg->as.s : "?");
+                fprintf(stderr, "ctxd: zygote could not fork a worker for %s: %s\n", name,
+                        last_failure);
             } else {
                 give_up("unexpected answer to a spawn request");
                 rc = -2;

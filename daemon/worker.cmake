@@ -13,8 +13,11 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_zygote.c
   ${CMAKE_CURRENT_LIST_DIR}/sbx_apply.c
+  ${CMAKE_CURRENT_LIST_DIR}/sbx_allow.c
+  ${CMAKE_CURRENT_LIST_DIR}/sbx_cgroup.c
+  ${CMAKE_CURRENT_LIST_DIR}/sbx_ns.c
   ${CMAKE_CURRENT_LIST_DIR}/sbx_py.c)
-# Confinement of local-tier workers (sbx_apply.c).
+# Confinement of local- and sandbox-tier workers (sbx_*.c).
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 target_link_libraries(ctxd-worker PRIVATE ctxd_proto PkgConfig::PYEMBED Threads::Threads
   PkgConfig::SECCOMP)

@@ -22,6 +22,7 @@
 
 #include "mem.h"
 #include "proto.h"
+#include "sbx.h"
 #include "wrk_chan.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
@@ -46,6 +47,9 @@ static bool one_thread = true;
 
 static const char helper_src[] =
     "import gc, importlib, importlib.util, os, sys, traceback\n"
+    /* What a confined worker's policy set-up imports (sbx_py.c): loaded
+     * once here, not from disk by every local or sandbox worker. */
+    "import importlib.abc, json, ast, signal\n"
     "\n"
     /* A preload that is not installed is skipped quietly; one that fails to
      * import is skipped with its traceback in the daemon's log. */
@@ -251,12 +255,14 @@ static void reply(pid_t pid, const char *failure)
 /* ---- making a worker ------------------------------------------------------ */
 
 /* fork twice: the intermediate process exits at once, so the worker is
- * reparented to the nearest child subreaper, the supervisor. Python's fork
+ * reparented to the nearest child subreaper, the supervisor. The
+ * intermediate first unshares ns_flags (the sandbox tier's namespaces), so
+ * the worker is born in them (pid 1 of a new pid namespace). Python's fork
  * hooks are the caller's business (PyOS_BeforeFork and friends). Returns the
  * worker's pid in the caller, with *a_pid the intermediate (to reap once the
  * pid has been reported; -1 if it was never made); 0 in the worker, with
  * *a_pid its first parent; -1 with errno on failure. */
-static pid_t double_fork(pid_t *a_pid)
+static pid_t double_fork(pid_t *a_pid, int ns_flags)
 {
     int p[2];
     *a_pid = -1;
@@ -265,7 +271,7 @@ static pid_t double_fork(pid_t *a_pid)
     pid_t a = fork();
     if (a == 0) {
         pid_t self = getpid();
-        pid_t w = fork();
+        pid_t w = ns_flags && unshare(ns_flags) < 0 ? -1 : fork();
         if (w == 0) {
             close(p[0]);
             close(p[1]);
@@ -303,14 +309,14 @@ static pid_t double_fork(pid_t *a_pid)
  * and its exit frees nothing) while the zygote waits; it forks the worker
  * (the one copy) and exits at once. Only the zygote may do this: it has a
  * single thread, which vfork suspends. Same results as double_fork. */
-static pid_t vfork_double_fork(pid_t *a_pid)
+static pid_t vfork_double_fork(pid_t *a_pid, int ns_flags)
 {
     volatile pid_t w_pid = -1, a_self = 0;
     volatile int w_errno = 0;
     pid_t a = vfork();
     if (a == 0) {
         a_self = getpid();
-        pid_t w = fork();
+        pid_t w = ns_flags && unshare(ns_flags) < 0 ? -1 : fork();
         if (w == 0) {
             *a_pid = a_self;
             return 0;
@@ -435,6 +441,15 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
             bad = "env items must be bin";
     PyObject *envlist = NULL;
     char *cwd = NULL;
+    sbx_policy policy = {0};
+    for (uint32_t i = 0; !bad && i < env->n; i++) {
+        const proto_val *kv = &env->as.items[i];
+        if (kv->n > 13 && memcmp(kv->as.s, "CTXD_SANDBOX=", 13) == 0) {
+            char *text = mem_strndup(kv->as.s + 13, kv->n - 13);
+            sbx_policy_parse(&policy, text);
+            free(text);
+        }
+    }
     if (!bad) {
         snprintf(title, sizeof title, "%.*s", (int)name->n, name->as.s);
         cwd = proto_strdup(proto_map_get(m, "cwd"));
@@ -462,11 +477,29 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         return false;
     }
 
+    int ns_flags = sbx_ns_flags(&policy);
+    int go[2] = {-1, -1};
+    if (ns_flags && pipe2(go, O_CLOEXEC) < 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "sandbox: pipe: %s", strerror(errno));
+        reply(0, msg);
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        free(cwd);
+        Py_DECREF(envlist);
+        sbx_policy_free(&policy);
+        return false;
+    }
     fflush(NULL);
     PyOS_BeforeFork();
     pid_t a_pid;
-    pid_t w = one_thread ? vfork_double_fork(&a_pid) : double_fork(&a_pid);
+    pid_t w = one_thread ? vfork_double_fork(&a_pid, ns_flags) : double_fork(&a_pid, ns_flags);
     if (w == 0) {
+        if (ns_flags) {
+            close(go[1]);
+            sbx_ns_enter(go[0], &policy, cwd);
+        }
+        sbx_policy_free(&policy);
         become_worker(fds);
         set_title(title, strlen(title));
         PyOS_AfterFork_Child();
@@ -483,7 +516,10 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         Py_DECREF(envlist);
         (void)PyEval_SaveThread();
         wrk_output_restart();
-        await_supervisor(a_pid);
+        if (ns_flags) /* its parent (outside the namespace) is already the supervisor */
+            wrk_main_watch_parent();
+        else
+            await_supervisor(a_pid);
         return true;
     }
     int e = errno;
@@ -492,13 +528,28 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         close(fds[i]);
     free(cwd);
     Py_DECREF(envlist);
-    if (w > 0) {
-        reply(w, NULL);
-    } else {
-        char msg[160];
-        snprintf(msg, sizeof msg, "fork: %s", strerror(e));
-        reply(0, msg);
+    char failure[256] = "";
+    if (w > 0 && ns_flags) {
+        /* The intermediate is gone before "go", so the worker's parent is
+         * the supervisor when it arms its parent-death signal. */
+        reap(a_pid);
+        a_pid = -1;
+        if (sbx_ns_prepare(w, &policy, failure, sizeof failure) < 0 || write(go[1], "g", 1) != 1) {
+            if (!failure[0])
+                snprintf(failure, sizeof failure, "sandbox: cannot start the worker: %s",
+                         strerror(errno));
+            kill(w, SIGKILL);
+        }
+    } else if (w <= 0) {
+        snprintf(failure, sizeof failure, "%s: %s",
+                 ns_flags ? "sandbox namespaces (unshare/fork)" : "fork", strerror(e));
     }
+    if (ns_flags) {
+        close(go[0]);
+        close(go[1]);
+    }
+    sbx_policy_free(&policy);
+    reply(failure[0] ? 0 : w, failure[0] ? failure : NULL);
     reap(a_pid);
     return false;
 }
@@ -675,7 +726,7 @@ bool wrk_zygote_fork_live(const proto_val *frame)
     PyOS_BeforeFork();
     wrk_output_fork_prepare();
     pid_t a_pid;
-    pid_t w = double_fork(&a_pid);
+    pid_t w = double_fork(&a_pid, 0);
     if (w == 0) {
         /* The fork handlers have reset the locks and dropped the old
          * channel; Python's state is the source's, globals and all. */

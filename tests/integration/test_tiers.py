@@ -23,7 +23,8 @@ def create(c, name, tier=None, policy=None, **kw):
 
 def test_hello_lists_enforced_fields(daemon):
     tiers = daemon.hello["tiers"]
-    assert set(tiers) == {"static", "unsafe", "local"}
+    assert set(tiers) == {"static", "unsafe", "local", "sandbox"}
+    assert set(tiers["sandbox"]) >= set(tiers["local"])
     assert "network_access" in tiers["local"]
     assert tiers["unsafe"] == ["timeout"]
 
@@ -36,7 +37,9 @@ def test_default_tier_is_unsafe(daemon):
 
 
 @pytest.mark.parametrize("alias,tier", [("local_unsafe", "unsafe"), ("unsafe", "unsafe"),
-                                        ("local", "local"), ("static", "static")])
+                                        ("local", "local"), ("static", "static"),
+                                        ("docker", "sandbox"), ("docker_unsafe", "sandbox"),
+                                        ("sandbox", "sandbox")])
 def test_tier_names_and_aliases(daemon, alias, tier):
     c = daemon.client()
     c.ok("ctx.create", name="a", tier=alias)
@@ -58,8 +61,7 @@ def test_tier_names_and_aliases(daemon, alias, tier):
     ({"tier": "unsafe", "policy": {"filesystem_read_roots": ["/"]}},
      "'policy.filesystem_read_roots'"),
     ({"tier": "local", "policy": {"packages": ["numpy"]}}, "'policy.packages'"),
-    ({"tier": "sandbox"}, "'tier'"),
-    ({"tier": "docker"}, "'tier'"),
+    ({"tier": "sandbox", "policy": {"stdout_max_bytes": 10}}, "'policy.stdout_max_bytes'"),
 ])
 def test_bad_policy_names_the_field(daemon, fields, names):
     c = daemon.client()

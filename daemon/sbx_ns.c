@@ -1,0 +1,410 @@
+/* sbx_ns: the sandbox tier's process, mount and identity isolation.
+ *
+ * How a sandbox worker is made (wrk_zygote.c): the zygote's intermediate
+ * process unshares user, pid, mount, ipc, uts (and, without network_access,
+ * net) namespaces and forks the worker, which is pid 1 of the new pid
+ * namespace and root of the new user namespace. The zygote, still fully
+ * privileged outside, then maps the worker's root to the daemon's own user
+ * (uid_map/gid_map; no other id exists inside), puts it into its memory and
+ * pids cgroups, and writes "go". Only then does the worker build its root
+ * file system (sbx_ns_enter), pivot into it and drop every capability.
+ *
+ * The root is a read-only tmpfs holding: read-only binds of /usr and the
+ * few /etc files CPython and its libraries read; generated passwd, group,
+ * hosts and hostname; the merged-/usr symlinks; /dev with null, zero, full,
+ * random, urandom and a tmpfs shm; a fresh /proc of the new pid namespace;
+ * a tmpfs /tmp; the context's directory and write roots bound writable and
+ * read roots bound read-only, each at its own path. Nothing else of the
+ * host exists inside: other contexts' directories, the daemon's socket
+ * directory and state, /etc/shadow, /root, /home. */
+#include "sbx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "mem.h"
+#include "wrk_log.h"
+
+/* Where the new root is assembled, in the worker's own mount namespace
+ * (the host's /tmp is hidden only there; sources are opened first). */
+#define NEW_ROOT "/tmp"
+/* The worker's own tasks (threads), on top of max_processes. */
+#define OWN_TASKS 8
+
+int sbx_ns_flags(const sbx_policy *p)
+{
+    if (!p->active || !p->sandbox)
+        return 0;
+    return CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+           (p->no_network ? CLONE_NEWNET : 0);
+}
+
+/* ---- the zygote's half ------------------------------------------------- */
+
+static int write_proc(pid_t pid, const char *file, const char *text)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    int e = errno;
+    close(fd);
+    errno = e;
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+int sbx_ns_prepare(pid_t w, const sbx_policy *p, char *msg, size_t n)
+{
+    char map[64];
+    snprintf(map, sizeof map, "0 %u 1\n", (unsigned)geteuid());
+    if (write_proc(w, "uid_map", map) < 0) {
+        snprintf(msg, n, "sandbox: uid_map: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(map, sizeof map, "0 %u 1\n", (unsigned)getegid());
+    if (write_proc(w, "setgroups", "deny") < 0 || write_proc(w, "gid_map", map) < 0) {
+        snprintf(msg, n, "sandbox: gid_map: %s", strerror(errno));
+        return -1;
+    }
+    char mem[32], pids[32];
+    snprintf(mem, sizeof mem, "%llu", p->memory_bytes);
+    snprintf(pids, sizeof pids, "%llu", p->max_processes + OWN_TASKS);
+    /* No swap: the limit is the limit (memsw must not be below it, so it
+     * is written after; it is absent without swap accounting). */
+    const sbx_cgroup_setting memory[] = {
+        {"memory.limit_in_bytes", "memory.max", mem, false},
+        {"memory.memsw.limit_in_bytes", "memory.swap.max", p->memory_bytes ? mem : "0", true},
+        {NULL, NULL, NULL, false}};
+    const sbx_cgroup_setting pid_limit[] = {{"pids.max", NULL, pids, false},
+                                            {NULL, NULL, NULL, false}};
+    const char *failed;
+    if (p->memory_bytes && sbx_cgroup_join(w, "memory", memory, &failed) < 0) {
+        snprintf(msg, n, "sandbox: memory_bytes (memory cgroup, %s): %s", failed, strerror(errno));
+        return -1;
+    }
+    if (p->max_processes && sbx_cgroup_join(w, "pids", pid_limit, &failed) < 0) {
+        snprintf(msg, n, "sandbox: max_processes (pids cgroup, %s): %s", failed, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the worker's half: building the root ------------------------------ */
+
+static _Noreturn void fail(const char *what, const char *path)
+{
+    wrk_log("sandbox: %s%s%s: %s", what, path ? " " : "", path ? path : "", strerror(errno));
+    _exit(1);
+}
+
+typedef enum {
+    M_RO,      /* read-only bind; skipped when the source does not exist */
+    M_RO_MUST, /* read-only bind of a read root: must exist */
+    M_RW,      /* writable bind: the context's directory and write roots */
+    M_TMPFS,   /* a fresh tmpfs (options in `data`) */
+    M_DEV,     /* a device node bound from the host's /dev */
+} mount_kind;
+
+typedef struct mount_entry {
+    char *path; /* inside the new root (and the source's path outside) */
+    mount_kind kind;
+    const char *data;
+    int src;    /* O_PATH descriptor of the source, -1 if none */
+    char *link; /* the source is a symbolic link: recreated, not bound */
+    bool is_dir;
+} mount_entry;
+
+/* What CPython, its extension modules, numpy and matplotlib read from the
+ * system: the installation and a few /etc files (a missing one is skipped).
+ * /bin, /lib... are symlinks into /usr on Debian 12 and are recreated as
+ * such; on a split-/usr system they are bound. */
+static const char *const system_ro[] = {
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/alternatives",
+    "/etc/ca-certificates",
+    "/etc/fonts",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/matplotlibrc",
+    "/etc/mime.types",
+    "/etc/nsswitch.conf",
+    "/etc/python3",
+    "/etc/python3.11",
+    "/etc/ssl",
+    "/etc/timezone",
+    "/etc/debian_version",
+    "/etc/os-release",
+    NULL,
+};
+
+static const char *const devices[] = {"null", "zero", "full", "random", "urandom", NULL};
+
+typedef struct plan {
+    mount_entry *v;
+    size_t n, cap;
+} plan;
+
+static mount_entry *add(plan *pl, const char *path, mount_kind kind, const char *data)
+{
+    if (pl->n == pl->cap) {
+        pl->cap = pl->cap ? pl->cap * 2 : 64;
+        pl->v = mem_realloc(pl->v, pl->cap * sizeof *pl->v);
+    }
+    mount_entry *e = &pl->v[pl->n++];
+    memset(e, 0, sizeof *e);
+    e->path = mem_strdup(path);
+    e->kind = kind;
+    e->data = data;
+    e->src = -1;
+    return e;
+}
+
+/* Opens (O_PATH) or reads the link of each bound source now, while the
+ * host's tree is whole. Returns false for a source to skip. */
+static bool open_source(mount_entry *e, const char *src)
+{
+    struct stat st;
+    if (lstat(src, &st) < 0) {
+        if (e->kind == M_RO)
+            return false;
+        fail("cannot open", src);
+    }
+    if (S_ISLNK(st.st_mode) && e->kind == M_RO) {
+        char buf[4096];
+        ssize_t n = readlink(src, buf, sizeof buf - 1);
+        if (n <= 0)
+            return false;
+        buf[n] = '\0';
+        e->link = mem_strdup(buf);
+        return true;
+    }
+    e->src = open(src, O_PATH | O_CLOEXEC);
+    if (e->src < 0 || fstat(e->src, &st) < 0) {
+        if (e->kind == M_RO)
+            return false;
+        fail("cannot open", src);
+    }
+    e->is_dir = S_ISDIR(st.st_mode);
+    return true;
+}
+
+static int by_path(const void *a, const void *b)
+{
+    const mount_entry *x = a, *y = b;
+    /* parents first: "/a" before "/a/b"; ties keep tmpfs before binds */
+    int c = strcmp(x->path, y->path);
+    return c ? c : (int)(x->kind == M_TMPFS ? 0 : 1) - (int)(y->kind == M_TMPFS ? 0 : 1);
+}
+
+/* mkdir -p of path (absolute, inside the new root), then the last
+ * component as a directory or an empty file. */
+static void make_target(const char *path, bool dir)
+{
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%s%s", NEW_ROOT, path);
+    for (char *s = buf + strlen(NEW_ROOT) + 1; (s = strchr(s, '/')); s++) {
+        *s = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            fail("mkdir", buf);
+        *s = '/';
+    }
+    if (dir) {
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            fail("mkdir", buf);
+    } else {
+        int fd = open(buf, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST && errno != EISDIR)
+            fail("create", buf);
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+/* The flags a bind mount must keep from its source (a remount in a user
+ * namespace may not clear them), plus the ones we add. */
+static unsigned long kept_flags(int src)
+{
+    struct statvfs sv;
+    unsigned long f = 0;
+    if (fstatvfs(src, &sv) < 0)
+        return f;
+    static const struct {
+        unsigned long st, ms;
+    } map[] = {{ST_RDONLY, MS_RDONLY},    {ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},
+               {ST_NOEXEC, MS_NOEXEC},    {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME},
+               {ST_RELATIME, MS_RELATIME}};
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        if (sv.f_flag & map[i].st)
+            f |= map[i].ms;
+    return f;
+}
+
+static void do_mount(const mount_entry *e)
+{
+    char dst[4200], src[64];
+    snprintf(dst, sizeof dst, "%s%s", NEW_ROOT, e->path);
+    if (e->link) {
+        make_target(e->path, true); /* its parent */
+        rmdir(dst);
+        if (symlink(e->link, dst) < 0 && errno != EEXIST)
+            fail("symlink", dst);
+        return;
+    }
+    if (e->kind == M_TMPFS) {
+        make_target(e->path, true);
+        if (mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, e->data) < 0)
+            fail("mount tmpfs on", e->path);
+        return;
+    }
+    make_target(e->path, e->is_dir);
+    snprintf(src, sizeof src, "/proc/self/fd/%d", e->src);
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        fail("bind", e->path);
+    unsigned long f = MS_REMOUNT | MS_BIND | MS_NOSUID | kept_flags(e->src);
+    if (e->kind != M_DEV)
+        f |= MS_NODEV;
+    if (e->kind == M_RO || e->kind == M_RO_MUST)
+        f |= MS_RDONLY;
+    if (mount(NULL, dst, NULL, f, NULL) < 0)
+        fail("remount", e->path);
+}
+
+static void write_new(const char *path, const char *text)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s%s", NEW_ROOT, path);
+    int fd = open(buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        fail("write", buf);
+    close(fd);
+}
+
+static void symlink_new(const char *target, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s%s", NEW_ROOT, path);
+    if (symlink(target, buf) < 0)
+        fail("symlink", buf);
+}
+
+/* Every capability gone, for good: the bounding and ambient sets emptied,
+ * root no longer special on exec (securebits, locked), the sets cleared.
+ * no_new_privs and the seccomp filter follow in sbx_init. */
+static void drop_capabilities(void)
+{
+    if (prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                  SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
+              0, 0, 0) < 0)
+        fail("securebits", NULL);
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            fail("drop the bounding set", NULL);
+    (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        fail("capset", NULL);
+}
+
+void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
+{
+    char go = 0;
+    ssize_t got;
+    do
+        got = read(go_fd, &go, 1);
+    while (got < 0 && errno == EINTR);
+    close(go_fd);
+    if (got != 1 || go != 'g') {
+        errno = ECANCELED;
+        fail("the zygote did not finish the set-up", NULL);
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        fail("make / private", NULL);
+
+    plan pl = {NULL, 0, 0};
+    char tmp_opts[64], shm_opts[64];
+    unsigned long long tmp_size = p->memory_bytes ? p->memory_bytes : 1ULL << 30;
+    snprintf(tmp_opts, sizeof tmp_opts, "mode=1777,size=%llu", tmp_size);
+    snprintf(shm_opts, sizeof shm_opts, "mode=1777,size=%llu", tmp_size / 4);
+    for (size_t i = 0; system_ro[i]; i++) {
+        mount_entry *e = add(&pl, system_ro[i], M_RO, NULL);
+        if (!open_source(e, system_ro[i]))
+            pl.n--;
+    }
+    add(&pl, "/tmp", M_TMPFS, tmp_opts);
+    add(&pl, "/dev", M_TMPFS, "mode=0755,size=64k");
+    add(&pl, "/dev/shm", M_TMPFS, shm_opts);
+    for (size_t i = 0; devices[i]; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/dev/%s", devices[i]);
+        mount_entry *e = add(&pl, path, M_DEV, NULL);
+        open_source(e, path);
+    }
+    for (size_t i = 0; p->read_set && p->read_roots[i]; i++)
+        open_source(add(&pl, p->read_roots[i], M_RO_MUST, NULL), p->read_roots[i]);
+    for (size_t i = 0; p->write_set && p->write_roots[i]; i++)
+        open_source(add(&pl, p->write_roots[i], M_RW, NULL), p->write_roots[i]);
+    open_source(add(&pl, cwd, M_RW, NULL), cwd);
+    qsort(pl.v, pl.n, sizeof *pl.v, by_path);
+
+    if (mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+        fail("mount the new root", NULL);
+    for (size_t i = 0; i < pl.n; i++)
+        do_mount(&pl.v[i]);
+    make_target("/etc", true);
+    make_target("/proc", true);
+    write_new("/etc/passwd", "root:x:0:0:root:/tmp:/bin/sh\n"
+                             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+    write_new("/etc/group", "root:x:0:\nnogroup:x:65534:\n");
+    write_new("/etc/hostname", "ctxd\n");
+    write_new("/etc/hosts", "127.0.0.1\tlocalhost ctxd\n::1\tlocalhost ip6-localhost\n");
+    symlink_new("/proc/self/fd", "/dev/fd");
+    symlink_new("/proc/self/fd/0", "/dev/stdin");
+    symlink_new("/proc/self/fd/1", "/dev/stdout");
+    symlink_new("/proc/self/fd/2", "/dev/stderr");
+    /* This process is pid 1 of the new namespace: the /proc mounted here
+     * shows that namespace only. It must be mounted while the host's /proc
+     * is still visible (the kernel refuses a proc that would reveal more). */
+    if (mount("proc", NEW_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        fail("mount /proc", NULL);
+    if (mount(NULL, NEW_ROOT, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+        0)
+        fail("make the root read-only", NULL);
+    for (size_t i = 0; i < pl.n; i++) {
+        if (pl.v[i].src >= 0)
+            close(pl.v[i].src);
+        free(pl.v[i].path);
+        free(pl.v[i].link);
+    }
+    free(pl.v);
+
+    if (chdir(NEW_ROOT) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+        fail("pivot_root", NULL);
+    if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+        fail("detach the host's root", NULL);
+    if (sethostname("ctxd", 4) < 0)
+        fail("sethostname", NULL);
+    drop_capabilities();
+}
