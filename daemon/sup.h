@@ -218,9 +218,10 @@ int sup_ctx_restart(sup_ctx *c, proto_error *err);
 /* Queues a run (takes ownership) and starts it when the context is free. */
 void sup_ctx_submit(sup_ctx *c, sup_run *r);
 bool sup_ctx_interrupt(sup_ctx *c);
-/* Answers the running run's pending input_request (input.reply); false when
- * the context has none. */
-bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len);
+/* Answers the running run's pending input_request (input.reply; eof: the
+ * client declined, input() raises EOFError); false when the context has
+ * none. */
+bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len, bool eof);
 
 /* sup_files.c: file.put / file.get, one chunk per request. */
 #define SUP_FILE_CHUNK (4u * 1024 * 1024)

@@ -517,17 +517,21 @@ static void on_input_request(sup_ctx *c, const proto_val *msg)
     relay(c, "input.request", msg, keys, 2, false);
 }
 
-bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len)
+bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len, bool eof)
 {
     if (!c->running || !c->input_waiting || c->fd < 0)
         return false;
     c->input_waiting = false;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 3);
+    proto_put_map(&c->out, eof ? 4 : 3);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "input_reply");
     proto_put_str(&c->out, "value");
     proto_put_strn(&c->out, value, len);
+    if (eof) { /* the client declined: input() raises EOFError */
+        proto_put_str(&c->out, "eof");
+        proto_put_bool(&c->out, true);
+    }
     proto_put_str(&c->out, "n");
     proto_put_uint(&c->out, c->input_seq);
     proto_frame_end(&c->out, start);

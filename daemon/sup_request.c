@@ -366,7 +366,13 @@ static void do_input_reply(const proto_val *msg, const sup_peer *peer)
     if (!c)
         return;
     const proto_val *value = get(msg, "value");
-    if (!sup_ctx_input_reply(c, value->as.s, value->n)) {
+    const proto_val *eof = get(msg, "eof");
+    bool declined = eof && eof->as.b;
+    if (!value && !declined) {
+        sup_reply_err(peer, "bad_field", "field 'value' is required (unless 'eof' is true)");
+        return;
+    }
+    if (!sup_ctx_input_reply(c, value ? value->as.s : "", value ? value->n : 0, declined)) {
         sup_reply_err(peer, "no_input", "no run on context '%s' is waiting for input", c->name);
         return;
     }
@@ -773,7 +779,8 @@ static const proto_field file_get_fields[] = {
 };
 static const proto_field input_reply_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
-    {"value", PF_STR, true, 1u << 20},
+    {"value", PF_STR | PF_NIL, false, 1u << 20},
+    {"eof", PF_BOOL | PF_NIL, false, 0},
 };
 static const proto_field interrupt_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
