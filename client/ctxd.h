@@ -11,7 +11,8 @@
  *     calling the callbacks of ctxd_callbacks for the run's events as they
  *     arrive. The other requests (ctxd_hello, ctxd_stats, ctxd_ctx_create,
  *     ctxd_ctx_list, ctxd_ctx_fork, ctxd_ctx_delete, ctxd_ctx_restart,
- *     ctxd_interrupt, ctxd_interrupt_run) block until their reply.
+ *     ctxd_interrupt, ctxd_interrupt_run, ctxd_file_put, ctxd_file_get,
+ *     ctxd_pip_install, ctxd_ctx_create_ex) block until their reply.
  *
  *  2. Event loop. ctxd_submit sends an execute without waiting and returns
  *     its run id; any number of runs (on any contexts) may be in flight.
@@ -61,7 +62,8 @@
  * (strings and arrays in ctxd_outcome, ctxd_hello_info, ctxd_ctx_info, and
  * from ctxd_last_error) is owned by the client: never free it. It stays
  * valid until the next blocking call (ctxd_execute, ctxd_hello, ctxd_stats,
- * ctxd_ctx_*, ctxd_interrupt, ctxd_interrupt_run) on the same client, or until
+ * ctxd_ctx_*, ctxd_interrupt, ctxd_interrupt_run, ctxd_file_*,
+ * ctxd_pip_install) on the same client, or until
  * ctxd_close; ctxd_submit, ctxd_step and the other non-blocking calls do not
  * release them (ctxd_last_error's strings excepted: they change with the
  * next failure). Copy what must live longer. Pointers passed to callbacks
