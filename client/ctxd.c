@@ -72,7 +72,7 @@ struct ctxd_client {
     size_t nowned, capowned;
     int last_rc;
     char last_code[64];
-    char last_msg[1024];
+    char last_msg[4096]; /* pip's messages can be long */
     /* Runs in flight, and messages received for them by a blocking control
      * request, not dispatched yet (FIFO). */
     run *runs;
@@ -555,6 +555,48 @@ static int ev_display(ctxd_client *c, run *r, const msg_in *m)
     return 0;
 }
 
+/* clear_output: the code cleared what it displayed. */
+static int ev_clear_output(ctxd_client *c, run *r, const msg_in *m)
+{
+    static const proto_field fields[] = {{"wait", PF_BOOL | PF_NIL, false, 0}};
+    if (check_fields(c, "clear_output event", m->root, fields, 1) < 0)
+        return c->last_rc;
+    if (r->cb.on_clear_output)
+        r->cb.on_clear_output(r->user, get_bool(m->root, "wait"));
+    return 0;
+}
+
+/* input.request: asks on_input and answers with `input.reply` (its `ok` is
+ * dropped as unmatched); a NULL answer (or no callback) declines, and the
+ * code gets EOFError. */
+static int ev_input_request(ctxd_client *c, run *r, const msg_in *m)
+{
+    static const proto_field fields[] = {{"prompt", PF_STR, true, 0},
+                                         {"password", PF_BOOL | PF_NIL, false, 0}};
+    if (check_fields(c, "input.request event", m->root, fields, 2) < 0)
+        return c->last_rc;
+    char *prompt = proto_strdup(proto_map_get(m->root, "prompt"));
+    const char *value =
+        r->cb.on_input ? r->cb.on_input(r->user, prompt, get_bool(m->root, "password")) : NULL;
+    free(prompt);
+    proto_buf b;
+    proto_buf_init(&b);
+    put_envelope(c, &b, "input.reply", 2);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, r->ctx ? r->ctx : "default");
+    if (value) {
+        size_t len = strlen(value);
+        proto_put_str(&b, "value");
+        proto_put_strn(&b, value, len > (1u << 20) ? 1u << 20 : len);
+    } else {
+        proto_put_str(&b, "eof");
+        proto_put_bool(&b, true);
+    }
+    send_buf(c, &b); /* a failed send shows in the liveness check */
+    proto_buf_free(&b);
+    return 0;
+}
+
 /* error: exception name, value and traceback lines. */
 static int ev_error(ctxd_client *c, run *r, const msg_in *m)
 {
@@ -647,8 +689,14 @@ static void run_event(ctxd_client *c, run *r, const msg_in *m)
     static const struct {
         const char *type;
         int (*fn)(ctxd_client *, run *, const msg_in *);
-    } events[] = {{"accepted", ev_accepted}, {"stream", ev_stream}, {"result", ev_result},
-                  {"display", ev_display},   {"error", ev_error},   {"done", ev_done}};
+    } events[] = {{"accepted", ev_accepted},
+                  {"stream", ev_stream},
+                  {"result", ev_result},
+                  {"display", ev_display},
+                  {"error", ev_error},
+                  {"done", ev_done},
+                  {"clear_output", ev_clear_output},
+                  {"input.request", ev_input_request}};
     int rc = 0;
     c->depth++;
     bool known = false;
@@ -1449,16 +1497,192 @@ int ctxd_interrupt(ctxd_client *c, const char *ctx, bool *interrupted)
     return ctxd_interrupt_run(c, ctx, 0, interrupted);
 }
 
+/* ---- files and packages ------------------------------------------------- */
+
+/* file.put of one chunk. */
+int ctxd_file_put(ctxd_client *c, const char *ctx, const char *path, uint64_t offset,
+                  const void *data, size_t len, uint64_t *size)
+{
+    static const proto_field fields[] = {{"size", PF_UINT, true, 0}};
+    if (request_begin(c) < 0)
+        return c->last_rc;
+    if (!path || (!data && len) || len > CTXD_FILE_CHUNK)
+        return fail(c, CTXD_EINVALID, NULL, "file.put needs a path and at most %u bytes",
+                    CTXD_FILE_CHUNK);
+    proto_buf b;
+    msg_in *m = NULL;
+    proto_buf_init(&b);
+    uint64_t id = put_envelope(c, &b, "file.put", 4);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, ctx ? ctx : "default");
+    proto_put_str(&b, "path");
+    proto_put_str(&b, path);
+    proto_put_str(&b, "data");
+    proto_put_bin(&b, data ? data : "", len);
+    proto_put_str(&b, "offset");
+    proto_put_uint(&b, offset);
+    int r = roundtrip(c, &b, id, &m);
+    proto_buf_free(&b);
+    if (r < 0)
+        return r;
+    r = check_fields(c, "file.put reply", m->root, fields, 1);
+    if (r == 0 && size)
+        *size = get_uint(m->root, "size");
+    msg_free(m);
+    return r;
+}
+
+/* file.get of one chunk, copied into memory the client owns. */
+int ctxd_file_get(ctxd_client *c, const char *ctx, const char *path, uint64_t offset, size_t length,
+                  const void **data, size_t *n, uint64_t *size, bool *eof)
+{
+    static const proto_field fields[] = {
+        {"data", PF_BIN, true, 0}, {"size", PF_UINT, true, 0}, {"eof", PF_BOOL, true, 0}};
+    if (request_begin(c) < 0)
+        return c->last_rc;
+    if (!path)
+        return fail(c, CTXD_EINVALID, NULL, "file.get needs a path");
+    proto_buf b;
+    msg_in *m = NULL;
+    proto_buf_init(&b);
+    uint64_t id = put_envelope(c, &b, "file.get", 4);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, ctx ? ctx : "default");
+    proto_put_str(&b, "path");
+    proto_put_str(&b, path);
+    proto_put_str(&b, "offset");
+    proto_put_uint(&b, offset);
+    proto_put_str(&b, "length");
+    proto_put_uint(&b, length && length < CTXD_FILE_CHUNK ? length : CTXD_FILE_CHUNK);
+    int r = roundtrip(c, &b, id, &m);
+    proto_buf_free(&b);
+    if (r < 0)
+        return r;
+    r = check_fields(c, "file.get reply", m->root, fields, 3);
+    if (r == 0) {
+        const proto_val *d = proto_map_get(m->root, "data");
+        void *copy = own(c, mem_alloc(d->n ? d->n : 1));
+        memcpy(copy, d->as.s, d->n);
+        if (data)
+            *data = copy;
+        if (n)
+            *n = d->n;
+        if (size)
+            *size = get_uint(m->root, "size");
+        if (eof)
+            *eof = get_bool(m->root, "eof");
+    }
+    msg_free(m);
+    return r;
+}
+
+/* A `packages` array of the caller's strings. */
+static int put_packages(ctxd_client *c, proto_buf *b, const char *const *packages, size_t n)
+{
+    if (n > UINT32_MAX || (n && !packages))
+        return fail(c, CTXD_EINVALID, NULL, "bad package list");
+    proto_put_str(b, "packages");
+    proto_put_array(b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        if (!packages[i])
+            return fail(c, CTXD_EINVALID, NULL, "package %zu is NULL", i);
+        proto_put_str(b, packages[i]);
+    }
+    return 0;
+}
+
+/* pip.install: pip may take long, so without a deadline (liveness checks
+ * as for runs). */
+int ctxd_pip_install(ctxd_client *c, const char *ctx, const char *const *packages, size_t npackages,
+                     const ctxd_package **out, size_t *n)
+{
+    static const proto_field fields[] = {{"packages", PF_ARRAY, true, 0}};
+    static const proto_field item_fields[] = {{"name", PF_STR, true, 0},
+                                              {"cached", PF_BOOL, true, 0}};
+    if (request_begin(c) < 0)
+        return c->last_rc;
+    proto_buf b;
+    msg_in *m = NULL;
+    proto_buf_init(&b);
+    uint64_t id = put_envelope(c, &b, "pip.install", 2);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, ctx ? ctx : "default");
+    int r = put_packages(c, &b, packages, npackages);
+    if (r == 0)
+        r = roundtrip_ex(c, &b, id, true, &m);
+    proto_buf_free(&b);
+    if (r < 0)
+        return r;
+    r = check_fields(c, "pip.install reply", m->root, fields, 1);
+    const proto_val *arr = proto_map_get(m->root, "packages");
+    size_t count = r == 0 ? arr->n : 0;
+    ctxd_package *pkgs = own(c, mem_calloc(count ? count : 1, sizeof *pkgs));
+    for (size_t i = 0; i < count && r == 0; i++) {
+        const proto_val *item = &arr->as.items[i];
+        r = check_fields(c, "pip.install reply's package", item, item_fields, 2);
+        if (r == 0) {
+            pkgs[i].name = own_str(c, proto_map_get(item, "name"));
+            pkgs[i].cached = get_bool(item, "cached");
+        }
+    }
+    msg_free(m);
+    if (out)
+        *out = r == 0 ? pkgs : NULL;
+    if (n)
+        *n = r == 0 ? count : 0;
+    return r;
+}
+
+/* ctx.create with every option; with packages it waits for pip without a
+ * deadline. */
+int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info *out)
+{
+    if (request_begin(c) < 0)
+        return c->last_rc;
+    static const ctxd_create_opts none = {0};
+    if (!o)
+        o = &none;
+    proto_buf b;
+    msg_in *m = NULL;
+    proto_buf_init(&b);
+    uint64_t id =
+        put_envelope(c, &b, "ctx.create",
+                     (o->name != NULL) + (o->cwd != NULL) + (o->nenv > 0) + (o->npackages > 0));
+    if (o->name) {
+        proto_put_str(&b, "name");
+        proto_put_str(&b, o->name);
+    }
+    if (o->cwd) {
+        proto_put_str(&b, "cwd");
+        proto_put_str(&b, o->cwd);
+    }
+    int r = 0;
+    if (o->nenv > 0) {
+        proto_put_str(&b, "env");
+        r = put_env(c, &b, o->env, o->nenv);
+    }
+    if (r == 0 && o->npackages > 0)
+        r = put_packages(c, &b, o->packages, o->npackages);
+    if (r == 0)
+        r = roundtrip_ex(c, &b, id, o->npackages > 0, &m);
+    proto_buf_free(&b);
+    if (r < 0)
+        return r;
+    r = parse_ctx_reply(c, m, out);
+    msg_free(m);
+    return r;
+}
+
 /* ---- execute ------------------------------------------------------------- */
 
 /* Encodes the execute request from the caller's options. */
 static int put_execute(ctxd_client *c, proto_buf *b, const ctxd_exec_opts *o, size_t code_len,
-                       uint64_t *id)
+                       bool allow_stdin, uint64_t *id)
 {
     bool timeout = o->timeout >= 0; /* false for NaN too */
-    *id =
-        put_envelope(c, b, "execute",
-                     1 + (o->ctx != NULL) + timeout + (o->nenv > 0) + o->silent + o->stop_on_error);
+    *id = put_envelope(c, b, "execute",
+                       1 + (o->ctx != NULL) + timeout + (o->nenv > 0) + o->silent +
+                           o->stop_on_error + allow_stdin);
     if (o->ctx) {
         proto_put_str(b, "ctx");
         proto_put_str(b, o->ctx);
@@ -1482,6 +1706,10 @@ static int put_execute(ctxd_client *c, proto_buf *b, const ctxd_exec_opts *o, si
         proto_put_str(b, "stop_on_error");
         proto_put_bool(b, true);
     }
+    if (allow_stdin) { /* on_input answers input() */
+        proto_put_str(b, "allow_stdin");
+        proto_put_bool(b, true);
+    }
     return r;
 }
 
@@ -1499,7 +1727,7 @@ static int submit(ctxd_client *c, const ctxd_exec_opts *opts, const ctxd_callbac
     proto_buf b;
     proto_buf_init(&b);
     uint64_t id;
-    int r = put_execute(c, &b, opts, code_len, &id);
+    int r = put_execute(c, &b, opts, code_len, cb && cb->on_input, &id);
     if (r == 0)
         r = send_buf(c, &b);
     proto_buf_free(&b);

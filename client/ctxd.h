@@ -11,7 +11,8 @@
  *     calling the callbacks of ctxd_callbacks for the run's events as they
  *     arrive. The other requests (ctxd_hello, ctxd_stats, ctxd_ctx_create,
  *     ctxd_ctx_list, ctxd_ctx_fork, ctxd_ctx_delete, ctxd_ctx_restart,
- *     ctxd_interrupt, ctxd_interrupt_run) block until their reply.
+ *     ctxd_interrupt, ctxd_interrupt_run, ctxd_file_put, ctxd_file_get,
+ *     ctxd_pip_install, ctxd_ctx_create_ex) block until their reply.
  *
  *  2. Event loop. ctxd_submit sends an execute without waiting and returns
  *     its run id; any number of runs (on any contexts) may be in flight.
@@ -61,7 +62,8 @@
  * (strings and arrays in ctxd_outcome, ctxd_hello_info, ctxd_ctx_info, and
  * from ctxd_last_error) is owned by the client: never free it. It stays
  * valid until the next blocking call (ctxd_execute, ctxd_hello, ctxd_stats,
- * ctxd_ctx_*, ctxd_interrupt, ctxd_interrupt_run) on the same client, or until
+ * ctxd_ctx_*, ctxd_interrupt, ctxd_interrupt_run, ctxd_file_*,
+ * ctxd_pip_install) on the same client, or until
  * ctxd_close; ctxd_submit, ctxd_step and the other non-blocking calls do not
  * release them (ctxd_last_error's strings excepted: they change with the
  * next failure). Copy what must live longer. Pointers passed to callbacks
@@ -269,6 +271,16 @@ typedef struct ctxd_callbacks {
      * is NULL unless given; update is true for update_display(). */
     void (*on_display)(void *user, const char *const *keys, const char *const *values, size_t n,
                        const char *display_id, bool update);
+    /* input() or getpass.getpass() in the code (password true: do not echo).
+     * Setting it sends the execute with allow_stdin. Return the line
+     * (without its newline; read before the callback's caller returns, at
+     * most 1 MiB), or NULL to decline: the code's input() raises EOFError
+     * (input.reply {eof: true}). Without it, input() raises EOFError at
+     * once. */
+    const char *(*on_input)(void *user, const char *prompt, bool password);
+    /* clear_output(wait) in the code: clear what the run displayed, now or
+     * (wait) when the next output arrives. */
+    void (*on_clear_output)(void *user, bool wait);
 } ctxd_callbacks;
 
 typedef struct ctxd_outcome {
@@ -426,6 +438,60 @@ int ctxd_interrupt(ctxd_client *c, const char *ctx, bool *interrupted);
  * *interrupted (may be NULL) is false when it was not (queued, or over).
  * Unlike ctxd_run_interrupt it waits for the reply and does not defer. */
 int ctxd_interrupt_run(ctxd_client *c, const char *ctx, uint64_t run_id, bool *interrupted);
+
+/* ---- files and packages ----------------------------------------------- */
+
+/* Largest chunk of one file.put / file.get (PROTOCOL.md section 5). */
+#define CTXD_FILE_CHUNK (4u * 1024 * 1024)
+
+/* `file.put` of one chunk: len bytes (at most CTXD_FILE_CHUNK) written at
+ * offset of path, relative to the directory of ctx (NULL: "default").
+ * Offset 0 creates or truncates the file; any other offset must be the
+ * file's current size (chunks go in order). *size (may be NULL): the file's
+ * size after the write. Errors (CTXD_EREFUSED): bad_path, not_found, io,
+ * too_large, bad_field, unknown_context. A whole file is a loop of these,
+ * so neither side holds more than a chunk. */
+int ctxd_file_put(ctxd_client *c, const char *ctx, const char *path, uint64_t offset,
+                  const void *data, size_t len, uint64_t *size);
+
+/* `file.get` of up to length bytes (0 or more than CTXD_FILE_CHUNK:
+ * CTXD_FILE_CHUNK) from offset: *data (owned by the client, see OWNERSHIP)
+ * and *n, the bytes; *size, the file's size; *eof, true when this chunk
+ * reaches the end. Any out-pointer may be NULL. */
+int ctxd_file_get(ctxd_client *c, const char *ctx, const char *path, uint64_t offset, size_t length,
+                  const void **data, size_t *n, uint64_t *size, bool *eof);
+
+/* One installed requirement (pip.install's reply). */
+typedef struct ctxd_package {
+    const char *name; /* normalised, e.g. "my-pkg==1.0" */
+    bool cached;      /* found in the daemon's cache: pip did not run */
+} ctxd_package;
+
+/* `pip.install`: installs requirements ("name", "name==1.0",
+ * "name[extra]>=1"; at most 64) from the daemon's wheelhouse or index into
+ * ctx (NULL: "default"), where they are importable once this returns 0, and
+ * nowhere else. pip may take long: the call waits without a deadline while
+ * the daemon answers liveness checks. *out (owned by the client) is set to
+ * *n packages (either may be NULL). Errors (CTXD_EREFUSED): install (pip's
+ * message, or the daemon offers no packages), bad_field, unknown_context,
+ * busy. */
+int ctxd_pip_install(ctxd_client *c, const char *ctx, const char *const *packages, size_t npackages,
+                     const ctxd_package **out, size_t *n);
+
+/* ctx.create's options for ctxd_ctx_create_ex; zero-initialise, then set
+ * what you need. */
+typedef struct ctxd_create_opts {
+    const char *name; /* NULL: generated */
+    const char *cwd;  /* NULL: the daemon's cwd */
+    const ctxd_kv *env;
+    size_t nenv;
+    const char *const *packages; /* installed before the worker starts */
+    size_t npackages;
+} ctxd_create_opts;
+
+/* `ctx.create` with every option (o may be NULL); with packages it waits
+ * for pip without a deadline, as ctxd_pip_install. */
+int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info *out);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@ typedef struct sbx_policy {
     bool imports_set, write_set, read_set;
     char **imports, **write_roots, **read_roots; /* NULL-terminated */
     char **py_paths; /* sys.path, sys.prefix...: readable with read roots */
+    char *site;      /* the context's package directory (CTXD_SITE), sandbox */
 } sbx_policy;
 
 /* Fills p from the CTXD_SANDBOX text; sbx_policy_free releases it. */

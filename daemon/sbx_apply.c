@@ -69,6 +69,7 @@ void sbx_policy_free(sbx_policy *p)
     free_list(p->write_roots);
     free_list(p->read_roots);
     free_list(p->py_paths);
+    free(p->site);
     memset(p, 0, sizeof *p);
 }
 

@@ -366,6 +366,8 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
         open_source(add(&pl, p->read_roots[i], M_RO_MUST, NULL), p->read_roots[i]);
     for (size_t i = 0; p->write_set && p->write_roots[i]; i++)
         open_source(add(&pl, p->write_roots[i], M_RW, NULL), p->write_roots[i]);
+    if (p->site) /* its installed packages (links into read roots) */
+        open_source(add(&pl, p->site, M_RO_MUST, NULL), p->site);
     open_source(add(&pl, cwd, M_RW, NULL), cwd);
     qsort(pl.v, pl.n, sizeof *pl.v, by_path);
 

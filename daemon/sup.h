@@ -36,6 +36,12 @@ typedef struct sup_config {
     const char *authorized_keys;
     const char *log_path;
     const char *preload; /* modules the zygote imports, comma-separated */
+    /* Packages (sup_pkgs.c): where pip finds them and where installs are
+     * cached; no wheelhouse and no index = packages are not offered. */
+    const char *wheelhouse;    /* --wheelhouse: a directory of wheels */
+    const char *package_index; /* --package-index: an index URL */
+    const char *package_cache; /* --package-cache: default STATE_DIR/packages */
+    const char *pip_python;    /* --pip-python: the Python that runs pip */
     bool verbose;
 } sup_config;
 
@@ -100,6 +106,7 @@ typedef struct sup_ctx {
     char **env;   /* "KEY=VALUE" strings added to the worker's environment */
     size_t nenv;
     struct sup_policy *policy; /* tier and policy (sup_policy.h); NULL = unsafe */
+    struct sup_site *site;     /* its package directory (sup_pkgs.c); NULL = none */
     double created;            /* Unix time */
     double last_active;        /* monotonic; for --idle-ttl */
 
@@ -179,6 +186,7 @@ typedef struct sup_counters {
     uint64_t requests, refused, runs, by_status[SUP_NSTATUS];
     uint64_t stdout_bytes, stderr_bytes, truncated_bytes;
     uint64_t contexts_created, workers_spawned, worker_deaths;
+    uint64_t pip_runs, pip_failures, pip_cached; /* sup_pkgs.c */
 } sup_counters;
 extern sup_counters sup_stats;
 int sup_stats_open(void);
@@ -203,18 +211,21 @@ void sup_put_ctx_info(proto_buf *b, const sup_ctx *c);
 sup_ctx *sup_ctx_find(const char *name, size_t len);
 sup_ctx *sup_ctx_first(void);
 size_t sup_ctx_count(void);
-/* Creates and spawns; returns NULL with err set on failure. */
+/* Creates and spawns; returns NULL with err set on failure. site: the
+ * context's package directory (its reference is taken on success), or NULL
+ * for a new empty one when packages are offered. */
 sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv,
-                        proto_error *err);
+                        struct sup_site *site, proto_error *err);
 void sup_ctx_delete(sup_ctx *c);
 /* Kills the worker, aborts its runs, starts incarnation + 1. */
 int sup_ctx_restart(sup_ctx *c, proto_error *err);
 /* Queues a run (takes ownership) and starts it when the context is free. */
 void sup_ctx_submit(sup_ctx *c, sup_run *r);
 bool sup_ctx_interrupt(sup_ctx *c);
-/* Answers the running run's pending input_request (input.reply); false when
- * the context has none. */
-bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len);
+/* Answers the running run's pending input_request (input.reply; eof: the
+ * client declined, input() raises EOFError); false when the context has
+ * none. */
+bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len, bool eof);
 
 /* sup_files.c: file.put / file.get, one chunk per request. */
 #define SUP_FILE_CHUNK (4u * 1024 * 1024)
@@ -265,6 +276,55 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
  * read, stderr read} are the worker's (close-on-exec; the caller closes
  * child[0..2] once they are passed on, child[3..4] are out_rd). */
 int sup_spawn_fds(int *fd, int out_rd[2], int child[5], proto_error *err);
+
+/* ---- sup_pkgs.c: packages (pip.install, ctx.create `packages`) -------- */
+#define SUP_PKGS_MAX 64       /* requirements per request */
+#define SUP_PKGS_REQ_MAX 200  /* bytes per requirement */
+#define SUP_PKGS_JOBS_MAX 256 /* pip runs queued or running, daemon-wide */
+/* A context's package directory: symbolic links into the install cache,
+ * first on the worker's sys.path (CTXD_SITE). Shared by ctx.fork copies. */
+typedef struct sup_site {
+    char *path;
+    unsigned refs;
+} sup_site;
+/* The outcome of installing a list of requirements. */
+typedef struct sup_pkgs_result {
+    const char *error; /* NULL when every requirement is installed */
+    const char *code;  /* the err code with error: "install" or "busy" */
+    char **reqs;       /* normalised requirements */
+    size_t n;
+    const bool *cached; /* per requirement: found in the cache, pip not run */
+} sup_pkgs_result;
+typedef void (*sup_pkgs_cb)(void *arg, const sup_pkgs_result *res);
+/* Checks the configuration and makes the cache directories; -1 after
+ * printing the problem. */
+int sup_pkgs_init(void);
+bool sup_pkgs_enabled(void);
+/* The install cache of the configured source (readable by confined
+ * workers: their package links point there); NULL when disabled. */
+const char *sup_pkgs_source_dir(void);
+/* Reads a `packages` array: normalised, de-duplicated requirement strings
+ * (*reqs NULL-terminated, freed with sup_pkgs_free_reqs); -1 with err set
+ * ("bad_field" naming field) on a bad list. */
+int sup_pkgs_parse(const proto_val *list, const char *field, char ***reqs, size_t *n,
+                   proto_error *err);
+void sup_pkgs_free_reqs(char **reqs, size_t n);
+/* Installs what is not cached yet (pip as a child of the supervisor, at
+ * most two at a time) and calls cb once everything is done (maybe at once). */
+void sup_pkgs_fetch(char **reqs, size_t n, sup_pkgs_cb cb, void *arg);
+/* Makes reqs visible in a site: links their cached trees into it. */
+int sup_pkgs_link(sup_site *site, char **reqs, size_t n, proto_error *err);
+/* `packages: [{name, cached}]` (key and value) for an `ok` reply. */
+void sup_pkgs_put_result(proto_buf *b, const sup_pkgs_result *res);
+sup_site *sup_pkgs_site_new(void); /* NULL when disabled or on failure (logged) */
+sup_site *sup_pkgs_site_ref(sup_site *s);
+void sup_pkgs_site_unref(sup_site *s);
+/* A reaped child: true when it was a pip run. */
+bool sup_pkgs_on_exit(pid_t pid, int status);
+/* Kills pip runs past their time; returns the next deadline (0 none). */
+double sup_pkgs_tick(double now);
+/* Stops every pip run; their requests get `err install`. */
+void sup_pkgs_shutdown(void);
 
 /* ---- sup_zygote.c: the zygote fork-server ----------------------------- */
 /* Raises the descriptor limit, makes the supervisor a child subreaper, starts

@@ -116,6 +116,10 @@ STR_SETTER(set_worker, worker_path)
 STR_SETTER(set_state_dir, state_dir)
 STR_SETTER(set_authorized_keys, authorized_keys)
 STR_SETTER(set_log, log_path)
+STR_SETTER(set_wheelhouse, wheelhouse)
+STR_SETTER(set_package_index, package_index)
+STR_SETTER(set_package_cache, package_cache)
+STR_SETTER(set_pip_python, pip_python)
 
 /* --preload a,b (repeatable: the lists add up). */
 static int set_preload(const char *v, char *err, size_t n)
@@ -195,6 +199,21 @@ static const option_def options[] = {
      "start with them loaded; also $CTXD_PRELOAD. One that is not installed is skipped\n"
      "(hello reports it)",
      set_preload},
+    {"wheelhouse", 0, ARG_STR, "DIR",
+     "offer packages (pip.install, ctx.create packages) from this directory of wheels\n"
+     "(pip --no-index --find-links DIR); default none: packages are not offered",
+     set_wheelhouse},
+    {"package-index", 0, ARG_STR, "URL",
+     "offer packages from this index (pip --index-url URL; with --wheelhouse, both)",
+     set_package_index},
+    {"package-cache", 0, ARG_STR, "DIR",
+     "where installs are cached, per source, and contexts' package directories live\n"
+     "(default STATE_DIR/packages)",
+     set_package_cache},
+    {"pip-python", 0, ARG_STR, "PATH",
+     "the Python that runs pip; must be the workers' CPython (default its\n"
+     "/usr/bin/python3.X)",
+     set_pip_python},
     {"verbose", 'v', ARG_NONE, NULL, "also log worker events", set_verbose},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])

@@ -321,7 +321,7 @@ static void relay_leftover_output(sup_ctx *c)
 
 void sup_ctx_on_exit(pid_t pid, int status)
 {
-    if (sup_zygote_on_exit(pid, status))
+    if (sup_zygote_on_exit(pid, status) || sup_pkgs_on_exit(pid, status))
         return;
     sup_ctx *c = contexts;
     while (c && c->pid != pid)
@@ -523,17 +523,21 @@ static void on_input_request(sup_ctx *c, const proto_val *msg)
     relay(c, "input.request", msg, keys, 2, false);
 }
 
-bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len)
+bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len, bool eof)
 {
     if (!c->running || !c->input_waiting || c->fd < 0)
         return false;
     c->input_waiting = false;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 3);
+    proto_put_map(&c->out, eof ? 4 : 3);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "input_reply");
     proto_put_str(&c->out, "value");
     proto_put_strn(&c->out, value, len);
+    if (eof) { /* the client declined: input() raises EOFError */
+        proto_put_str(&c->out, "eof");
+        proto_put_bool(&c->out, true);
+    }
     proto_put_str(&c->out, "n");
     proto_put_uint(&c->out, c->input_seq);
     proto_frame_end(&c->out, start);
@@ -840,7 +844,7 @@ void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer)
 
 /* ---- the table -------------------------------------------------------- */
 
-sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv,
+sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv, sup_site *site,
                         proto_error *err)
 {
     if (ncontexts >= sup_cfg.max_contexts) {
@@ -854,6 +858,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->env = env;
     c->nenv = nenv;
     c->policy = sup_policy_take_pending();
+    c->site = site ? site : sup_pkgs_site_new();
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
@@ -863,6 +868,8 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
         c->env = NULL; /* still the caller's on failure */
         c->nenv = 0;
         sup_policy_free(c->policy);
+        if (!site) /* the caller's stays the caller's */
+            sup_pkgs_site_unref(c->site);
         free(c->name);
         free(c->cwd);
         free(c);
@@ -887,6 +894,9 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, 
         c->env[i] = mem_strdup(src->env[i]);
     c->nenv = src->nenv;
     c->policy = sup_policy_dup(src->policy);
+    /* The copy's interpreter has the source's package directory on its
+     * sys.path: they share it (and what is installed into it later). */
+    c->site = sup_pkgs_site_ref(src->site);
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
@@ -953,6 +963,7 @@ static void free_ctx(sup_ctx *c)
         free(c->env[i]);
     free(c->env);
     sup_policy_free(c->policy);
+    sup_pkgs_site_unref(c->site);
     free(c->last_death);
     free(c->kill_reason);
     proto_buf_free(&c->in);
@@ -1032,11 +1043,15 @@ double sup_ctx_tick(double now)
     double z = sup_zygote_tick(now); /* restarts a dead zygote */
     if (z > 0 && (next == 0 || z < next))
         next = z;
+    double p = sup_pkgs_tick(now); /* kills pip runs past their time */
+    if (p > 0 && (next == 0 || p < next))
+        next = p;
     return next;
 }
 
 void sup_ctx_shutdown_all(void)
 {
+    sup_pkgs_shutdown();
     for (sup_ctx *c = contexts; c; c = c->next) {
         discard_worker(c, "shutdown", "the daemon is shutting down");
         sup_outq_flush(&c->pending);

@@ -82,6 +82,8 @@ int main(int argc, char **argv)
     if (sup_cfg.nendpoints == 0)
         sup_cfg.endpoints[sup_cfg.nendpoints++] = default_endpoint();
     make_instance_id();
+    if (sup_pkgs_init() < 0) /* after the instance id: it names the sites */
+        return 1;
     /* Every worker draws with matplotlib's Agg backend (no display; the
      * worker sends figures as image/png, wrk_display.c): set in the
      * environment the workers inherit, before their Python starts. A

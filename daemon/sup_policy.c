@@ -5,6 +5,7 @@
 #include "sup_policy.h"
 
 #include "mem.h"
+#include "sup.h"
 
 #include <dirent.h>
 #include <ftw.h>
@@ -260,8 +261,7 @@ static bool restricts(const sup_policy *p, const char *field)
         return p->file_size_bytes > 0;
     if (!strcmp(field, "allowed_imports"))
         return p->allowed_imports.set;
-    if (!strcmp(field, "packages"))
-        return p->packages.n > 0;
+    /* `packages` restricts nothing: ctx.create installs them (sup_pkgs.c). */
     return false;
 }
 
@@ -528,7 +528,19 @@ static char *sandbox_var(const sup_policy *p)
     }
     put_list_line(&s, "allowed_imports", &p->allowed_imports);
     put_list_line(&s, "write_roots", &p->write_roots);
-    put_list_line(&s, "read_roots", &p->read_roots);
+    if ((p->read_roots.set || p->tier == SUP_TIER_SANDBOX) && sup_pkgs_source_dir()) {
+        /* The package directory's links point into the install cache (a
+         * sandbox binds it read-only, sbx_ns.c). */
+        sup_strlist roots = p->read_roots;
+        roots.set = true;
+        roots.v = mem_calloc(roots.n + 1, sizeof *roots.v);
+        memcpy(roots.v, p->read_roots.v, roots.n * sizeof *roots.v);
+        roots.v[roots.n++] = (char *)sup_pkgs_source_dir();
+        put_list_line(&s, "read_roots", &roots);
+        free(roots.v);
+    } else {
+        put_list_line(&s, "read_roots", &p->read_roots);
+    }
     proto_buf_append(&s, "", 1);
     char *out = mem_strdup((const char *)s.data);
     proto_buf_free(&s);

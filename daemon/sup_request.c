@@ -33,7 +33,7 @@ static const char *last_err_code;
 void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
 {
     last_err_code = code;
-    char msg[512];
+    char msg[4096]; /* pip's message can be long (sup_pkgs.c) */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -145,7 +145,7 @@ static sup_ctx *lookup_ctx(const proto_val *msg, const sup_peer *peer, bool make
         proto_error err;
         if (!getcwd(cwd, sizeof cwd))
             strcpy(cwd, "/");
-        c = sup_ctx_create("default", cwd, NULL, 0, &err);
+        c = sup_ctx_create("default", cwd, NULL, 0, NULL, &err);
         if (!c)
             reply_error(peer, &err);
         return c;
@@ -367,7 +367,13 @@ static void do_input_reply(const proto_val *msg, const sup_peer *peer)
     if (!c)
         return;
     const proto_val *value = get(msg, "value");
-    if (!sup_ctx_input_reply(c, value->as.s, value->n)) {
+    const proto_val *eof = get(msg, "eof");
+    bool declined = eof && eof->as.b;
+    if (!value && !declined) {
+        sup_reply_err(peer, "bad_field", "field 'value' is required (unless 'eof' is true)");
+        return;
+    }
+    if (!sup_ctx_input_reply(c, value ? value->as.s : "", value ? value->n : 0, declined)) {
         sup_reply_err(peer, "no_input", "no run on context '%s' is waiting for input", c->name);
         return;
     }
@@ -378,13 +384,140 @@ static void do_input_reply(const proto_val *msg, const sup_peer *peer)
     proto_buf_free(&b);
 }
 
+/* ctx.create's checked arguments, kept while its packages install. */
+typedef struct create_args {
+    sup_peer peer;
+    char *name;
+    char cwd[4096];
+    char **env;
+    size_t nenv;
+    sup_policy *policy;
+    bool own_cwd; /* cwd is a sandbox's private directory, made here */
+} create_args;
+
+static void create_args_free(create_args *a)
+{
+    if (a->own_cwd) /* the context was not made: nothing else uses it */
+        sup_policy_remove_private_dir(a->cwd);
+    free(a->name);
+    free_strings(a->env, a->nenv);
+    sup_policy_free(a->policy);
+    free(a);
+}
+
+/* Makes the context (with site, its package directory, or NULL for a new
+ * one); the `ok` comes when its worker is ready. Frees a. */
+static void create_finish(create_args *a, sup_site *site)
+{
+    proto_error err;
+    if (sup_ctx_find(a->name, strlen(a->name))) { /* taken while packages installed */
+        sup_reply_err(&a->peer, "exists", "a context named '%s' already exists", a->name);
+        sup_pkgs_site_unref(site);
+        create_args_free(a);
+        return;
+    }
+    sup_policy_sweep_cgroups();
+    sup_policy_set_pending(a->policy);
+    a->policy = NULL;
+    sup_ctx *c = sup_ctx_create(a->name, a->cwd, a->env, a->nenv, site, &err);
+    sup_policy_free(sup_policy_take_pending()); /* not taken when the limit refused it */
+    if (!c) {
+        sup_pkgs_site_unref(site);
+        reply_error(&a->peer, &err);
+        create_args_free(a);
+        return;
+    }
+    a->env = NULL; /* the context's now */
+    a->nenv = 0;
+    c->own_cwd = a->own_cwd;
+    a->own_cwd = false;
+    sup_ctx_add_waiter(c, &a->peer);
+    create_args_free(a);
+}
+
+/* ctx.create with packages: they are in the cache; link them into a new
+ * package directory before the worker starts, so its first import sees
+ * them. */
+static void create_installed(void *arg, const sup_pkgs_result *res)
+{
+    create_args *a = arg;
+    if (res->error) {
+        sup_reply_err(&a->peer, res->code, "%s", res->error);
+        create_args_free(a);
+        return;
+    }
+    sup_site *site = sup_pkgs_site_new();
+    proto_error err;
+    if (sup_pkgs_link(site, res->reqs, res->n, &err) < 0) {
+        reply_error(&a->peer, &err);
+        sup_pkgs_site_unref(site);
+        create_args_free(a);
+        return;
+    }
+    create_finish(a, site);
+}
+
+/* ctx.create's `packages` and `policy.packages`, as one list. A daemon
+ * that offers no packages refuses them (bad_field naming the field). */
+static int create_packages(const proto_val *msg, char ***reqs, size_t *n, const sup_peer *peer)
+{
+    const proto_val *lists[2] = {get(msg, "packages"), NULL};
+    const char *names[2] = {"packages", "policy.packages"};
+    const proto_val *policy = get(msg, "policy");
+    if (policy && policy->kind == PROTO_MAP)
+        lists[1] = get(policy, "packages");
+    *reqs = NULL;
+    *n = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!lists[i] || (lists[i]->kind == PROTO_ARRAY && lists[i]->n == 0))
+            continue;
+        char **more;
+        size_t nmore;
+        proto_error err;
+        if (sup_pkgs_parse(lists[i], names[i], &more, &nmore, &err) < 0) {
+            reply_error(peer, &err);
+            sup_pkgs_free_reqs(*reqs, *n);
+            return -1;
+        }
+        if (!sup_pkgs_enabled()) {
+            sup_reply_err(peer, "bad_field",
+                          "field '%s': this daemon offers no packages (start it with "
+                          "--wheelhouse DIR or --package-index URL)",
+                          names[i]);
+            sup_pkgs_free_reqs(more, nmore);
+            sup_pkgs_free_reqs(*reqs, *n);
+            return -1;
+        }
+        *reqs = mem_realloc(*reqs, (*n + nmore + 1) * sizeof **reqs);
+        for (size_t k = 0; k < nmore; k++) {
+            bool dup = false;
+            for (size_t j = 0; j < *n && !dup; j++)
+                dup = strcmp((*reqs)[j], more[k]) == 0;
+            if (dup)
+                free(more[k]);
+            else
+                (*reqs)[(*n)++] = more[k];
+        }
+        free(more);
+        if (*n > SUP_PKGS_MAX) {
+            sup_reply_err(peer, "bad_field",
+                          "fields 'packages' and 'policy.packages' together name more than %d "
+                          "requirements",
+                          SUP_PKGS_MAX);
+            sup_pkgs_free_reqs(*reqs, *n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void do_create(const proto_val *msg, const sup_peer *peer)
 {
+    create_args *a = mem_calloc(1, sizeof *a);
+    a->peer = *peer;
     const proto_val *name = get(msg, "name");
-    char generated[32];
-    char *want;
     if (name) {
-        want = proto_strdup(name);
+        a->name = proto_strdup(name);
     } else {
         unsigned long long r = 0;
         FILE *f = fopen("/dev/urandom", "rb");
@@ -392,85 +525,151 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
             r = (unsigned long long)(sup_unix_now() * 1e6);
         if (f)
             fclose(f);
+        char generated[32];
         snprintf(generated, sizeof generated, "ctx-%012llx", r & 0xffffffffffffULL);
-        want = mem_strdup(generated);
+        a->name = mem_strdup(generated);
     }
-    if (sup_ctx_find(want, strlen(want))) {
-        sup_reply_err(peer, "exists", "a context named '%s' already exists", want);
-        free(want);
+    if (sup_ctx_find(a->name, strlen(a->name))) {
+        sup_reply_err(peer, "exists", "a context named '%s' already exists", a->name);
+        create_args_free(a);
         return;
     }
-    char cwd[4096];
     const proto_val *cwdv = get(msg, "cwd");
     struct stat st;
     if (cwdv) {
-        if (cwdv->n >= sizeof cwd || cwdv->n == 0 || cwdv->as.s[0] != '/') {
+        if (cwdv->n >= sizeof a->cwd || cwdv->n == 0 || cwdv->as.s[0] != '/') {
             sup_reply_err(peer, "bad_cwd", "field 'cwd' must be an absolute path");
-            free(want);
+            create_args_free(a);
             return;
         }
-        memcpy(cwd, cwdv->as.s, cwdv->n);
-        cwd[cwdv->n] = '\0';
-        if (stat(cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            sup_reply_err(peer, "bad_cwd", "'%s' is not an existing directory", cwd);
-            free(want);
+        memcpy(a->cwd, cwdv->as.s, cwdv->n);
+        a->cwd[cwdv->n] = '\0';
+        if (stat(a->cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            sup_reply_err(peer, "bad_cwd", "'%s' is not an existing directory", a->cwd);
+            create_args_free(a);
             return;
         }
-    } else if (!getcwd(cwd, sizeof cwd)) {
-        strcpy(cwd, "/");
+    } else if (!getcwd(a->cwd, sizeof a->cwd)) {
+        strcpy(a->cwd, "/");
     }
     proto_error err;
-    sup_policy *policy = sup_policy_parse(get(msg, "tier"), get(msg, "policy"), &err);
-    if (!policy) {
+    a->policy = sup_policy_parse(get(msg, "tier"), get(msg, "policy"), &err);
+    if (!a->policy) {
         reply_error(peer, &err);
-        free(want);
+        create_args_free(a);
         return;
     }
     /* A sandbox sees only its own directory: without a cwd it gets a new
      * one, never the daemon's working directory. */
-    bool own_cwd = false;
-    if (!cwdv && policy->tier == SUP_TIER_SANDBOX) {
+    if (!cwdv && a->policy->tier == SUP_TIER_SANDBOX) {
         const char *state = sup_auth_state_dir();
-        if (!state || sup_policy_private_dir(state, want, cwd, sizeof cwd) < 0) {
+        if (!state || sup_policy_private_dir(state, a->name, a->cwd, sizeof a->cwd) < 0) {
             sup_reply_err(peer, "io", "cannot make the sandbox's directory under %s: %s",
                           state ? state : "the state directory", strerror(errno));
-            sup_policy_free(policy);
-            free(want);
+            create_args_free(a);
             return;
         }
-        own_cwd = true;
+        a->own_cwd = true;
     }
-    char **env;
-    size_t nenv;
-    if (env_strings(get(msg, "env"), &env, &nenv, peer) < 0) {
-        if (own_cwd)
-            sup_policy_remove_private_dir(cwd);
-        sup_policy_free(policy);
-        free(want);
+    if (env_strings(get(msg, "env"), &a->env, &a->nenv, peer) < 0) {
+        create_args_free(a);
         return;
     }
     /* figures: false turns off sending matplotlib figures (wrk_display.c
      * reads CTXD_FIGURES; an explicit env entry is overridden). */
     const proto_val *figures = get(msg, "figures");
     if (figures && figures->kind == PROTO_BOOL && !figures->as.b) {
-        env = mem_realloc(env, (nenv + 2) * sizeof *env);
-        env[nenv++] = mem_strdup("CTXD_FIGURES=0");
-        env[nenv] = NULL;
+        a->env = mem_realloc(a->env, (a->nenv + 2) * sizeof *a->env);
+        a->env[a->nenv++] = mem_strdup("CTXD_FIGURES=0");
+        a->env[a->nenv] = NULL;
     }
-    sup_policy_sweep_cgroups();
-    sup_policy_set_pending(policy);
-    sup_ctx *c = sup_ctx_create(want, cwd, env, nenv, &err);
-    sup_policy_free(sup_policy_take_pending()); /* not taken when the limit refused it */
-    free(want);
-    if (!c) {
-        if (own_cwd)
-            sup_policy_remove_private_dir(cwd);
-        free_strings(env, nenv);
+    char **reqs;
+    size_t nreqs;
+    if (create_packages(msg, &reqs, &nreqs, peer) < 0) {
+        create_args_free(a);
+        return;
+    }
+    if (nreqs == 0) {
+        create_finish(a, NULL);
+        return;
+    }
+    if (sup_ctx_count() >= sup_cfg.max_contexts) { /* before any pip runs */
+        sup_reply_err(peer, "limit", "the daemon already holds %zu contexts (max_contexts)",
+                      sup_ctx_count());
+        sup_pkgs_free_reqs(reqs, nreqs);
+        create_args_free(a);
+        return;
+    }
+    sup_pkgs_fetch(reqs, nreqs, create_installed, a);
+    sup_pkgs_free_reqs(reqs, nreqs);
+}
+
+/* pip.install, kept while the packages install: the context is found
+ * again by name, and must still have the same package directory. */
+typedef struct install_args {
+    sup_peer peer;
+    char name[PROTO_MAX_NAME + 1];
+    sup_site *site;
+} install_args;
+
+static void install_done(void *arg, const sup_pkgs_result *res)
+{
+    install_args *a = arg;
+    sup_ctx *c = sup_ctx_find(a->name, strlen(a->name));
+    proto_error err;
+    if (res->error) {
+        sup_reply_err(&a->peer, res->code, "%s", res->error);
+    } else if (!c || c->site != a->site) {
+        sup_reply_err(&a->peer, "unknown_context",
+                      "context '%s' was deleted while its packages were installed", a->name);
+    } else if (sup_pkgs_link(c->site, res->reqs, res->n, &err) < 0) {
+        reply_error(&a->peer, &err);
+    } else {
+        proto_buf b;
+        proto_buf_init(&b);
+        sup_msg_begin(&b, "ok", &a->peer, 1);
+        sup_pkgs_put_result(&b, res);
+        sup_deliver(&a->peer, &b);
+        proto_buf_free(&b);
+    }
+    sup_pkgs_site_unref(a->site);
+    free(a);
+}
+
+/* pip.install {ctx, packages}: installs (or finds in the cache) and links
+ * into the context's package directory; `ok` once importable there. */
+static void do_pip_install(const proto_val *msg, const sup_peer *peer)
+{
+    char **reqs;
+    size_t n;
+    proto_error err;
+    if (sup_pkgs_parse(get(msg, "packages"), "packages", &reqs, &n, &err) < 0) {
         reply_error(peer, &err);
         return;
     }
-    c->own_cwd = own_cwd;
-    sup_ctx_add_waiter(c, peer);
+    if (!sup_pkgs_enabled()) {
+        sup_reply_err(peer, "install",
+                      "this daemon offers no packages: start it with --wheelhouse DIR or "
+                      "--package-index URL");
+        sup_pkgs_free_reqs(reqs, n);
+        return;
+    }
+    sup_ctx *c = lookup_ctx(msg, peer, true);
+    if (!c) {
+        sup_pkgs_free_reqs(reqs, n);
+        return;
+    }
+    if (!c->site) {
+        sup_reply_err(peer, "install", "context '%s' has no package directory", c->name);
+        sup_pkgs_free_reqs(reqs, n);
+        return;
+    }
+    install_args *a = mem_calloc(1, sizeof *a);
+    a->peer = *peer;
+    snprintf(a->name, sizeof a->name, "%s", c->name);
+    a->site = sup_pkgs_site_ref(c->site);
+    sup_pkgs_fetch(reqs, n, install_done, a);
+    sup_pkgs_free_reqs(reqs, n);
 }
 
 static void do_list(const proto_val *msg, const sup_peer *peer)
@@ -607,7 +806,8 @@ static const proto_field file_get_fields[] = {
 };
 static const proto_field input_reply_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
-    {"value", PF_STR, true, 1u << 20},
+    {"value", PF_STR | PF_NIL, false, 1u << 20},
+    {"eof", PF_BOOL | PF_NIL, false, 0},
 };
 static const proto_field interrupt_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
@@ -618,6 +818,11 @@ static const proto_field create_fields[] = {
     {"name", PF_NAME | PF_NIL, false, 0},        {"cwd", PF_STR | PF_NIL, false, 4095},
     {"env", PF_STRMAP | PF_NIL, false, MAX_ENV}, {"tier", PF_STR | PF_NIL, false, 32},
     {"policy", PF_MAP | PF_NIL, false, 64},      {"figures", PF_BOOL | PF_NIL, false, 0},
+    {"packages", PF_ARRAY | PF_NIL, false, 0},
+};
+static const proto_field pip_install_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},
+    {"packages", PF_ARRAY, true, 0},
 };
 static const proto_field fork_fields[] = {
     {"ctx", PF_NAME, true, 0},
@@ -638,6 +843,7 @@ static const request_kind request_kinds[] = {
     {"ctx.delete", FIELDS(ctx_req_fields), do_delete},
     {"ctx.restart", FIELDS(ctx_req_fields), do_restart},
     {"ctx.fork", FIELDS(fork_fields), do_fork},
+    {"pip.install", FIELDS(pip_install_fields), do_pip_install},
 };
 
 static void log_request(const char *type, const proto_val *msg, double t0)

@@ -20,11 +20,37 @@ extern char **environ;
 
 /* Strings build_env allocated for the current spawn (sup_policy_env). */
 static char **env_owned;
+/* The context's variables plus CTXD_SITE, for the current spawn. */
+static char **ctx_vars;
 
 static void free_env(char **env)
 {
     sup_policy_env_free(env, env_owned);
     env_owned = NULL;
+    if (ctx_vars) {
+        for (size_t i = 0; ctx_vars[i]; i++)
+            if (strncmp(ctx_vars[i], "CTXD_SITE=", 10) == 0)
+                free(ctx_vars[i]);
+        free(ctx_vars);
+        ctx_vars = NULL;
+    }
+}
+
+/* The context's own variables, plus CTXD_SITE=<its package directory>
+ * (the worker puts it on sys.path and removes the variable, wrk_site.c).
+ * Sets *n to the count. */
+static char **context_vars(const sup_ctx *c, size_t *n)
+{
+    *n = c->nenv;
+    if (!c->site)
+        return c->env;
+    ctx_vars = mem_calloc(c->nenv + 2, sizeof *ctx_vars);
+    for (size_t i = 0; i < c->nenv; i++)
+        ctx_vars[i] = c->env[i];
+    ctx_vars[c->nenv] = mem_alloc(strlen(c->site->path) + 16);
+    sprintf(ctx_vars[c->nenv], "CTXD_SITE=%s", c->site->path);
+    *n = c->nenv + 1;
+    return ctx_vars;
 }
 
 /* The worker's environment: the daemon's own, plus the context's additions
@@ -32,24 +58,25 @@ static void free_env(char **env)
  * async-signal-safe functions. */
 static char **build_env(const sup_ctx *c)
 {
-    size_t n = 0;
+    size_t n = 0, nvars;
+    char **vars = context_vars(c, &nvars);
     if (c->policy) /* tier and policy: a clean environment (sup_policy.c) */
-        return sup_policy_env(c->policy, environ, c->env, c->nenv, &env_owned);
+        return sup_policy_env(c->policy, environ, vars, nvars, &env_owned);
     while (environ[n])
         n++;
-    char **env = mem_calloc(n + c->nenv + 1, sizeof *env);
+    char **env = mem_calloc(n + nvars + 1, sizeof *env);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(environ[i], '=');
         size_t keylen = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
         bool overridden = false;
-        for (size_t j = 0; j < c->nenv && !overridden; j++)
-            overridden = strncmp(c->env[j], environ[i], keylen) == 0 && c->env[j][keylen] == '=';
+        for (size_t j = 0; j < nvars && !overridden; j++)
+            overridden = strncmp(vars[j], environ[i], keylen) == 0 && vars[j][keylen] == '=';
         if (!overridden)
             env[k++] = environ[i];
     }
-    for (size_t j = 0; j < c->nenv; j++)
-        env[k++] = c->env[j];
+    for (size_t j = 0; j < nvars; j++)
+        env[k++] = vars[j];
     env[k] = NULL;
     return env;
 }

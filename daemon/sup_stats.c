@@ -110,7 +110,7 @@ void sup_stats_put(proto_buf *b)
     proto_put_str(b, "created");
     proto_put_uint(b, sup_stats.contexts_created);
     proto_put_str(b, "counters");
-    proto_put_map(b, 8 + SUP_NSTATUS);
+    proto_put_map(b, 11 + SUP_NSTATUS);
     proto_put_str(b, "requests");
     proto_put_uint(b, sup_stats.requests);
     proto_put_str(b, "refused");
@@ -133,4 +133,10 @@ void sup_stats_put(proto_buf *b)
     proto_put_uint(b, sup_stats.workers_spawned);
     proto_put_str(b, "worker_deaths");
     proto_put_uint(b, sup_stats.worker_deaths);
+    proto_put_str(b, "pip_runs");
+    proto_put_uint(b, sup_stats.pip_runs);
+    proto_put_str(b, "pip_failures");
+    proto_put_uint(b, sup_stats.pip_failures);
+    proto_put_str(b, "pip_cached");
+    proto_put_uint(b, sup_stats.pip_cached);
 }

@@ -11,6 +11,7 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_output.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_py.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_site.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_zygote.c
   ${CMAKE_CURRENT_LIST_DIR}/sbx_apply.c
   ${CMAKE_CURRENT_LIST_DIR}/sbx_allow.c
@@ -26,3 +27,6 @@ target_link_libraries(ctxd-worker PRIVATE ctxd_proto PkgConfig::PYEMBED Threads:
 target_compile_definitions(ctxd-worker PRIVATE
   WRK_PYTHON_EXE="${CTXD_PYEMBED_PREFIX}/bin/python${PYEMBED_VERSION}"
   WRK_PYTHON_HOME="${CTXD_PYEMBED_PREFIX}")
+# pip (sup_pkgs.c) must install for the workers' CPython.
+target_compile_definitions(ctxd PRIVATE
+  SUP_PIP_PYTHON="${CTXD_PYEMBED_PREFIX}/bin/python${PYEMBED_VERSION}")

@@ -75,7 +75,13 @@ static int take_reply(uint64_t n, PyObject **value)
             _exit(2);
         }
         int found = 0;
-        if (num->as.u == n) {
+        const proto_val *eof = proto_map_get(msg, "eof");
+        if (num->as.u == n && eof && eof->kind == PROTO_BOOL && eof->as.b) {
+            /* The client declined to answer (input.reply eof). */
+            PyErr_SetString(PyExc_EOFError, "the client declined to answer input()");
+            *value = NULL;
+            found = 1;
+        } else if (num->as.u == n) {
             *value = PyUnicode_DecodeUTF8(v->as.s, (Py_ssize_t)v->n, "replace");
             found = 1;
         }

@@ -23,6 +23,7 @@
 #include "wrk_output.h"
 #include "wrk_py.h"
 #include "wrk_run.h"
+#include "wrk_site.h"
 #include "wrk_zygote.h"
 
 #define CHAN_FD 3
@@ -198,7 +199,8 @@ static void install_crash_handlers(void)
 /* Sends `ready`, then serves `run` and `fork` frames one at a time. */
 static _Noreturn void serve_channel(void)
 {
-    sbx_init(); /* the context's tier and policy, before any user code */
+    wrk_site_init(); /* its package directory on sys.path, before sbx_init reads it */
+    sbx_init();      /* the context's tier and policy, before any user code */
     send_ready();
     proto_buf in;
     proto_buf_init(&in);

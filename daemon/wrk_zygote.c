@@ -446,8 +446,13 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         const proto_val *kv = &env->as.items[i];
         if (kv->n > 13 && memcmp(kv->as.s, "CTXD_SANDBOX=", 13) == 0) {
             char *text = mem_strndup(kv->as.s + 13, kv->n - 13);
+            char *site = policy.site;
             sbx_policy_parse(&policy, text);
+            policy.site = site;
             free(text);
+        } else if (kv->n > 10 && memcmp(kv->as.s, "CTXD_SITE=", 10) == 0) {
+            free(policy.site);
+            policy.site = mem_strndup(kv->as.s + 10, kv->n - 10);
         }
     }
     if (!bad) {

@@ -12,6 +12,13 @@ target_link_libraries(test_event_loop PRIVATE ctxd_client)
 add_test(NAME client_event_loop COMMAND test_event_loop $<TARGET_FILE:ctxd>)
 set_tests_properties(client_event_loop PROPERTIES TIMEOUT 300)
 
+# libctxd's input, clear_output, file and package calls (own daemon with a
+# wheelhouse it makes).
+add_executable(test_client_io ${CMAKE_CURRENT_LIST_DIR}/client/test_client_io.c)
+target_link_libraries(test_client_io PRIVATE ctxd_client)
+add_test(NAME client_io COMMAND test_client_io $<TARGET_FILE:ctxd>)
+set_tests_properties(client_io PROPERTIES TIMEOUT 300)
+
 add_test(NAME client_ctx
   COMMAND /usr/bin/python3 -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR}/client)
 set_tests_properties(client_ctx PROPERTIES ENVIRONMENT "${PYTEST_ENV}" TIMEOUT 600)

@@ -28,7 +28,7 @@ typedef struct ctx_cmd {
 
 typedef int ctx_cmd_fn(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv);
 static ctx_cmd_fn cmd_run, cmd_create, cmd_ls, cmd_rm, cmd_restart, cmd_interrupt, cmd_stats,
-    cmd_repl, cmd_hello, cmd_help, cmd_fork, cmd_keygen;
+    cmd_repl, cmd_hello, cmd_help, cmd_fork, cmd_keygen, cmd_cp, cmd_pip;
 
 static const ctx_cmd ctx_commands[] = {
     {"run", cmd_run,
@@ -73,13 +73,37 @@ static const ctx_cmd ctx_commands[] = {
      "With --json: {\"t\":\"ok\",\"contexts\":[INFO,..]}, INFO as in\n"
      "proto/PROTOCOL.md (name, cwd, state, pid, incarnation, created,\n"
      "execution_count, queued, rss, pss [, last_death]; bytes, Unix time).\n"},
-    {"create", cmd_create, "[NAME] [--cwd DIR] [-e KEY=VAL]...",
+    {"create", cmd_create, "[NAME] [--cwd DIR] [-e KEY=VAL]... [-p PKG]...",
      "start a new context (prints its name)",
      "options:\n"
      "  NAME                 1-64 characters of [A-Za-z0-9_.-]; generated when absent\n"
      "      --cwd DIR        working directory of the worker (default: the daemon's)\n"
-     "  -e, --env KEY=VAL    add a variable to the worker's environment (repeatable)\n\n"
+     "  -e, --env KEY=VAL    add a variable to the worker's environment (repeatable)\n"
+     "  -p, --package PKG    install PKG into the new context first (repeatable; see\n"
+     "                       'ctx pip')\n\n"
      "With --json: {\"t\":\"ok\",\"ctx\":INFO}.\n"},
+    {"cp", cmd_cp, "SRC DST", "copy a file into or out of a context's directory",
+     "One of SRC and DST is CTX:PATH, a file relative to the directory of context\n"
+     "CTX (its cwd at creation; ':PATH' means 'default'); the other is a local\n"
+     "file, or '-' for stdin / stdout. A local name holding ':' must be written\n"
+     "with a '/' before the ':' (./a:b). When the destination is a local\n"
+     "directory, or CTX:PATH ends in '/' (or is empty), the source's file name\n"
+     "is appended. The file moves in 4 MiB chunks (file.put / file.get), so a\n"
+     "large file is never held whole in memory. Paths that would leave the\n"
+     "context's directory ('..', symbolic links) are refused (exit 7). Copying\n"
+     "into a context that does not exist creates it.\n\n"
+     "With --json: {\"t\":\"ok\",\"bytes\":N}.\n"},
+    {"pip", cmd_pip, "[-c CTX] PKG...", "install packages into one context",
+     "Installs each PKG (name, name==1.0, name[extra]>=1; at most 64) from the\n"
+     "daemon's wheelhouse or index (ctxd --wheelhouse / --package-index) into\n"
+     "the context, where it can be imported from the next run on, and nowhere\n"
+     "else. The daemon caches installs: a package another context already got\n"
+     "is linked without running pip. Prints one line per package: its name and\n"
+     "'installed' or 'cached'. pip's own message comes back when it fails\n"
+     "(exit 7).\n\n"
+     "options:\n"
+     "  -c, --ctx CTX        context (default: default); created when missing\n\n"
+     "With --json: {\"t\":\"ok\",\"packages\":[{\"name\":..,\"cached\":BOOL},..]}.\n"},
     {"rm", cmd_rm, "NAME", "delete a context, killing its worker and its processes",
      "Its running and queued runs end as aborted. 'default' cannot be deleted.\n"
      "With --json: {\"t\":\"ok\"}.\n"},
@@ -886,18 +910,25 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     static const struct option longopts[] = {{"cwd", required_argument, NULL, 'C'},
                                              {"env", required_argument, NULL, 'e'},
+                                             {"package", required_argument, NULL, 'p'},
                                              COMMON_LONGOPTS,
                                              {0}};
     env_list env = {0};
     const char *cwd = NULL;
+    const char **pkgs = NULL;
+    size_t npkgs = 0;
     int opt, r = CONTINUE;
-    while (r == CONTINUE && (opt = getopt_long(argc, argv, ":e:h", longopts, NULL)) != -1) {
-        if (opt == 'C')
+    while (r == CONTINUE && (opt = getopt_long(argc, argv, ":e:p:h", longopts, NULL)) != -1) {
+        if (opt == 'C') {
             cwd = optarg;
-        else if (opt == 'e')
+        } else if (opt == 'e') {
             r = env_add(&env, cmd, optarg);
-        else
+        } else if (opt == 'p') {
+            pkgs = mem_realloc(pkgs, (npkgs + 1) * sizeof *pkgs);
+            pkgs[npkgs++] = optarg;
+        } else {
             r = common_opt(cli, cmd, opt, argv);
+        }
     }
     if (r == CONTINUE)
         r = positionals(cmd, argc, argv, 0, 1);
@@ -907,8 +938,13 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         /* The daemon wants an absolute path; resolve a relative one here. */
         char *abs = cwd ? realpath(cwd, NULL) : NULL;
         ctxd_ctx_info info;
-        int rc = ctxd_ctx_create(cli->client, optind < argc ? argv[optind] : NULL, abs ? abs : cwd,
-                                 env.kv, env.n, &info);
+        ctxd_create_opts o = {.name = optind < argc ? argv[optind] : NULL,
+                              .cwd = abs ? abs : cwd,
+                              .env = env.kv,
+                              .nenv = env.n,
+                              .packages = pkgs,
+                              .npackages = npkgs};
+        int rc = ctxd_ctx_create_ex(cli->client, &o, &info);
         free(abs);
         if (rc == 0 && cli->json)
             json_ok_ctx(&info);
@@ -917,7 +953,244 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         r = rc == 0 ? EX_OK : ctx_report(cli, rc);
     }
     free(env.kv);
+    free(pkgs);
     return r;
+}
+
+/* ---- ctx cp -------------------------------------------------------------- */
+
+/* One side of a copy: a context's file (ctx set) or a local one. */
+typedef struct cp_end {
+    char ctx[80]; /* "" for a local file */
+    const char *path;
+} cp_end;
+
+/* CTX:PATH when the part before the first ':' is a context name (or empty:
+ * 'default'); anything else is local. */
+static void cp_parse(const char *arg, cp_end *e)
+{
+    e->ctx[0] = '\0';
+    e->path = arg;
+    const char *colon = strchr(arg, ':');
+    if (!colon || (size_t)(colon - arg) >= sizeof e->ctx - 1)
+        return;
+    for (const char *p = arg; p < colon; p++)
+        if (!(*p == '_' || *p == '.' || *p == '-' || (*p >= '0' && *p <= '9') ||
+              (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+            return;
+    if (colon == arg)
+        snprintf(e->ctx, sizeof e->ctx, "default");
+    else
+        snprintf(e->ctx, sizeof e->ctx, "%.*s", (int)(colon - arg), arg);
+    e->path = colon + 1;
+}
+
+/* The last component of a path ("" for none). */
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Reads until buf is full or end of file; -1 on error. */
+static ssize_t read_full(int fd, char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* Local file (or stdin) -> the context's file, one file.put per chunk. */
+static int cp_in(ctx_cli *cli, const char *local, const char *ctx, const char *path,
+                 uint64_t *total)
+{
+    int fd = strcmp(local, "-") == 0 ? 0 : open(local, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "ctx: %s: %s\n", local, strerror(errno));
+        return EX_USAGE;
+    }
+    char *buf = mem_alloc(CTXD_FILE_CHUNK);
+    int r = EX_OK;
+    uint64_t off = 0;
+    for (;;) {
+        ssize_t n = read_full(fd, buf, CTXD_FILE_CHUNK);
+        if (n < 0) {
+            fprintf(stderr, "ctx: %s: %s\n", local, strerror(errno));
+            r = EX_USAGE;
+            break;
+        }
+        /* The first put is sent even for an empty file: it creates it. */
+        if (n == 0 && off > 0)
+            break;
+        int rc = ctxd_file_put(cli->client, ctx, path, off, buf, (size_t)n, NULL);
+        if (rc < 0) {
+            r = ctx_report(cli, rc);
+            break;
+        }
+        off += (uint64_t)n;
+        if ((size_t)n < CTXD_FILE_CHUNK)
+            break;
+    }
+    free(buf);
+    if (fd > 0)
+        close(fd);
+    *total = off;
+    return r;
+}
+
+/* The context's file -> a local file (or stdout), one file.get per chunk. */
+static int cp_out(ctx_cli *cli, const char *ctx, const char *path, const char *local,
+                  uint64_t *total)
+{
+    bool to_stdout = strcmp(local, "-") == 0;
+    int fd = -1;
+    uint64_t off = 0;
+    for (;;) {
+        const void *data;
+        size_t n;
+        bool eof;
+        int rc = ctxd_file_get(cli->client, ctx, path, off, CTXD_FILE_CHUNK, &data, &n, NULL, &eof);
+        if (rc < 0) {
+            if (fd > 1)
+                close(fd);
+            return ctx_report(cli, rc);
+        }
+        if (fd < 0) { /* opened once the daemon found the file */
+            fd = to_stdout ? 1 : open(local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            if (fd < 0) {
+                fprintf(stderr, "ctx: %s: %s\n", local, strerror(errno));
+                return EX_USAGE;
+            }
+        }
+        for (size_t done = 0; done < n;) {
+            ssize_t w = write(fd, (const char *)data + done, n - done);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                fprintf(stderr, "ctx: %s: %s\n", to_stdout ? "stdout" : local, strerror(errno));
+                if (fd > 1)
+                    close(fd);
+                return EX_USAGE;
+            }
+            done += (size_t)w;
+        }
+        off += n;
+        if (eof || n == 0)
+            break;
+    }
+    if (fd > 1 && close(fd) < 0) {
+        fprintf(stderr, "ctx: %s: %s\n", local, strerror(errno));
+        return EX_USAGE;
+    }
+    *total = off;
+    return EX_OK;
+}
+
+/* ctx cp SRC DST: exactly one side is CTX:PATH. */
+static int cmd_cp(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    int r = simple_opts(cli, cmd, argc, argv, 2, 2);
+    if (r != CONTINUE)
+        return r;
+    cp_end src, dst;
+    cp_parse(argv[optind], &src);
+    cp_parse(argv[optind + 1], &dst);
+    if (!src.ctx[0] == !dst.ctx[0])
+        return usage(cmd, "exactly one of SRC and DST must be CTX:PATH");
+    char *joined = NULL;
+    uint64_t total = 0;
+    if (dst.ctx[0]) {
+        /* CTX: or CTX:dir/ takes the local file's name. */
+        if (dst.path[0] == '\0' || dst.path[strlen(dst.path) - 1] == '/') {
+            if (strcmp(src.path, "-") == 0 || !base_name(src.path)[0])
+                return usage(cmd, "'%s' needs a file name", argv[optind + 1]);
+            joined = mem_alloc(strlen(dst.path) + strlen(base_name(src.path)) + 1);
+            sprintf(joined, "%s%s", dst.path, base_name(src.path));
+            dst.path = joined;
+        }
+        /* Copying in creates the context on first use, as `run -c` does
+         * (also 'default', which file.put does not make). */
+        int rc = ctxd_ctx_create(cli->client, dst.ctx, NULL, NULL, 0, NULL);
+        const char *code;
+        ctxd_last_error(cli->client, &code, NULL);
+        if (rc < 0 && !(rc == CTXD_EREFUSED && strcmp(code, "exists") == 0))
+            r = ctx_report(cli, rc);
+        else
+            r = cp_in(cli, src.path, dst.ctx, dst.path, &total);
+    } else {
+        struct stat st;
+        if (strcmp(dst.path, "-") != 0 && stat(dst.path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            joined = mem_alloc(strlen(dst.path) + strlen(base_name(src.path)) + 2);
+            sprintf(joined, "%s/%s", dst.path, base_name(src.path));
+            dst.path = joined;
+        }
+        r = cp_out(cli, src.ctx, src.path, dst.path, &total);
+    }
+    free(joined);
+    if (r == EX_OK && cli->json)
+        printf("{\"t\":\"ok\",\"bytes\":%llu}\n", (unsigned long long)total);
+    return r;
+}
+
+/* ---- ctx pip ------------------------------------------------------------- */
+
+/* ctx pip [-c CTX] PKG...: pip.install into one context. */
+static int cmd_pip(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"ctx", required_argument, NULL, 'c'}, COMMON_LONGOPTS, {0}};
+    const char *ctx = NULL;
+    int opt, r = CONTINUE;
+    while (r == CONTINUE && (opt = getopt_long(argc, argv, ":c:h", longopts, NULL)) != -1) {
+        if (opt == 'c')
+            ctx = optarg;
+        else
+            r = common_opt(cli, cmd, opt, argv);
+    }
+    if (r == CONTINUE)
+        r = positionals(cmd, argc, argv, 1, 1 << 20);
+    if (r == CONTINUE)
+        r = ctx_need_client(cli);
+    if (r == CONTINUE)
+        r = ctx_ensure_context(cli, ctx);
+    if (r != CONTINUE)
+        return r;
+    const ctxd_package *pkgs;
+    size_t n;
+    int rc = ctxd_pip_install(cli->client, ctx, (const char *const *)argv + optind,
+                              (size_t)(argc - optind), &pkgs, &n);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    if (cli->json) {
+        jw w;
+        jw_init(&w, stdout);
+        jw_obj(&w);
+        jw_kstr(&w, "t", "ok");
+        jw_key(&w, "packages");
+        jw_arr(&w);
+        for (size_t i = 0; i < n; i++) {
+            jw_obj(&w);
+            jw_kstr(&w, "name", pkgs[i].name);
+            jw_kbool(&w, "cached", pkgs[i].cached);
+            jw_obj_end(&w);
+        }
+        jw_arr_end(&w);
+        jw_obj_end(&w);
+        jw_line(&w);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            printf("%s %s\n", pkgs[i].name, pkgs[i].cached ? "cached" : "installed");
+    }
+    return EX_OK;
 }
 
 /* Formats an age in the largest unit that fits ("42s", "7m", "3h", "2d"). */

@@ -13,8 +13,9 @@ build=${BUILD_DIR:-$root/build}
 
 PACKAGES="build-essential cmake pkg-config libzmq3-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
-python3-matplotlib"
+python3-matplotlib python3-pip"
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).
+# python3-pip: the daemon runs `python3 -m pip` for pip.install (test_pkgs.py).
 # Only for the benchmark (ctxd side by side with ipykernel).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
 python3-numpy python3-matplotlib"

@@ -32,8 +32,8 @@ class Daemon:
         self.endpoint = f"ipc://{tmp_path}/s.sock"
         self.log_path = tmp_path / "ctxd.log"
 
-    def start(self):
-        cmd = [CTXD_BIN, "--listen", self.endpoint]
+    def start(self, extra_args=()):
+        cmd = [CTXD_BIN, "--listen", self.endpoint, *extra_args]
         if CTXD_WORKER_BIN:
             cmd += ["--worker", CTXD_WORKER_BIN]
         self.log = open(self.log_path, "wb")

@@ -337,3 +337,28 @@ def test_artifacts_listed_once(client, tmp_path):
     # without `artifacts: true` nothing is scanned or listed
     r = ok_run(client, "open('n.txt', 'w').write('n')", ctx="art")
     assert "artifacts" not in r.done
+
+
+def test_input_declined_raises_eoferror(client):
+    # input.reply {eof: true}: the client cannot answer; the code sees
+    # EOFError (and can go on asking).
+    rid = client.submit("try:\n    input('first? ')\nexcept EOFError as e:\n    x = str(e)\n"
+                        "x, input('second? ')", allow_stdin=True)
+    events = []
+    while not events or events[-1]["t"] not in ("done", "err"):
+        events.append(client.next_for(rid))
+        if events[-1]["t"] == "input.request" and events[-1]["prompt"] == "first? ":
+            client.err("input.reply", "bad_field")  # neither value nor eof
+            client.ok("input.reply", eof=True)
+        elif events[-1]["t"] == "input.request":
+            client.ok("input.reply", value="two")
+    r = Run(rid, events)
+    check_run(r)
+    assert r.status == "ok", r
+    assert [p["prompt"] for p in r.of("input.request")] == ["first? ", "second? "]
+    assert r.text == "('the client declined to answer input()', 'two')", r
+    rid = client.submit("input()", allow_stdin=True)
+    client.wait_event(rid, "input.request")
+    client.ok("input.reply", eof=True, value="ignored")
+    r = client.wait(rid)
+    assert r.status == "error" and r.error["ename"] == "EOFError", r

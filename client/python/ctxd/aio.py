@@ -105,8 +105,11 @@ class AsyncRun:
                             value = cb(*arg)
                             if inspect.isawaitable(value):
                                 value = await value
-                            await self._client._call("input.reply", ctx=self.ctx,
-                                                     value="" if value is None else str(value))
+                            if value is None:  # declined: the code gets EOFError
+                                await self._client._call("input.reply", ctx=self.ctx, eof=True)
+                            else:
+                                await self._client._call("input.reply", ctx=self.ctx,
+                                                         value=str(value))
                         else:
                             await _call_cb(cb, arg)
                         in_callback = False
@@ -334,12 +337,29 @@ class AsyncClient:
 
     async def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
                              env: Optional[Dict[str, str]] = None,
-                             request_timeout: Optional[float] = None) -> ContextInfo:
+                             request_timeout: Optional[float] = None,
+                             packages: Optional[List[str]] = None) -> ContextInfo:
+        """As Client.create_context."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
-        reply = await self._call("ctx.create", request_timeout, name=name, cwd=cwd,
-                                 env=env or None)
+        fields = dict(name=name, cwd=cwd, env=env or None,
+                      packages=list(packages) if packages else None)
+        if packages:
+            reply = await self._call("ctx.create", 0, _kind="live", **fields)
+        else:
+            reply = await self._call("ctx.create", request_timeout, **fields)
         return ContextInfo.from_msg(reply.get("ctx"))
+
+    async def pip_install(self, packages: List[str], ctx: Any = None) -> List[Dict[str, Any]]:
+        """As Client.pip_install."""
+        if isinstance(packages, str):
+            raise TypeError("pip_install takes a list of requirements")
+        reply = await self._call("pip.install", 0, _kind="live", ctx=ctx_name(ctx) or "default",
+                                 packages=list(packages))
+        pkgs = reply.get("packages")
+        if not isinstance(pkgs, list):
+            raise ProtocolError("pip.install reply without packages")
+        return pkgs
 
     async def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
         reply = await self._call("ctx.list", request_timeout)

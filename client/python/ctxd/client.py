@@ -112,10 +112,14 @@ class Run:
                         if cb is not None:
                             in_callback = True
                             if kind == "input":
-                                # input() in the code: on_input(prompt, password) -> str
+                                # input() in the code: on_input(prompt, password) -> str,
+                                # or None to decline (the code gets EOFError)
                                 value = cb(*arg)
-                                self._client._call("input.reply", ctx=self.ctx,
-                                                   value="" if value is None else str(value))
+                                if value is None:
+                                    self._client._call("input.reply", ctx=self.ctx, eof=True)
+                                else:
+                                    self._client._call("input.reply", ctx=self.ctx,
+                                                       value=str(value))
                             else:
                                 cb(arg)
                             in_callback = False
@@ -408,17 +412,42 @@ class Client:
     def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
                        env: Optional[Dict[str, str]] = None,
                        request_timeout: Optional[float] = None,
-                       figures: bool = True) -> ContextInfo:
+                       figures: bool = True,
+                       packages: Optional[List[str]] = None) -> ContextInfo:
         """Starts a context (a generated name ctx-XXXXXXXXXXXX when name is
         None) with its own worker process. cwd: an absolute directory (a
         relative one is made absolute here); env: added to its environment;
-        figures=False: matplotlib figures are not sent as display outputs.
-        RefusedError codes: exists, bad_name, bad_cwd, limit, spawn."""
+        figures=False: matplotlib figures are not sent as display outputs;
+        packages: installed into it first, as pip_install (then without a
+        deadline: pip may take long). RefusedError codes: exists, bad_name,
+        bad_cwd, limit, spawn, install, bad_field."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
-        reply = self._call("ctx.create", request_timeout, name=name, cwd=cwd, env=env or None,
-                           figures=None if figures else False)
+        fields = dict(name=name, cwd=cwd, env=env or None, figures=None if figures else False,
+                      packages=list(packages) if packages else None)
+        if packages:
+            reply = self._call("ctx.create", 0, _kind="live", **fields)
+        else:
+            reply = self._call("ctx.create", request_timeout, **fields)
         return ContextInfo.from_msg(reply.get("ctx"))
+
+    def pip_install(self, packages: List[str], ctx: Any = None) -> List[Dict[str, Any]]:
+        """Installs requirements ("name", "name==1.0", "name[extra]>=1"; at
+        most 64) from the daemon's wheelhouse or index into ctx (default
+        "default"), importable there from the next run on and nowhere else
+        (`pip.install`). Returns [{"name": normalised requirement, "cached":
+        True when the daemon's cache had it and pip did not run}]. pip may
+        take long: no deadline, the liveness check guards the wait.
+        RefusedError codes: install (pip's message is in the error),
+        bad_field, unknown_context, busy."""
+        if isinstance(packages, str):
+            raise TypeError("pip_install takes a list of requirements")
+        reply = self._call("pip.install", 0, _kind="live", ctx=ctx_name(ctx) or "default",
+                           packages=list(packages))
+        pkgs = reply.get("packages")
+        if not isinstance(pkgs, list):
+            raise ProtocolError("pip.install reply without packages")
+        return pkgs
 
     def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
         """Every context, "default" included, sorted by name."""
