@@ -334,11 +334,13 @@ class AsyncClient:
 
     async def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
                              env: Optional[Dict[str, str]] = None,
-                             request_timeout: Optional[float] = None) -> ContextInfo:
+                             request_timeout: Optional[float] = None,
+                             tier: Optional[str] = None,
+                             policy: Optional[Dict[str, Any]] = None) -> ContextInfo:
         if cwd is not None:
             cwd = os.path.abspath(cwd)
         reply = await self._call("ctx.create", request_timeout, name=name, cwd=cwd,
-                                 env=env or None)
+                                 env=env or None, tier=tier, policy=policy)
         return ContextInfo.from_msg(reply.get("ctx"))
 
     async def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:

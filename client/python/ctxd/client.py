@@ -408,16 +408,21 @@ class Client:
     def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
                        env: Optional[Dict[str, str]] = None,
                        request_timeout: Optional[float] = None,
-                       figures: bool = True) -> ContextInfo:
+                       figures: bool = True, tier: Optional[str] = None,
+                       policy: Optional[Dict[str, Any]] = None) -> ContextInfo:
         """Starts a context (a generated name ctx-XXXXXXXXXXXX when name is
         None) with its own worker process. cwd: an absolute directory (a
         relative one is made absolute here); env: added to its environment;
         figures=False: matplotlib figures are not sent as display outputs.
-        RefusedError codes: exists, bad_name, bad_cwd, limit, spawn."""
+        tier ("static", "unsafe", "local", "sandbox", or mellea's names) and
+        policy (a map of policy fields): PROTOCOL.md section 5, "Tiers and
+        policies"; hello_info.tiers lists what each tier enforces.
+        RefusedError codes: exists, bad_name, bad_cwd, bad_field, limit, spawn."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
         reply = self._call("ctx.create", request_timeout, name=name, cwd=cwd, env=env or None,
-                           figures=None if figures else False)
+                           figures=None if figures else False, tier=tier,
+                           policy=policy if policy is not None else None)
         return ContextInfo.from_msg(reply.get("ctx"))
 
     def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
