@@ -463,7 +463,9 @@ class ExecutionEnvironment:
                                          policy=policy)
         except RefusedError as e:
             pkgs = policy.get("packages")
-            if pkgs and ("packages" in e.message or "pip" in e.message):
+            words = ("packag", "pip", "wheel", "install")
+            if pkgs and (any(w in e.message.lower() for w in words)
+                         or any(p in e.message for p in pkgs)):
                 raise PackageInstallError(
                     f"Package installation failed: {', '.join(pkgs)} (ctxd refused the "
                     f"context: {e.message})", e.code) from e
