@@ -793,7 +793,12 @@ class PythonTool:
             rel = a.path.relative_to(base) if a.path.is_absolute() else a.path
             dest = self.artifact_dir / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            size = env.client.get_file(env.context, rel.as_posix(), str(dest))
+            try:
+                size = env.client.get_file(env.context, rel.as_posix(), str(dest))
+            except RefusedError:
+                # gone since the run, or no longer a regular file
+                dest.unlink(missing_ok=True)
+                continue
             out.append(Artifact(dest, size, a.content_type or mimetypes.guess_type(dest.name)[0]))
         return out
 
