@@ -21,6 +21,11 @@ Daytona-compatible API (ctxd.daytona, also importable from here):
 CodeInterpreter, AsyncCodeInterpreter, ExecutionResult, ExecutionError,
 OutputMessage, InterpreterContext, DaytonaError, DaytonaTimeoutError.
 
+mellea-compatible API (ctxd.mellea, imported from there: its names, e.g.
+ExecutionResult, overlap Daytona's): make_execution_environment,
+ExecutionEnvironment, ExecutionResult, CapabilityPolicy, LOCAL_POLICY,
+DOCKER_POLICY, Artifact, python_tool, PythonTool, PackageInstallError.
+
 The wire codec is ctxd._proto (pack / unpack / encode_request).
 """
 

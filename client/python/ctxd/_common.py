@@ -237,6 +237,8 @@ class ContextInfo:
     rss: int = 0
     pss: int = 0
     last_death: Optional[str] = None
+    tier: str = "unsafe"
+    policy: Dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.name
@@ -264,6 +266,8 @@ class HelloInfo:
     instance: str
     limits: Dict[str, Any]
     preloads: Dict[str, Any] = field(default_factory=dict)
+    # per execution tier offered, the policy fields it enforces
+    tiers: Dict[str, List[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -433,6 +437,8 @@ def parse_hello(msg: dict) -> HelloInfo:
         instance=str(msg.get("instance", "")),
         limits=dict(msg.get("limits") or {}),
         preloads=dict(msg.get("preloads") or {}),
+        tiers={str(k): [str(f) for f in (v or [])]
+               for k, v in dict(msg.get("tiers") or {}).items()},
     )
 
 

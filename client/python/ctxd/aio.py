@@ -338,12 +338,14 @@ class AsyncClient:
     async def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
                              env: Optional[Dict[str, str]] = None,
                              request_timeout: Optional[float] = None,
-                             packages: Optional[List[str]] = None) -> ContextInfo:
+                             packages: Optional[List[str]] = None,
+                             tier: Optional[str] = None,
+                             policy: Optional[Dict[str, Any]] = None) -> ContextInfo:
         """As Client.create_context."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
         fields = dict(name=name, cwd=cwd, env=env or None,
-                      packages=list(packages) if packages else None)
+                      packages=list(packages) if packages else None, tier=tier, policy=policy)
         if packages:
             reply = await self._call("ctx.create", 0, _kind="live", **fields)
         else:

@@ -413,18 +413,22 @@ class Client:
                        env: Optional[Dict[str, str]] = None,
                        request_timeout: Optional[float] = None,
                        figures: bool = True,
-                       packages: Optional[List[str]] = None) -> ContextInfo:
+                       packages: Optional[List[str]] = None, tier: Optional[str] = None,
+                       policy: Optional[Dict[str, Any]] = None) -> ContextInfo:
         """Starts a context (a generated name ctx-XXXXXXXXXXXX when name is
         None) with its own worker process. cwd: an absolute directory (a
         relative one is made absolute here); env: added to its environment;
         figures=False: matplotlib figures are not sent as display outputs;
         packages: installed into it first, as pip_install (then without a
-        deadline: pip may take long). RefusedError codes: exists, bad_name,
-        bad_cwd, limit, spawn, install, bad_field."""
+        deadline: pip may take long). tier ("static", "unsafe", "local",
+        "sandbox", or mellea's names) and policy (a map of policy fields):
+        PROTOCOL.md section 5, "Tiers and policies"; hello_info.tiers lists
+        what each tier enforces. RefusedError codes: exists, bad_name,
+        bad_cwd, bad_field, limit, spawn, install."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
         fields = dict(name=name, cwd=cwd, env=env or None, figures=None if figures else False,
-                      packages=list(packages) if packages else None)
+                      packages=list(packages) if packages else None, tier=tier, policy=policy)
         if packages:
             reply = self._call("ctx.create", 0, _kind="live", **fields)
         else:

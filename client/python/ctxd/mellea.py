@@ -1,0 +1,887 @@
+"""A mellea-compatible surface: the API of mellea's
+`mellea.stdlib.tools.interpreter` (make_execution_environment,
+ExecutionEnvironment.execute, ExecutionResult, CapabilityPolicy, python_tool)
+served by ctxd, where every tier is a ctxd context and the policy is enforced
+by the daemon, not just declared:
+
+    from ctxd.mellea import make_execution_environment, python_tool
+
+    with make_execution_environment("local") as env:   # ctxd's local tier
+        r = env.execute("import math\\nprint(math.pi)")
+        r.success, r.stdout                            # (True, '3.141592653589793')
+
+    tool = python_tool(tier="docker", artifact_dir="out")   # ctxd's sandbox tier
+    tool.as_json_tool                                   # OpenAI-style function schema
+    tool(code="open('a.csv', 'w').write('x,y')").artifacts   # copied into out/
+
+Tiers: mellea's names are passed to the daemon, which resolves them
+(PROTOCOL.md section 5, ctx.create `tier`): "static"; "local_unsafe" = ctxd's
+"unsafe"; "local"; "docker_unsafe" and "docker" = ctxd's "sandbox" (Linux
+namespaces, seccomp, cgroups: no Docker engine). ctxd's own names ("unsafe",
+"sandbox") are accepted too. `execution_mode` reports the name given.
+
+Where this differs from mellea, on purpose:
+- A run past its timeout keeps its partial stdout/stderr: `timed_out=True`,
+  `skipped=False` (nothing was skipped: the code ran), `success=False`;
+  to_validationresult_reason() starts with "Execution timed out.". mellea
+  throws the output away and reports the run as skipped.
+- The policy is enforced. On "local" and "sandbox" every field given a
+  restricting value is enforced by the daemon, which refuses (RefusedError
+  `bad_field`) what it cannot enforce rather than run unconfined. On the
+  unsafe tiers ("local_unsafe", "unsafe") the policy is only declared, as in
+  mellea: fields the daemon's `hello` does not list as enforced for that tier
+  are not sent, and a UserWarning names them (unenforced_capabilities()).
+- The import allowlist is checked twice on executing tiers: before the run,
+  by the daemon's static analysis (an import outside the list skips the run
+  with mellea's "Unauthorized imports detected: ..." and nothing runs), and
+  on "local"/"sandbox" at run time by the daemon's import hook, which also
+  catches `__import__`, importlib and imports inside exec'd strings. An
+  empty list allows no import (mellea's empty list allows any).
+- An environment is a persistent interpreter (a ctxd context): globals and
+  imports survive from one execute() to the next. stateful=False restarts
+  the context's interpreter before each run, for mellea's fresh-process
+  semantics.
+- The static tier's analysis_result is the daemon's analysis (a dict:
+  syntax_error {message, line, col, end_line, end_col, text} or None,
+  imports, dynamic_imports, disallowed, executed False), not an ast.Module.
+- stdout_max_bytes / stderr_max_bytes are applied by this client, with
+  mellea's marker "... [truncated]" (the daemon's own cap is its
+  --max-output). package_installation and artifact_export_paths are
+  accepted and not used (packages go to the daemon; artifacts are the files
+  a run writes in its working directory).
+- Output is stripped of leading and trailing whitespace, as mellea does
+  (strip_output=False keeps it whole).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import mimetypes
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union
+
+from ._common import ExecResult
+from ._errors import CtxdError, RefusedError
+from .client import Client
+
+__all__ = [
+    "Artifact",
+    "CapabilityPolicy",
+    "DOCKER_POLICY",
+    "ExecutionEnvironment",
+    "ExecutionResult",
+    "ExecutionTier",
+    "LOCAL_POLICY",
+    "PackageInstallError",
+    "PythonTool",
+    "TIERS",
+    "make_execution_environment",
+    "python_tool",
+]
+
+ExecutionTier = Literal["static", "local_unsafe", "local", "docker_unsafe", "docker",
+                        "unsafe", "sandbox"]
+
+# The tier names accepted here and the ctxd tier the daemon resolves each to
+# (daemon/sup_policy.c, tier_names). The daemon does the resolving; this
+# table only picks mellea's default policy and timeout per name, and lets an
+# unknown name fail at once with mellea's ValueError.
+TIERS: Dict[str, str] = {
+    "static": "static",
+    "local_unsafe": "unsafe",
+    "local": "local",
+    "docker_unsafe": "sandbox",
+    "docker": "sandbox",
+    "unsafe": "unsafe",
+    "sandbox": "sandbox",
+}
+
+_TRUNCATION_MARKER = "... [truncated]"
+_DEFAULT_TIMEOUT = {"unsafe": 30, "local": 30, "sandbox": 60, "static": 30}
+
+
+class PackageInstallError(RefusedError):
+    """The daemon refused or failed to install the packages a context asked
+    for (ctx.create's policy `packages`). `code` is the daemon's err code;
+    the message names the packages and quotes the daemon."""
+
+    code = "packages"
+
+
+def _warn(message: str) -> None:
+    """A UserWarning attributed to the caller's first frame outside this
+    module."""
+    import sys
+    level, f = 2, sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__") == __name__:
+        level, f = level + 1, f.f_back
+    warnings.warn(message, UserWarning, stacklevel=level)
+
+
+# ---- policy ------------------------------------------------------------------
+
+
+@dataclass
+class CapabilityPolicy:
+    """What executed code may do: mellea's CapabilityPolicy fields and
+    defaults, plus ctxd's own limits. Sent to the daemon as the context's
+    policy (PROTOCOL.md section 5, "Tiers and policies"), which enforces it.
+
+    mellea's fields: filesystem_read_roots / filesystem_write_roots (None:
+    unrestricted; Landlock), network_access (False: socket() fails with
+    PermissionError), package_installation (declaration only), subprocess_execution
+    (False: fork/exec fail with PermissionError), env_var_access (False:
+    the code sees only PATH; True: still never the daemon's own variables),
+    timeout (seconds; the cap of every run), stdout_max_bytes /
+    stderr_max_bytes (None: no cut; applied by the client with mellea's
+    marker), artifact_export_paths (accepted, not used), packages (installed
+    into the context by the daemon).
+
+    ctxd's fields (None: not set): env (names of further daemon variables
+    passed through), memory_bytes (RLIMIT_AS), max_processes (pids cgroup),
+    cpu_seconds (per run), file_size_bytes (RLIMIT_FSIZE), allowed_imports
+    (None: any; []: none; make_execution_environment's allowed_imports
+    argument wins when both are given)."""
+
+    filesystem_read_roots: Optional[List[Path]] = None
+    filesystem_write_roots: Optional[List[Path]] = None
+    network_access: bool = False
+    package_installation: bool = False
+    subprocess_execution: bool = False
+    env_var_access: bool = True
+    timeout: int = 30
+    stdout_max_bytes: Optional[int] = None
+    stderr_max_bytes: Optional[int] = None
+    artifact_export_paths: List[Path] = field(default_factory=list)
+    packages: List[str] = field(default_factory=list)
+    # ctxd's own fields
+    env: Optional[List[str]] = None
+    memory_bytes: Optional[int] = None
+    max_processes: Optional[int] = None
+    cpu_seconds: Optional[float] = None
+    file_size_bytes: Optional[int] = None
+    allowed_imports: Optional[List[str]] = None
+
+    def to_ctxd(self) -> Dict[str, Any]:
+        """The ctx.create `policy` map: every field the daemon knows, None
+        values left out (stdout/stderr_max_bytes, package_installation and
+        artifact_export_paths are the client's)."""
+        p: Dict[str, Any] = {}
+        if self.timeout is not None and self.timeout > 0:
+            p["timeout"] = self.timeout
+        p["network_access"] = bool(self.network_access)
+        p["subprocess_execution"] = bool(self.subprocess_execution)
+        p["env_var_access"] = bool(self.env_var_access)
+        if self.env is not None:
+            p["env"] = [str(x) for x in self.env]
+        for k in ("filesystem_read_roots", "filesystem_write_roots"):
+            v = getattr(self, k)
+            if v is not None:
+                p[k] = [os.path.abspath(os.fspath(x)) for x in v]
+        for k in ("memory_bytes", "max_processes", "file_size_bytes"):
+            v = getattr(self, k)
+            if v is not None:
+                p[k] = int(v)
+        if self.cpu_seconds is not None:
+            p["cpu_seconds"] = float(self.cpu_seconds)
+        if self.allowed_imports is not None:
+            p["allowed_imports"] = list(self.allowed_imports)
+        if self.packages:
+            p["packages"] = list(self.packages)
+        return p
+
+
+# mellea's tier defaults (execution_policy.py)
+LOCAL_POLICY = CapabilityPolicy(network_access=False, package_installation=False,
+                                subprocess_execution=True, env_var_access=True, timeout=30)
+DOCKER_POLICY = CapabilityPolicy(network_access=False, package_installation=True,
+                                 subprocess_execution=True, env_var_access=True, timeout=60)
+
+
+def _restricts(field_name: str, value: Any) -> bool:
+    """Whether a ctxd policy value restricts anything (the daemon refuses a
+    restricting value in a tier that does not enforce the field)."""
+    if field_name in ("network_access", "subprocess_execution", "env_var_access"):
+        return value is False
+    if field_name == "timeout":
+        return value is not None and value > 0
+    if field_name == "packages":
+        return bool(value)
+    return value is not None
+
+
+def _truncate(text: str, max_bytes: Optional[int]) -> str:
+    """mellea's truncation: at most max_bytes UTF-8 bytes, the marker
+    included."""
+    if max_bytes is None:
+        return text
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    if max_bytes < len(_TRUNCATION_MARKER):
+        return data[:max_bytes].decode(errors="ignore")
+    return data[:max_bytes - len(_TRUNCATION_MARKER)].decode(errors="ignore") + _TRUNCATION_MARKER
+
+
+# ---- results -----------------------------------------------------------------
+
+
+@dataclass
+class Artifact:
+    """A file a run created or changed: its host path, size and MIME type
+    (mellea's Artifact)."""
+
+    path: Path
+    size_bytes: Optional[int] = None
+    content_type: Optional[str] = None
+
+
+@dataclass
+class ExecutionResult:
+    """mellea's ExecutionResult. success: the code ran to the end (exit code
+    0) or, in the static tier, passed the analysis. stdout/stderr: None when
+    nothing ran; stderr holds the traceback of an uncaught exception, as a
+    script's would. skipped/skip_message: the code was not run, and why.
+    analysis_result: the static analysis (a dict, see the module doc).
+    exit_code: 0, SystemExit's code, 1 for an uncaught exception, the
+    worker's exit code or -signal when it died; None when nothing ran or the
+    run timed out. timed_out: stopped at its timeout (stdout/stderr keep the
+    partial output). artifacts: files the run wrote. execution_mode: the tier
+    name. working_directory: the directory the code ran in (None: the
+    daemon's default).
+
+    ctxd's fields: status (the daemon's `done` status: ok, error, timeout,
+    interrupted, died, aborted, shutdown; None when nothing ran), result (the
+    repr of a trailing expression's value), state_lost (the interpreter's
+    globals were lost: it was killed or died)."""
+
+    success: bool
+    stdout: Optional[str]
+    stderr: Optional[str]
+    skipped: bool = False
+    skip_message: Optional[str] = None
+    analysis_result: Optional[Any] = None
+    exit_code: Optional[int] = None
+    timed_out: bool = False
+    artifacts: List[Artifact] = field(default_factory=list)
+    execution_mode: str = "unknown"
+    working_directory: Optional[str] = None
+    # ctxd's
+    status: Optional[str] = None
+    result: Optional[str] = None
+    state_lost: bool = False
+
+    def to_validationresult_reason(self) -> str:
+        """mellea's reason string: the skip message if the run was skipped;
+        for a timed-out run "Execution timed out." and the partial output;
+        stdout on success; stderr on failure."""
+        if self.skip_message is not None:
+            return self.skip_message
+        if self.timed_out:
+            parts = ["Execution timed out."]
+            if self.stdout:
+                parts.append("Partial stdout:\n" + self.stdout)
+            if self.stderr:
+                parts.append("Partial stderr:\n" + self.stderr)
+            return "\n".join(parts)
+        assert self.stdout is not None and self.stderr is not None, \
+            "a result that was not skipped has stdout and stderr"
+        return self.stdout if self.success else self.stderr
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The result as JSON-able values (artifact paths as str; the
+        analysis as it is)."""
+        d = dataclasses.asdict(self)
+        d["artifacts"] = [{"path": str(a.path), "size_bytes": a.size_bytes,
+                           "content_type": a.content_type} for a in self.artifacts]
+        return d
+
+
+# ---- environments ------------------------------------------------------------------
+
+
+class _Owned:
+    """What an environment owns, released by close() or its finalizer (which
+    must not refer to the environment itself)."""
+
+    def __init__(self) -> None:
+        self.client: Optional[Client] = None
+        self.own_client = False
+        self.contexts: List[str] = []
+        self.tmpdirs: List[str] = []
+
+    def release(self) -> None:
+        c, self.client = self.client, None
+        ctxs, self.contexts = self.contexts, []
+        if c is not None:
+            for name in ctxs:
+                try:
+                    c.delete_context(name)
+                except CtxdError:
+                    pass  # already gone, or the daemon is
+            if self.own_client:
+                c.close()
+        dirs, self.tmpdirs = self.tmpdirs, []
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class ExecutionEnvironment:
+    """An environment executing Python code in one ctxd context of the given
+    tier (mellea's ExecutionEnvironment; make one with
+    make_execution_environment). The context is created on the first
+    execute() (or open()) and deleted by close(), by leaving a `with` block,
+    or when the environment is garbage-collected.
+
+    allowed_imports: top-level modules the code may import (None: any).
+    policy: the CapabilityPolicy (None: none, as mellea's unsafe tiers).
+    working_directory: the directory the code runs in (the context's cwd;
+    None: the daemon's). Keyword-only, ctxd's: endpoint (else
+    $CTXD_ENDPOINT, else the default socket) or client (a ctxd.Client to
+    share; not closed here), stateful (False: a fresh interpreter for each
+    run), strip_output (mellea strips stdout/stderr), env (variables added to
+    the context's environment), artifacts (report the files each run writes
+    in the working directory; default: when working_directory is given)."""
+
+    def __init__(self, tier: str, policy: Optional[CapabilityPolicy] = None,
+                 allowed_imports: Optional[Sequence[str]] = None,
+                 working_directory: Optional[Union[str, os.PathLike]] = None, *,
+                 endpoint: Optional[str] = None, client: Optional[Client] = None,
+                 stateful: bool = True, strip_output: bool = True,
+                 env: Optional[Dict[str, str]] = None,
+                 artifacts: Optional[bool] = None) -> None:
+        if tier not in TIERS:
+            raise ValueError(f"Unknown execution tier {tier!r}: expected one of "
+                             + ", ".join(repr(t) for t in TIERS))
+        self.tier = tier
+        self.ctxd_tier = TIERS[tier]
+        self.policy = policy
+        self.allowed_imports = list(allowed_imports) if allowed_imports is not None else None
+        if self.allowed_imports is None and policy is not None:
+            self.allowed_imports = (list(policy.allowed_imports)
+                                    if policy.allowed_imports is not None else None)
+        self.working_directory = (os.path.abspath(os.fspath(working_directory))
+                                  if working_directory is not None else None)
+        self.stateful = stateful
+        self.strip_output = strip_output
+        self.artifacts = (self.working_directory is not None) if artifacts is None else artifacts
+        self._env = dict(env) if env else None
+        self._endpoint = endpoint
+        self._owned = _Owned()
+        if client is not None:
+            self._owned.client = client
+        self._finalizer = weakref.finalize(self, self._owned.release)
+        self._lock = threading.RLock()
+        self._ctx: Optional[str] = None
+        self._cwd: Optional[str] = None
+        self._check_ctx: Optional[str] = None
+        self._runs = 0
+        self._closed = False
+        self._unenforced: List[str] = []
+
+    # ---- lifecycle -----------------------------------------------------------
+
+    @property
+    def client(self) -> Client:
+        """The ctxd client (connected on first use)."""
+        with self._lock:
+            if self._closed:
+                raise CtxdError("the environment is closed", "closed")
+            if self._owned.client is None:
+                self._owned.client = Client(self._endpoint)
+                self._owned.own_client = True
+            return self._owned.client
+
+    @property
+    def context(self) -> Optional[str]:
+        """The name of the ctxd context (None until it is created)."""
+        return self._ctx
+
+    def open(self) -> "ExecutionEnvironment":
+        """Creates the context now (execute() does it on first use).
+        Raises RefusedError when the daemon refuses the tier or the policy
+        (e.g. `bad_field` naming a field the tier cannot enforce),
+        PackageInstallError when it refuses or fails the packages,
+        UnreachableError without a daemon."""
+        with self._lock:
+            if self._ctx is None:
+                self._create()
+        return self
+
+    def close(self) -> None:
+        """Deletes the context (and the import-check context), closes the
+        client if this environment opened it. Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._ctx = self._check_ctx = None
+        self._finalizer()
+
+    def __enter__(self) -> "ExecutionEnvironment":
+        return self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _ctxd_policy(self) -> Dict[str, Any]:
+        """The policy sent to the daemon, for the run context."""
+        if self.ctxd_tier == "static":
+            return {} if self.allowed_imports is None else {"allowed_imports": self.allowed_imports}
+        pol = self.policy.to_ctxd() if self.policy is not None else {}
+        if self.allowed_imports is not None:
+            pol["allowed_imports"] = list(self.allowed_imports)
+        if self.ctxd_tier == "unsafe":
+            # mellea's unsafe tiers declare their policy and enforce what
+            # they can: send what the daemon enforces here, name the rest.
+            # The allowlist is checked before each run (static analysis).
+            enforced = set(self.client.hello_info.tiers.get("unsafe", ("timeout",)))
+            pol.pop("allowed_imports", None)
+            unenforced = [k for k, v in pol.items() if k not in enforced and _restricts(k, v)]
+            if unenforced:
+                _warn(f"tier {self.tier!r} does not enforce these policy fields, which are only "
+                      f"declared: {', '.join(unenforced)} (use tier 'local' or 'docker' to have "
+                      "ctxd enforce them)")
+            self._unenforced = unenforced
+            pol = {k: v for k, v in pol.items() if k in enforced or k == "packages"}
+        return pol
+
+    def _create(self) -> None:
+        client = self.client
+        policy = self._ctxd_policy()
+        cwd = self.working_directory if self.ctxd_tier != "static" else None
+        name = f"mellea-{self.ctxd_tier}-{uuid.uuid4().hex[:12]}"
+        try:
+            info = client.create_context(name, cwd=cwd, env=self._env, tier=self.tier,
+                                         policy=policy)
+        except RefusedError as e:
+            pkgs = policy.get("packages")
+            words = ("packag", "pip", "wheel", "install")
+            if pkgs and (any(w in e.message.lower() for w in words)
+                         or any(p in e.message for p in pkgs)):
+                raise PackageInstallError(
+                    f"Package installation failed: {', '.join(pkgs)} (ctxd refused the "
+                    f"context: {e.message})", e.code) from e
+            raise
+        self._owned.contexts.append(info.name)
+        self._ctx, self._cwd = info.name, info.cwd or None
+        if self.allowed_imports is not None and self.ctxd_tier != "static":
+            chk = client.create_context(f"{name}-imports", tier="static",
+                                        policy={"allowed_imports": self.allowed_imports})
+            self._owned.contexts.append(chk.name)
+            self._check_ctx = chk.name
+
+    def enforced_capabilities(self) -> List[str]:
+        """The policy fields the daemon enforces in this environment's tier
+        (hello's `tiers`; empty for a tier the daemon does not offer)."""
+        return list(self.client.hello_info.tiers.get(self.ctxd_tier, []))
+
+    def unenforced_capabilities(self) -> List[str]:
+        """The restricting policy fields this environment only declares
+        (unsafe tiers; known once the context exists): they were not sent to
+        the daemon."""
+        return list(self._unenforced)
+
+    # ---- execution -------------------------------------------------------------
+
+    def _resolve_timeout(self, timeout: Optional[float]) -> float:
+        """The run's timeout: the argument, else the policy's, else the
+        tier's default; never past the policy's (the daemon caps it)."""
+        cap = self.policy.timeout if self.policy is not None and self.policy.timeout else None
+        if timeout is None:
+            return cap if cap is not None else _DEFAULT_TIMEOUT[self.ctxd_tier]
+        return min(timeout, cap) if cap is not None and timeout > 0 else timeout
+
+    def _result(self, **kw: Any) -> ExecutionResult:
+        kw.setdefault("execution_mode", self.tier)
+        kw.setdefault("working_directory", self.working_directory)
+        return ExecutionResult(**kw)
+
+    def execute(self, code: str, timeout: Optional[float] = None) -> ExecutionResult:
+        """Runs code (static tier: analyses it) and returns how it went.
+
+        timeout: seconds (None: the policy's, else 30, 60 for the docker
+        tiers); the policy's timeout is also a cap the daemon applies to
+        every run. Raises CtxdError subclasses for failures of ctxd itself
+        (no daemon, a refused policy), never for failures of the code."""
+        return self._execute(code, timeout)
+
+    def _execute(self, code: str, timeout: Optional[float], *,
+                 artifacts: Optional[bool] = None) -> ExecutionResult:
+        if not isinstance(code, str):
+            raise TypeError("code must be a str")
+        with self._lock:
+            if self._ctx is None:
+                self._create()
+            ctx, check = self._ctx, self._check_ctx
+            if self.ctxd_tier == "static":
+                return self._analyse(ctx, code)
+            if check is not None:
+                skipped = self._precheck(check, code)
+                if skipped is not None:
+                    return skipped
+            if not self.stateful and self._runs:
+                self.client.restart_context(ctx)
+            self._runs += 1
+            want = self.artifacts if artifacts is None else artifacts
+            t = self._resolve_timeout(timeout)
+            r = self.client.execute(code, ctx, timeout=t, artifacts=want)
+            return self._from_run(r, t)
+
+    def _analysis(self, r: ExecResult) -> Dict[str, Any]:
+        raw = (r.data or {}).get("application/vnd.ctxd.analysis+json")
+        if raw is None:
+            raise CtxdError(f"the static tier returned no analysis (status {r.status}: "
+                            f"{r.error or r.cause})", "protocol")
+        return json.loads(raw)
+
+    def _analyse(self, ctx: str, code: str) -> ExecutionResult:
+        a = self._analysis(self.client.execute(code, ctx))
+        se = a.get("syntax_error")
+        if se:
+            msg = (f"Parse failed: {se.get('message')} (line {se.get('line')}, "
+                   f"column {se.get('col')}).")
+            return self._result(success=False, stdout=None, stderr=None, skipped=True,
+                                skip_message=msg, analysis_result=a, working_directory=None)
+        if a.get("disallowed"):
+            return self._result(success=False, stdout=None, stderr=None, skipped=True,
+                                skip_message="Unauthorized imports detected: "
+                                + ", ".join(a["disallowed"]),
+                                analysis_result=a, working_directory=None)
+        imports = ", ".join(a.get("imports") or []) or "none"
+        return self._result(success=True, stdout=None, stderr=None, skipped=True,
+                            skip_message=f"Code parses successfully (imports: {imports}); "
+                            "static analysis only, the code was not executed.",
+                            analysis_result=a, working_directory=None)
+
+    def _precheck(self, check: str, code: str) -> Optional[ExecutionResult]:
+        """mellea's import pre-check, by the daemon's static analysis: a
+        skipped result when the code imports a module outside the list.
+        Dynamic imports count only on tiers without a runtime check."""
+        a = self._analysis(self.client.execute(code, check))
+        bad = [m for m in a.get("disallowed") or []
+               if m != "<dynamic import>" or self.ctxd_tier == "unsafe"]
+        if not bad:
+            return None
+        return self._result(success=False, stdout=None, stderr=None, skipped=True,
+                            skip_message=f"Unauthorized imports detected: {', '.join(bad)}",
+                            analysis_result=a)
+
+    def _from_run(self, r: ExecResult, timeout: float) -> ExecutionResult:
+        out, err = r.stdout, r.stderr
+        notes: List[str] = []
+        exit_code: Optional[int] = None
+        success = False
+        timed_out = False
+        if r.status == "ok":
+            success, exit_code = True, 0
+        elif r.status == "error" and r.error is not None and r.error.ename == "SystemExit":
+            # as a script: sys.exit(n) exits n, sys.exit() 0, sys.exit("msg") 1
+            v = r.error.evalue.strip()
+            if v in ("", "None"):
+                exit_code = 0
+            else:
+                try:
+                    exit_code = int(v)
+                except ValueError:
+                    exit_code = 1
+                    notes.append(v)
+            success = exit_code == 0
+        elif r.status == "error":
+            exit_code = 1
+            if r.error is not None:
+                notes.append(str(r.error))
+        elif r.status == "timeout":
+            timed_out = True
+            if r.error is not None:
+                notes.append(str(r.error))
+            notes.append(f"Execution timed out after {timeout:g} s"
+                         + (f" ({r.cause})" if r.cause else "")
+                         + ("; the interpreter was restarted, its globals are lost."
+                            if r.state_lost else "; the context's globals were kept."))
+        elif r.status == "interrupted":
+            exit_code = -2
+            if r.error is not None:
+                notes.append(str(r.error))
+        elif r.status == "died":
+            exit_code = _exit_code_of(r.cause)
+            notes.append(f"The interpreter process died: {r.cause}; its globals are lost.")
+        else:  # aborted, shutdown
+            notes.append(f"ctxd: the run ended {r.status}: {r.cause or 'no cause given'}")
+        if r.truncated:
+            notes.append(f"ctxd: output past the daemon's max_output was dropped "
+                         f"({r.dropped or {}}).")
+        if notes:
+            if err and not err.endswith("\n"):
+                err += "\n"
+            err += "\n".join(notes) + "\n"
+        if self.strip_output:
+            out, err = out.strip(), err.strip()
+        if self.policy is not None:
+            out = _truncate(out, self.policy.stdout_max_bytes)
+            err = _truncate(err, self.policy.stderr_max_bytes)
+        skipped = r.status == "aborted" and not r.state_lost
+        return self._result(
+            success=success, stdout=out, stderr=err,
+            skipped=skipped,
+            skip_message=f"Execution aborted: {r.cause}" if skipped else None,
+            exit_code=exit_code, timed_out=timed_out,
+            artifacts=[self._artifact(a.path, a.size, a.type) for a in r.artifacts],
+            status=r.status, result=r.result, state_lost=r.state_lost)
+
+    def _artifact(self, rel: str, size: int, ctype: str) -> Artifact:
+        base = self._cwd or self.working_directory or ""
+        return Artifact(Path(base) / rel, size,
+                        None if ctype == "application/octet-stream" else ctype)
+
+    # ---- files -----------------------------------------------------------------
+
+    def _rel(self, path: str) -> str:
+        """A path in the environment as the daemon's file requests want it:
+        relative to the working directory."""
+        if os.path.isabs(path):
+            base = self._cwd or self.working_directory
+            if base is None or os.path.commonpath([base, os.path.abspath(path)]) != base:
+                raise ValueError(f"{path!r} is not under the working directory {base!r}")
+            return os.path.relpath(os.path.abspath(path), base)
+        return path
+
+    def copy_in(self, host_path: Union[str, os.PathLike], container_path: str) -> None:
+        """Copies a host file into the environment: container_path is relative
+        to the working directory (or absolute beneath it) (ctxd's file.put)."""
+        if self.ctxd_tier == "static":
+            raise NotImplementedError("the static tier does not support copy_in")
+        self.open()
+        self.client.put_file(self._ctx, self._rel(container_path), os.fspath(host_path))
+
+    def copy_out(self, container_path: str, host_path: Union[str, os.PathLike]) -> None:
+        """Copies a file out of the environment to host_path (ctxd's file.get)."""
+        if self.ctxd_tier == "static":
+            raise NotImplementedError("the static tier does not support copy_out")
+        self.open()
+        self.client.get_file(self._ctx, self._rel(container_path), os.fspath(host_path))
+
+
+def _exit_code_of(cause: Optional[str]) -> Optional[int]:
+    """A died run's exit code from its cause: 'exited with code N' -> N,
+    'killed by signal N (...)' -> -N, as subprocess reports them."""
+    import re
+    if not cause:
+        return None
+    m = re.search(r"exited with code (-?\d+)", cause)
+    if m:
+        return int(m.group(1))
+    m = re.search(r"signal (\d+)", cause)
+    if m:
+        return -int(m.group(1))
+    return None
+
+
+def make_execution_environment(tier: ExecutionTier, policy: Optional[CapabilityPolicy] = None,
+                               allowed_imports: Optional[Sequence[str]] = None,
+                               working_directory: Optional[Union[str, os.PathLike]] = None,
+                               **ctxd_options: Any) -> ExecutionEnvironment:
+    """mellea's make_execution_environment: an ExecutionEnvironment for tier
+    ("static", "local_unsafe", "local", "docker_unsafe", "docker", or ctxd's
+    "unsafe", "sandbox"). policy None gives the tier's default (LOCAL_POLICY
+    for "local", DOCKER_POLICY for "docker" and "sandbox", none for the
+    unsafe tiers and "static"). allowed_imports: the import allowlist (None:
+    any). working_directory: the code's working directory (all executing
+    tiers; ignored by "static"). ctxd_options: the keyword-only options of
+    ExecutionEnvironment (endpoint, client, stateful, strip_output, env,
+    artifacts). Raises ValueError for an unknown tier. Nothing is contacted
+    until the first execute() (or open())."""
+    if tier not in TIERS:
+        raise ValueError(f"Unknown execution tier {tier!r}: expected one of "
+                         + ", ".join(repr(t) for t in TIERS))
+    if policy is None:
+        if tier == "local":
+            policy = LOCAL_POLICY
+        elif tier in ("docker", "sandbox"):
+            policy = DOCKER_POLICY
+    if policy is not None:
+        policy = dataclasses.replace(policy)  # the environment keeps its own copy
+    return ExecutionEnvironment(tier, policy, allowed_imports, working_directory,
+                                **ctxd_options)
+
+
+# ---- python_tool -------------------------------------------------------------------
+
+_TOOL_DESCRIPTION = (
+    "Execute Python code and return its stdout, stderr and outcome. "
+    "The interpreter is persistent: variables, functions and imports defined in one call "
+    "remain available in the next. Print what you need to see. Files written to the "
+    "current directory are returned as artifacts.")
+
+
+def _validate_packages(packages: Sequence[str]) -> List[str]:
+    out: List[str] = []
+    for p in packages:
+        if not isinstance(p, str) or not p.strip():
+            raise ValueError(f"package specifiers must be non-empty strings, got {p!r}")
+        if p.lstrip().startswith("-"):
+            raise ValueError(f"flag-style package specifier {p!r} is not allowed")
+        if p not in out:
+            out.append(p)
+    return out
+
+
+class PythonTool:
+    """A Python execution tool for tool-calling models (mellea's python_tool
+    returns a MelleaTool; this has the same name / run / as_json_tool).
+
+    Call it with code (tool(code) or tool.run(code=...)): an
+    ExecutionResult. invoke(arguments) takes a model's tool-call arguments
+    (a dict or its JSON text) and returns a JSON str for the model.
+    as_json_tool: the OpenAI-style function schema ({"type": "function",
+    "function": {name, description, parameters}}); parameters requires the
+    str `code`. close() (or a with block, or garbage collection) deletes the
+    tool's context and its temporary working directory."""
+
+    def __init__(self, env: ExecutionEnvironment, name: str, description: str,
+                 artifact_dir: Optional[Path]) -> None:
+        self.name = name
+        self.description = description
+        self.environment = env
+        self.artifact_dir = artifact_dir
+
+    @property
+    def parameters(self) -> Dict[str, Any]:
+        """The JSON schema of the arguments."""
+        return {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string",
+                         "description": "The Python source code to execute."},
+            },
+            "required": ["code"],
+        }
+
+    @property
+    def as_json_tool(self) -> Dict[str, Any]:
+        """The tool as an OpenAI-compatible function definition (a fresh
+        copy)."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description,
+                             "parameters": self.parameters}}
+
+    def run(self, code: str) -> ExecutionResult:
+        """Runs code (mellea's run_python)."""
+        env = self.environment
+        res = env._execute(code, None, artifacts=env.ctxd_tier != "static")
+        if self.artifact_dir is not None and res.artifacts:
+            res.artifacts = self._export(res.artifacts)
+        return res
+
+    __call__ = run
+
+    def _export(self, artifacts: List[Artifact]) -> List[Artifact]:
+        """Copies the run's files out of the context (file.get) into
+        artifact_dir, keeping their relative paths."""
+        env = self.environment
+        base = Path(env._cwd or env.working_directory or "")
+        assert self.artifact_dir is not None
+        out = []
+        for a in artifacts:
+            rel = a.path.relative_to(base) if a.path.is_absolute() else a.path
+            dest = self.artifact_dir / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                size = env.client.get_file(env.context, rel.as_posix(), str(dest))
+            except RefusedError:
+                # gone since the run, or no longer a regular file
+                dest.unlink(missing_ok=True)
+                continue
+            out.append(Artifact(dest, size, a.content_type or mimetypes.guess_type(dest.name)[0]))
+        return out
+
+    def invoke(self, arguments: Union[str, Dict[str, Any]]) -> str:
+        """Runs a model's tool call: arguments {"code": ...} (a dict or JSON
+        text); returns the result as JSON text."""
+        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        code = args.get("code")
+        if not isinstance(code, str):
+            return json.dumps({"success": False, "skipped": True,
+                               "skip_message": "the tool call has no str 'code' argument"})
+        return json.dumps(self.run(code).to_dict(), default=str)
+
+    def close(self) -> None:
+        """Deletes the tool's context and its temporary working directory."""
+        self.environment.close()
+
+    def __enter__(self) -> "PythonTool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<PythonTool {self.name!r} tier={self.environment.tier!r}>"
+
+
+def python_tool(tier: Optional[ExecutionTier] = None, packages: Optional[Sequence[str]] = None,
+                artifact_dir: Optional[Union[str, os.PathLike]] = None,
+                policy: Optional[CapabilityPolicy] = None,
+                allowed_imports: Optional[Sequence[str]] = None, name: str = "python",
+                suppress_agg: bool = False, **ctxd_options: Any) -> PythonTool:
+    """mellea's python_tool: a tool running model-written Python in a ctxd
+    context of the given tier (None: "local_unsafe", with mellea's
+    UserWarning).
+
+    packages: installed into the context by the daemon (ctx.create's policy
+    `packages`); specifiers must be non-empty and not start with "-"
+    (ValueError); ignored by "static". A daemon that refuses or fails them
+    raises PackageInstallError here, at construction. artifact_dir: each
+    run's new or changed files (in the context's working directory) are
+    copied there (file.get), keeping their relative paths, and listed in
+    ExecutionResult.artifacts; without it the artifacts are the files in the
+    working directory itself. The working directory is a temporary directory
+    owned by the tool (for a daemon on this host, i.e. an ipc:// endpoint),
+    removed by close(). suppress_agg: accepted; ctxd never rewrites the code
+    (matplotlib's backend is Agg through MPLBACKEND in every context, which
+    code may change with matplotlib.use()). ctxd_options: as for
+    make_execution_environment (working_directory included).
+
+    The context is created here, so a refused tier, policy or package list
+    raises now (RefusedError, PackageInstallError), not at the first call."""
+    if tier is None:
+        _warn("python_tool() without a tier runs code in tier 'local_unsafe': an "
+              "unconfined interpreter (pass tier='local_unsafe' to silence this, or "
+              "tier='local' / 'docker' for enforced confinement)")
+        tier = "local_unsafe"
+    if tier not in TIERS:
+        raise ValueError(f"Unknown execution tier {tier!r}: expected one of "
+                         + ", ".join(repr(t) for t in TIERS))
+    pkgs = _validate_packages(packages or [])
+    del suppress_agg  # see the docstring
+    working_directory = ctxd_options.pop("working_directory", None)
+    if policy is None and tier == "local":
+        policy = LOCAL_POLICY
+    elif policy is None and tier in ("docker", "sandbox"):
+        policy = DOCKER_POLICY
+    if pkgs and TIERS[tier] != "static":
+        base = policy if policy is not None else CapabilityPolicy()
+        merged = list(base.packages) + [p for p in pkgs if p not in base.packages]
+        policy = dataclasses.replace(base, packages=merged, package_installation=True)
+    env = make_execution_environment(tier, policy, allowed_imports, None, **ctxd_options)
+    if working_directory is None and TIERS[tier] != "static":
+        if env.client.endpoint.startswith("ipc://"):
+            tmp = tempfile.mkdtemp(prefix="ctxd-mellea-")
+            env._owned.tmpdirs.append(tmp)
+            working_directory = tmp
+    if working_directory is not None:
+        env.working_directory = os.path.abspath(os.fspath(working_directory))
+    adir = None
+    if artifact_dir is not None and TIERS[tier] != "static":
+        adir = Path(artifact_dir).absolute()
+        adir.mkdir(parents=True, exist_ok=True)
+    tool = PythonTool(env, name, _TOOL_DESCRIPTION, adir)
+    env.open()
+    return tool
