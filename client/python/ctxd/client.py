@@ -28,6 +28,9 @@ from ._common import (
     DEFAULT_LIVENESS,
     DEFAULT_REQUEST_TIMEOUT,
     Callback,
+    Completeness,
+    Completion,
+    Inspection,
     ContextInfo,
     ExecResult,
     HelloInfo,
@@ -38,7 +41,11 @@ from ._common import (
     ctx_name,
     exec_fields,
     parse_hello,
+    parse_completeness,
+    parse_completion,
+    parse_inspection,
     parse_stats,
+    query_fields,
     probe,
     resolve_endpoint,
 )
@@ -266,10 +273,12 @@ class Client:
     # ---- requests ------------------------------------------------------------------
 
     def _call(self, t: str, timeout: Optional[float] = None, _kind: str = "ctl",
-              **fields) -> dict:
+              _fields: Optional[dict] = None, **fields) -> dict:
         """Sends a control request and returns its `ok` (RefusedError for
         `err`, UnreachableError when no reply comes in time; timeout 0: no
-        deadline)."""
+        deadline). _fields: more fields (one may be named `timeout`)."""
+        if _fields:
+            fields.update(_fields)
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             if self._closed:
@@ -495,3 +504,32 @@ class Client:
         globals, execution count 0; running and queued runs end "aborted"."""
         reply = self._call("ctx.restart", request_timeout, ctx=ctx_name(ctx) or "default")
         return ContextInfo.from_msg(reply.get("ctx"))
+
+    # ---- queries: complete, inspect, is_complete ------------------------------------
+
+    def complete(self, code: str, cursor: Optional[int] = None, ctx: Any = None, *,
+                 timeout: Optional[float] = None) -> Completion:
+        """Completions for the name before cursor (characters into code;
+        None: the end) from the context's live globals: names, attributes,
+        keywords, builtins, module names after `import`. The query waits in
+        the context's queue behind its runs; the daemon interrupts it after
+        timeout seconds (default 10). RefusedError: bad_field (cursor past
+        the end), unknown_context, dead, busy, timeout."""
+        reply = self._call("complete", 0, _kind="live", _fields=query_fields(code, ctx, cursor, timeout))
+        return parse_completion(reply)
+
+    def inspect(self, code: str, cursor: Optional[int] = None, ctx: Any = None, *,
+                detail_level: int = 0, timeout: Optional[float] = None) -> Inspection:
+        """What the name at cursor (or the function being called there) is:
+        signature, type, docstring; detail_level 1 adds its source."""
+        reply = self._call("inspect", 0, _kind="live", detail_level=detail_level or None,
+                           _fields=query_fields(code, ctx, cursor, timeout))
+        return parse_inspection(reply)
+
+    def is_complete(self, code: str, ctx: Any = None, *,
+                    timeout: Optional[float] = None) -> Completeness:
+        """Whether code would run as typed (a REPL's Enter), or needs more
+        lines, or cannot compile."""
+        reply = self._call("is_complete", 0, _kind="live",
+                           _fields=query_fields(code, ctx, None, timeout))
+        return parse_completeness(reply)
