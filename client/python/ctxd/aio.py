@@ -48,7 +48,8 @@ from ._common import (
     probe,
     resolve_endpoint,
 )
-from ._errors import ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, UnreachableError
+from ._errors import (ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, RefusedError,
+                      UnreachableError)
 from ._proto import decode_message
 
 # Longest sleep of the reader, so a run submitted while nothing else is in
@@ -112,8 +113,13 @@ class AsyncRun:
                             value = cb(*arg)
                             if inspect.isawaitable(value):
                                 value = await value
-                            await self._client._call("input.reply", ctx=self.ctx,
-                                                     value="" if value is None else str(value))
+                            try:
+                                await self._client._call(
+                                    "input.reply", ctx=self.ctx,
+                                    value="" if value is None else str(value))
+                            except RefusedError as e:
+                                if e.code != "no_input":  # no_input: interrupted meanwhile
+                                    raise
                         else:
                             await _call_cb(cb, arg)
                         in_callback = False

@@ -49,7 +49,8 @@ from ._common import (
     probe,
     resolve_endpoint,
 )
-from ._errors import ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, UnreachableError  # noqa: F401
+from ._errors import (ClosedError, CtxdError, CtxdTimeoutError, ProtocolError,  # noqa: F401
+                      RefusedError, UnreachableError)
 from ._proto import decode_message
 
 
@@ -121,8 +122,14 @@ class Run:
                             if kind == "input":
                                 # input() in the code: on_input(prompt, password) -> str
                                 value = cb(*arg)
-                                self._client._call("input.reply", ctx=self.ctx,
-                                                   value="" if value is None else str(value))
+                                try:
+                                    self._client._call("input.reply", ctx=self.ctx,
+                                                       value="" if value is None else str(value))
+                                except RefusedError as e:
+                                    # no_input: the input() was interrupted
+                                    # meanwhile; the run goes on to its end.
+                                    if e.code != "no_input":
+                                        raise
                             else:
                                 cb(arg)
                             in_callback = False
