@@ -15,6 +15,10 @@ PACKAGES="build-essential cmake pkg-config libzmq3-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
 python3-matplotlib"
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).
+# The Jupyter kernel and its tests (tests/kernel.cmake): ipykernel's kernelbase,
+# jupyter_client, jupyter_kernel_test.
+[ "$mode" = test ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
+python3-jupyter-kernel-test"
 # Only for the benchmark (ctxd side by side with ipykernel).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
 python3-numpy python3-matplotlib"
