@@ -1,6 +1,6 @@
 # The Jupyter kernel (client/python/ctxd/kernel) against a real daemon:
 # - kernel_spec: jupyter_kernel_test's KernelTests, every test enabled
-#   (tests/kernel/test_kernel_spec.py; Debian python3-jupyter-kernel-test);
+#   (tests/kernel/test_spec.py; Debian python3-jupyter-kernel-test);
 # - kernel_client: jupyter_client's execute_interactive (print, figure,
 #   error), interrupts through the KernelManager, input(), restart,
 #   --context sharing, the private daemon (tests/kernel/test_client.py).
