@@ -150,6 +150,10 @@ class CtxdKernel(Kernel):
         "nbconvert_exporter": "python",
     }
     help_links = [{"text": "ctxd protocol", "url": "https://github.com/ctxd/ctxd"}]
+    # kernelbase sleeps this long before every execute_reply so that output
+    # written to its own sys.stdout reaches the front end first; this
+    # kernel's output has all been published (in order) before the reply.
+    _execute_sleep = 0
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
