@@ -76,7 +76,9 @@ def test_execution_counts_and_result(kernel):
 def test_interrupt_keeps_globals(kernel):
     km, kc = kernel
     run(kc, "kept = 'still here'")
-    msg_id = kc.execute("print('spinning', flush=True)\nwhile True: pass")
+    # stop_on_error off: kernelbase would abort requests arriving while it
+    # aborts the queue after the failed cell (a race with the next cell)
+    msg_id = kc.execute("print('spinning', flush=True)\nwhile True: pass", stop_on_error=False)
     # handshake: the loop has started once its output arrived
     while True:
         m = kc.get_iopub_msg(timeout=TIMEOUT)
@@ -113,7 +115,7 @@ def test_input_request(kernel):
 
 def test_interrupt_during_input(kernel):
     km, kc = kernel
-    msg_id = kc.execute("v = input('never answered: ')", allow_stdin=True)
+    msg_id = kc.execute("v = input('never answered: ')", allow_stdin=True, stop_on_error=False)
     req = kc.get_stdin_msg(timeout=TIMEOUT)
     assert req["content"]["prompt"] == "never answered: "
     km.interrupt_kernel()
@@ -141,14 +143,21 @@ def test_display_update_and_clear(kernel):
 def test_stop_on_error_aborts_queued_cells(kernel):
     km, kc = kernel
     run(kc, "ran = []")
-    first = kc.execute("ran.append(1); raise RuntimeError('stop')")
+    # the first cell waits in input() until the second request was sent
+    first = kc.execute("ran.append(1); input('go? '); raise RuntimeError('stop')",
+                       allow_stdin=True)
+    kc.get_stdin_msg(timeout=TIMEOUT)
     second = kc.execute("ran.append(2)")
+    kc.input("go")
     replies = {}
     while len(replies) < 2:
         m = kc.get_shell_msg(timeout=TIMEOUT)
         replies[m["parent_header"]["msg_id"]] = m["content"]
     assert replies[first]["status"] == "error"
     assert replies[second]["status"] == "aborted"
+    # a kernel_info round trip: the abort is over (only executes are aborted)
+    kc.kernel_info()
+    assert kc.get_shell_msg(timeout=TIMEOUT)["msg_type"] == "kernel_info_reply"
     reply, msgs = run(kc, "ran")
     res = [m for m in msgs if m["msg_type"] == "execute_result"]
     assert res[0]["content"]["data"]["text/plain"] == "[1]"
@@ -250,3 +259,25 @@ def test_kernelspec_install(tmp_path):
     assert spec["interrupt_mode"] == "message" and spec["language"] == "python"
     assert spec["argv"][1:5] == ["-m", "ctxd.kernel", "-f", "{connection_file}"]
     assert spec["argv"][-2:] == ["--context", "lab"]
+
+
+def test_ctx_kernel_install_then_run(tmp_path):
+    """`ctx kernel install` (the command line) writes a spec that runs."""
+    ctx_bin = os.environ.get("CTXD_CTX_BIN", os.path.join(os.path.dirname(os.path.dirname(
+        CTXD_BIN)), "tools", "ctx"))
+    out = subprocess.run([ctx_bin, "kernel", "install", "--prefix", str(tmp_path), "--name",
+                          "ctxd-from-ctx"], check=True, stdout=subprocess.PIPE, text=True).stdout
+    assert "ctxd-from-ctx" in out
+    jupyter_path = os.environ["JUPYTER_PATH"]
+    os.environ["JUPYTER_PATH"] = str(tmp_path / "share" / "jupyter")
+    try:
+        km, kc = start_new_kernel(kernel_name="ctxd-from-ctx")
+    finally:
+        os.environ["JUPYTER_PATH"] = jupyter_path
+    try:
+        reply, msgs = run(kc, "6 * 7")
+        assert [m for m in msgs if m["msg_type"] == "execute_result"][0][
+            "content"]["data"]["text/plain"] == "42"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)

@@ -84,12 +84,14 @@ def install(argv: List[str]) -> int:
     display = a.display_name or ("Python 3 (ctxd)" if not a.context
                                  else f"Python 3 (ctxd: {a.context})")
     spec = {"argv": args, "display_name": display, "language": "python",
-            "interrupt_mode": "message", "metadata": {"debugger": False}}
+            "interrupt_mode": "message", "metadata": {"debugger": False},
+            # debugpy (imported by ipykernel) warns about frozen modules otherwise
+            "env": {"PYDEVD_DISABLE_FILE_VALIDATION": "1"}}
     parent = _package_parent()
     known = set(site.getsitepackages()) | {"/usr/lib/python3/dist-packages",
                                            "/usr/local/lib/python3/dist-packages"}
     if parent not in known:
-        spec["env"] = {"PYTHONPATH": parent}  # the package used in place
+        spec["env"]["PYTHONPATH"] = parent  # the package used in place
     with tempfile.TemporaryDirectory() as tmp:
         with open(os.path.join(tmp, "kernel.json"), "w") as f:
             json.dump(spec, f, indent=1)
