@@ -281,3 +281,30 @@ def test_ctx_kernel_install_then_run(tmp_path):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=False)
+
+
+def test_queries_while_an_agent_holds_the_context(ctxd_env):
+    """An agent's run blocks the shared context: the kernel's queries stop
+    waiting (empty completion; is_complete decided locally) instead of
+    freezing the front end, and the agent's run is untouched."""
+    agent = ctxd_env.client
+    if "shared-ctx" not in {c.name for c in agent.list_contexts()}:
+        agent.create_context("shared-ctx")
+    km, kc = start_new_kernel(kernel_name="ctxd-shared")
+    try:
+        asked = []
+        held = agent.submit("held = input()", "shared-ctx",
+                            on_input=lambda p, pw: asked.append(p) or "released")
+        # handshake: the context is busy with the agent's run (waiting in input())
+        while next(c for c in agent.list_contexts() if c.name == "shared-ctx").state != "busy":
+            pass
+        kc.is_complete("for i in x:")
+        reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
+        assert reply == {"status": "incomplete", "indent": "    "}
+        kc.complete("pri")
+        assert kc.get_shell_msg(timeout=TIMEOUT)["content"]["matches"] == []
+        assert held.wait(timeout=TIMEOUT).status == "ok"
+        assert agent.execute("held", "shared-ctx").result == "'released'"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)

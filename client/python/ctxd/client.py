@@ -515,28 +515,32 @@ class Client:
     # ---- queries: complete, inspect, is_complete ------------------------------------
 
     def complete(self, code: str, cursor: Optional[int] = None, ctx: Any = None, *,
-                 timeout: Optional[float] = None) -> Completion:
+                 timeout: Optional[float] = None, wait: Optional[float] = None) -> Completion:
         """Completions for the name before cursor (characters into code;
         None: the end) from the context's live globals: names, attributes,
         keywords, builtins, module names after `import`. The query waits in
         the context's queue behind its runs; the daemon interrupts it after
-        timeout seconds (default 10). RefusedError: bad_field (cursor past
-        the end), unknown_context, dead, busy, timeout."""
-        reply = self._call("complete", 0, _kind="live", _fields=query_fields(code, ctx, cursor, timeout))
+        timeout seconds (default 10). wait bounds this call (None: no
+        deadline; past it UnreachableError, and the answer is dropped when it
+        comes). RefusedError: bad_field (cursor past the end),
+        unknown_context, dead, busy, timeout."""
+        reply = self._call("complete", wait or 0, _kind="live", _fields=query_fields(code, ctx, cursor, timeout))
         return parse_completion(reply)
 
     def inspect(self, code: str, cursor: Optional[int] = None, ctx: Any = None, *,
-                detail_level: int = 0, timeout: Optional[float] = None) -> Inspection:
+                detail_level: int = 0, timeout: Optional[float] = None,
+                wait: Optional[float] = None) -> Inspection:
         """What the name at cursor (or the function being called there) is:
         signature, type, docstring; detail_level 1 adds its source."""
-        reply = self._call("inspect", 0, _kind="live", detail_level=detail_level or None,
+        reply = self._call("inspect", wait or 0, _kind="live", detail_level=detail_level or None,
                            _fields=query_fields(code, ctx, cursor, timeout))
         return parse_inspection(reply)
 
     def is_complete(self, code: str, ctx: Any = None, *,
-                    timeout: Optional[float] = None) -> Completeness:
+                    timeout: Optional[float] = None,
+                    wait: Optional[float] = None) -> Completeness:
         """Whether code would run as typed (a REPL's Enter), or needs more
         lines, or cannot compile."""
-        reply = self._call("is_complete", 0, _kind="live",
+        reply = self._call("is_complete", wait or 0, _kind="live",
                            _fields=query_fields(code, ctx, None, timeout))
         return parse_completeness(reply)

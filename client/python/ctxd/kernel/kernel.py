@@ -48,7 +48,7 @@ from typing import Any, Dict, Optional
 from ipykernel.kernelbase import Kernel
 
 from .. import __version__
-from .._errors import CtxdError, RefusedError, UnreachableError
+from .._errors import CtxdError, UnreachableError
 from ..client import Client
 from .history import History
 
@@ -71,6 +71,31 @@ _HELP = re.compile(r"\A\s*(\?{0,2})\s*([A-Za-z_][\w.]*)\s*(\?{0,2})\s*\Z")
 # A done status without an error event becomes this exception name.
 _ENAMES = {"died": "WorkerDied", "aborted": "RunAborted", "shutdown": "DaemonShutdown",
            "timeout": "TimeoutError"}
+
+
+def _local_is_complete(code: str):
+    """is_complete decided in the kernel (same rules as the worker's, on
+    this interpreter), for when the context does not answer."""
+    import warnings
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(code, "<input>", "exec", 0x4000 | 0x200 | 0x2000, dont_inherit=True)
+        more = False
+    except SyntaxError as e:
+        if "incomplete input" not in str(e.msg):
+            return "invalid", ""
+        more = True
+    except (OverflowError, ValueError):
+        return "invalid", ""
+    lines = code.split("\n")
+    last = next((ln for ln in reversed(lines) if ln.strip()), "")
+    indent = last[:len(last) - len(last.lstrip())]
+    if more:
+        return "incomplete", indent + ("    " if last.rstrip().endswith(":") else "")
+    if indent and lines[-1].strip():
+        return "incomplete", indent
+    return "complete", ""
 
 
 class PrivateDaemon:
@@ -377,14 +402,20 @@ class CtxdKernel(Kernel):
             self.history.close()
 
     # ---- queries ---------------------------------------------------------------
+    # A query waits in the context's queue; while another client's run holds
+    # a shared context, the kernel stops waiting after QUERY_WAIT seconds and
+    # answers empty (is_complete: decided locally) rather than freeze the
+    # front end.
+
+    QUERY_WAIT = 5.0
 
     def do_complete(self, code, cursor_pos):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         try:
-            r = self.client.complete(code, cursor_pos, self.ctx)
-        except RefusedError as e:
-            return {"status": "error", "ename": "RefusedError", "evalue": str(e),
-                    "traceback": [], "matches": [], "cursor_start": cursor_pos,
+            r = self.client.complete(code, cursor_pos, self.ctx, wait=self.QUERY_WAIT)
+        except CtxdError as e:
+            self.log.info("ctxd: complete: %s", e)
+            return {"status": "ok", "matches": [], "cursor_start": cursor_pos,
                     "cursor_end": cursor_pos, "metadata": {}}
         return {"status": "ok", "matches": r.matches, "cursor_start": r.cursor_start,
                 "cursor_end": r.cursor_end, "metadata": r.metadata}
@@ -392,20 +423,23 @@ class CtxdKernel(Kernel):
     def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
         cursor_pos = len(code) if cursor_pos is None else cursor_pos
         try:
-            r = self.client.inspect(code, cursor_pos, self.ctx, detail_level=min(detail_level, 1))
-        except RefusedError as e:
-            return {"status": "error", "ename": "RefusedError", "evalue": str(e),
-                    "traceback": [], "found": False, "data": {}, "metadata": {}}
+            r = self.client.inspect(code, cursor_pos, self.ctx, detail_level=min(detail_level, 1),
+                                    wait=self.QUERY_WAIT)
+        except CtxdError as e:
+            self.log.info("ctxd: inspect: %s", e)
+            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
         return {"status": "ok", "found": r.found, "data": r.data, "metadata": r.metadata}
 
     def do_is_complete(self, code):
         try:
-            r = self.client.is_complete(code, self.ctx)
-        except RefusedError:
-            return {"status": "unknown"}
-        out = {"status": r.status}
-        if r.status == "incomplete":
-            out["indent"] = r.indent
+            r = self.client.is_complete(code, self.ctx, wait=self.QUERY_WAIT)
+            status, indent = r.status, r.indent
+        except CtxdError as e:
+            self.log.info("ctxd: is_complete: %s", e)
+            status, indent = _local_is_complete(code)
+        out = {"status": status}
+        if status == "incomplete":
+            out["indent"] = indent
         return out
 
     def do_history(self, hist_access_type, output, raw, session=None, start=None, stop=None,
