@@ -248,7 +248,42 @@ PyObject *wrk_query_ask(const wrk_query_req *req, PyObject *globals)
     return r;
 }
 
-void wrk_query_put_answer(proto_buf *b, PyObject *answer)
+/* The answer of a query that failed outright (an interrupt that landed
+ * outside the helper's own handler): no matches, not found, unknown. */
+static void put_empty(proto_buf *b, const wrk_query_req *req)
+{
+    switch (req->op) {
+    case WRK_QUERY_COMPLETE:
+        proto_put_map(b, 4);
+        proto_put_str(b, "matches");
+        proto_put_array(b, 0);
+        proto_put_str(b, "cursor_start");
+        proto_put_uint(b, req->cursor);
+        proto_put_str(b, "cursor_end");
+        proto_put_uint(b, req->cursor);
+        proto_put_str(b, "metadata");
+        proto_put_map(b, 0);
+        break;
+    case WRK_QUERY_INSPECT:
+        proto_put_map(b, 3);
+        proto_put_str(b, "found");
+        proto_put_bool(b, false);
+        proto_put_str(b, "data");
+        proto_put_map(b, 0);
+        proto_put_str(b, "metadata");
+        proto_put_map(b, 0);
+        break;
+    case WRK_QUERY_IS_COMPLETE:
+        proto_put_map(b, 2);
+        proto_put_str(b, "status");
+        proto_put_str(b, "unknown");
+        proto_put_str(b, "indent");
+        proto_put_str(b, "");
+        break;
+    }
+}
+
+void wrk_query_put_answer(proto_buf *b, const wrk_query_req *req, PyObject *answer)
 {
     size_t start = proto_frame_begin(b);
     proto_put_map(b, 2);
@@ -258,6 +293,6 @@ void wrk_query_put_answer(proto_buf *b, PyObject *answer)
     if (answer && PyDict_Check(answer))
         wrk_display_put_pyobj(b, answer, ANSWER_BUDGET);
     else
-        proto_put_map(b, 0); /* the supervisor answers `err internal` */
+        put_empty(b, req);
     proto_frame_end(b, start);
 }

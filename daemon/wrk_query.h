@@ -30,7 +30,8 @@ int wrk_query_init(void);
 /* GIL held: the answer dict (a new reference), or NULL with a Python
  * error set (the helper itself answers every failure of the query). */
 PyObject *wrk_query_ask(const wrk_query_req *req, PyObject *globals);
-/* GIL held: the `answer` frame for answer (NULL or not a dict: empty). */
-void wrk_query_put_answer(proto_buf *b, PyObject *answer);
+/* GIL held: the `answer` frame for answer (NULL or not a dict: the op's
+ * empty answer). */
+void wrk_query_put_answer(proto_buf *b, const wrk_query_req *req, PyObject *answer);
 
 #endif

@@ -191,3 +191,21 @@ def test_bad_queries_refused(client, t, fields, code):
     assert r["message"]
     assert client.ok("hello")["server"] == "ctxd"
     assert client.ok(t, code="pri")
+
+
+def test_queries_in_confined_tiers(client):
+    """A local context with an import allowlist still answers (the helper's
+    own imports are trusted; user code's are not), and so does a static one
+    (which runs nothing)."""
+    client.ok("ctx.create", name="q-local", tier="local", policy={"allowed_imports": ["math"]})
+    client.execute("import math\nlimit_value = 1", ctx="q-local")
+    r = client.ok("complete", ctx="q-local", code="math.fl")
+    assert r["matches"] == ["math.floor"]
+    assert client.ok("complete", ctx="q-local", code="limit_v")["matches"] == ["limit_value"]
+    assert client.ok("inspect", ctx="q-local", code="math.floor")["found"] is True
+    assert client.ok("is_complete", ctx="q-local", code="if x:")["status"] == "incomplete"
+    # the allowlist still holds for the code
+    assert client.execute("import json", ctx="q-local").error["ename"] == "ImportError"
+    client.ok("ctx.create", name="q-static", tier="static")
+    assert client.ok("complete", ctx="q-static", code="pri")["matches"] == ["print"]
+    assert client.ok("is_complete", ctx="q-static", code="x = (")["status"] == "incomplete"
