@@ -1673,6 +1673,103 @@ int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info 
     return r;
 }
 
+/* ---- queries ------------------------------------------------------------- */
+
+/* Sends one query (its optional fields when set) and waits, without a
+ * deadline, for its ok, left in *m. */
+static int query(ctxd_client *c, const char *type, const char *ctx, const char *code,
+                 uint64_t cursor, unsigned detail_level, msg_in **m)
+{
+    if (request_begin(c) < 0)
+        return c->last_rc;
+    if (!code)
+        return fail(c, CTXD_EINVALID, NULL, "%s needs the code", type);
+    bool with_cursor = cursor != CTXD_CURSOR_END, with_detail = detail_level != 0;
+    proto_buf b;
+    proto_buf_init(&b);
+    uint64_t id = put_envelope(c, &b, type, 2 + with_cursor + with_detail);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, ctx ? ctx : "default");
+    proto_put_str(&b, "code");
+    proto_put_str(&b, code);
+    if (with_cursor) {
+        proto_put_str(&b, "cursor");
+        proto_put_uint(&b, cursor);
+    }
+    if (with_detail) {
+        proto_put_str(&b, "detail_level");
+        proto_put_uint(&b, detail_level);
+    }
+    int r = roundtrip_ex(c, &b, id, true, m);
+    proto_buf_free(&b);
+    return r;
+}
+
+/* complete: the matches copied out of the reply. */
+int ctxd_complete(ctxd_client *c, const char *ctx, const char *code, uint64_t cursor,
+                  ctxd_completion *out)
+{
+    static const proto_field fields[] = {{"matches", PF_ARRAY, true, 0},
+                                         {"cursor_start", PF_UINT, true, 0},
+                                         {"cursor_end", PF_UINT, true, 0}};
+    msg_in *m = NULL;
+    int r = query(c, "complete", ctx, code, cursor, 0, &m);
+    if (r < 0)
+        return r;
+    r = check_fields(c, "complete reply", m->root, fields, 3);
+    const proto_val *arr = r == 0 ? proto_map_get(m->root, "matches") : NULL;
+    for (uint32_t i = 0; arr && i < arr->n && r == 0; i++)
+        if (arr->as.items[i].kind != PROTO_STR)
+            r = fail(c, CTXD_EPROTOCOL, NULL, "complete reply: a match is not a str");
+    if (r == 0 && out) {
+        const char **matches = own(c, mem_calloc(arr->n ? arr->n : 1, sizeof *matches));
+        for (uint32_t i = 0; i < arr->n; i++)
+            matches[i] = own_str(c, &arr->as.items[i]);
+        *out = (ctxd_completion){.matches = matches,
+                                 .nmatches = arr->n,
+                                 .cursor_start = get_uint(m->root, "cursor_start"),
+                                 .cursor_end = get_uint(m->root, "cursor_end")};
+    }
+    msg_free(m);
+    return r;
+}
+
+/* inspect: found and the text/plain entry of data. */
+int ctxd_inspect(ctxd_client *c, const char *ctx, const char *code, uint64_t cursor,
+                 unsigned detail_level, ctxd_inspection *out)
+{
+    static const proto_field fields[] = {{"found", PF_BOOL, true, 0}, {"data", PF_STRMAP, true, 0}};
+    msg_in *m = NULL;
+    int r = query(c, "inspect", ctx, code, cursor, detail_level, &m);
+    if (r < 0)
+        return r;
+    r = check_fields(c, "inspect reply", m->root, fields, 2);
+    if (r == 0 && out) {
+        const char *text = own_str(c, proto_map_get(proto_map_get(m->root, "data"), "text/plain"));
+        *out = (ctxd_inspection){.found = get_bool(m->root, "found"), .text = text ? text : ""};
+    }
+    msg_free(m);
+    return r;
+}
+
+/* is_complete: status and indent. */
+int ctxd_is_complete(ctxd_client *c, const char *ctx, const char *code, ctxd_completeness *out)
+{
+    static const proto_field fields[] = {{"status", PF_STR, true, 0}, {"indent", PF_STR, false, 0}};
+    msg_in *m = NULL;
+    int r = query(c, "is_complete", ctx, code, CTXD_CURSOR_END, 0, &m);
+    if (r < 0)
+        return r;
+    r = check_fields(c, "is_complete reply", m->root, fields, 2);
+    if (r == 0 && out) {
+        const char *indent = own_str(c, proto_map_get(m->root, "indent"));
+        *out = (ctxd_completeness){.status = own_str(c, proto_map_get(m->root, "status")),
+                                   .indent = indent ? indent : ""};
+    }
+    msg_free(m);
+    return r;
+}
+
 /* ---- execute ------------------------------------------------------------- */
 
 /* Encodes the execute request from the caller's options. */

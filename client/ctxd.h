@@ -493,6 +493,42 @@ typedef struct ctxd_create_opts {
  * for pip without a deadline, as ctxd_pip_install. */
 int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info *out);
 
+/* ---- queries: complete, inspect, is_complete ----------------------------- */
+/* Answered by the context's worker from its live globals (PROTOCOL.md
+ * section 5, "Queries"). A query waits in the context's queue behind its
+ * runs, so these calls wait without a deadline while the daemon answers
+ * liveness checks (as for runs); the daemon interrupts a query after 10 s.
+ * Strings and arrays they return are owned by the client and valid until
+ * its next call. cursor counts characters (code points) into code;
+ * CTXD_CURSOR_END is the end. Errors (CTXD_EREFUSED): bad_field (cursor
+ * past the end), too_large, unknown_context, dead, busy, aborted, timeout. */
+#define CTXD_CURSOR_END UINT64_MAX
+
+typedef struct ctxd_completion {
+    const char *const *matches; /* may replace code[cursor_start:cursor_end] */
+    size_t nmatches;
+    uint64_t cursor_start, cursor_end;
+} ctxd_completion;
+
+typedef struct ctxd_inspection {
+    bool found;
+    const char *text; /* the text/plain description; "" when not found */
+} ctxd_inspection;
+
+typedef struct ctxd_completeness {
+    const char *status; /* "complete", "incomplete", "invalid" or "unknown" */
+    const char *indent; /* for "incomplete": how the next line starts */
+} ctxd_completeness;
+
+/* `complete` on ctx (NULL: "default"); fills *out (may be NULL). */
+int ctxd_complete(ctxd_client *c, const char *ctx, const char *code, uint64_t cursor,
+                  ctxd_completion *out);
+/* `inspect` of the name at cursor; detail_level 1 adds the source. */
+int ctxd_inspect(ctxd_client *c, const char *ctx, const char *code, uint64_t cursor,
+                 unsigned detail_level, ctxd_inspection *out);
+/* `is_complete` of code. */
+int ctxd_is_complete(ctxd_client *c, const char *ctx, const char *code, ctxd_completeness *out);
+
 #ifdef __cplusplus
 }
 #endif

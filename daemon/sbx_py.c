@@ -19,7 +19,7 @@
 static const char sbx_src[] =
     "import builtins, importlib, importlib.abc, json, sys, ast, signal\n"
     "_G = globals()\n"
-    "_TRUSTED = ('_ctxd_worker', '_ctxd_zygote', '_ctxd_sbx')\n"
+    "_TRUSTED = ('_ctxd_worker', '_ctxd_zygote', '_ctxd_sbx', '_ctxd_query')\n"
     "\n"
     "def _trusted(g):\n"
     "    if not isinstance(g, dict):\n"

@@ -79,6 +79,11 @@ typedef struct sup_run {
      * before). */
     char *fork_name;
     int fork_fd, fork_out_rd[2];
+    /* A query (sup_query.c: complete, inspect, is_complete): its op (a
+     * static string), else NULL; code, cursor and detail_level go out in
+     * the `query` frame. */
+    const char *query_op;
+    uint64_t cursor, detail_level;
 } sup_run;
 
 /* A FIFO of client messages that could not go out yet (the client's queue
@@ -206,6 +211,9 @@ void sup_msg_begin(proto_buf *b, const char *type, const sup_peer *peer, uint32_
 void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void sup_put_ctx_info(proto_buf *b, const sup_ctx *c);
+/* The context a request's `ctx` field names (default "default", made on
+ * first use when make_default); NULL after replying `err`. */
+sup_ctx *sup_request_ctx(const proto_val *msg, const sup_peer *peer, bool make_default);
 
 /* ---- sup_ctx.c: the context table and run lifecycle ------------------- */
 sup_ctx *sup_ctx_find(const char *name, size_t len);
@@ -263,6 +271,19 @@ void sup_fork_on_forked(sup_ctx *c, const proto_val *msg);
 void sup_fork_on_failed(sup_ctx *c, const proto_val *msg);
 /* A queued or running fork that will not happen: its `err aborted`. */
 void sup_fork_abort(const sup_run *r, const char *cause);
+
+/* ---- sup_query.c: complete, inspect, is_complete ---------------------- */
+/* Request handlers: checked and queued on the context like an execute. */
+void sup_query_complete(const proto_val *msg, const sup_peer *peer);
+void sup_query_inspect(const proto_val *msg, const sup_peer *peer);
+void sup_query_is_complete(const proto_val *msg, const sup_peer *peer);
+/* The query at the head of c's queue became c->running: sends `query`. */
+void sup_query_start(sup_ctx *c);
+/* Worker frame `answer {data}`: the query's `ok`. */
+void sup_query_on_answer(sup_ctx *c, const proto_val *msg);
+/* A queued or running query that ends without an answer (the context was
+ * deleted, restarted, died, timed out or the daemon stops): its `err`. */
+void sup_query_abort(const sup_run *r, const char *status, const char *cause);
 
 /* ---- sup_spawn.c: starting a worker ----------------------------------- */
 /* The one place that makes a worker process: forked by the zygote, or by

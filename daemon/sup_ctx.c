@@ -93,6 +93,10 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
         sup_fork_abort(r, e->cause ? e->cause : e->status);
         return;
     }
+    if (r->query_op) { /* a query that will not be answered */
+        sup_query_abort(r, e->status, e->cause);
+        return;
+    }
     proto_buf b;
     proto_buf_init(&b);
     uint64_t dropped = r->dropped[0] + r->dropped[1];
@@ -618,6 +622,7 @@ static const proto_field display_fields[] = {
     {"update", PF_BOOL, true, 0},
 };
 static const proto_field clear_output_fields[] = {{"wait", PF_BOOL, true, 0}};
+static const proto_field answer_fields[] = {{"data", PF_MAP, true, 64}};
 static const proto_field input_request_fields[] = {
     {"prompt", PF_STR, true, 1u << 16},
     {"password", PF_BOOL, true, 0},
@@ -645,6 +650,7 @@ static const frame_kind frame_kinds[] = {
     {"input_request", FIELDS(input_request_fields), true, on_input_request},
     {"error", FIELDS(error_fields), true, on_error},
     {"done", FIELDS(done_fields), true, on_done},
+    {"answer", FIELDS(answer_fields), true, sup_query_on_answer},
     {"forked", NULL, 0, false, sup_fork_on_forked},
     {"fork_failed", NULL, 0, false, sup_fork_on_failed},
 };
@@ -671,6 +677,9 @@ static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
         worker_broken(c, "run event while no run is active");
     else if (k->needs_run && strcmp(k->type, "start") != 0 && !c->started)
         worker_broken(c, "run event before start");
+    else if (k->needs_run && c->running->query_op && k->handle != on_start &&
+             k->handle != sup_query_on_answer)
+        ; /* a query has no output or result: whatever it made is dropped */
     else
         k->handle(c, msg);
     proto_doc_free(&doc);
@@ -764,6 +773,10 @@ static void dispatch(sup_ctx *c)
     c->running = r;
     if (r->fork_name) { /* ctx.fork: its turn has come */
         sup_fork_start(c);
+        return;
+    }
+    if (r->query_op) { /* complete, inspect, is_complete */
+        sup_query_start(c);
         return;
     }
     if (!r->silent)

@@ -154,6 +154,11 @@ static sup_ctx *lookup_ctx(const proto_val *msg, const sup_peer *peer, bool make
     return NULL;
 }
 
+sup_ctx *sup_request_ctx(const proto_val *msg, const sup_peer *peer, bool make_default)
+{
+    return lookup_ctx(msg, peer, make_default);
+}
+
 /* Copies a checked str->str map into "KEY=VALUE" strings. Keys must be
  * non-empty and free of '='. */
 static int env_strings(const proto_val *map, char ***out, size_t *n, const sup_peer *peer)
@@ -814,6 +819,24 @@ static const proto_field interrupt_fields[] = {
     {"run", PF_STR | PF_UINT | PF_NIL, false, PROTO_MAX_ID},
 };
 static const proto_field ctx_req_fields[] = {{"ctx", PF_NAME, true, 0}};
+/* complete / inspect / is_complete (sup_query.c checks code against
+ * max_code_bytes, cursor against the code's length, detail_level 0 or 1). */
+static const proto_field complete_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},
+    {"code", PF_STR, true, 0},
+    {"cursor", PF_UINT | PF_NIL, false, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0},
+};
+static const proto_field inspect_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},    {"code", PF_STR, true, 0},
+    {"cursor", PF_UINT | PF_NIL, false, 0}, {"detail_level", PF_UINT | PF_NIL, false, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0},
+};
+static const proto_field is_complete_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},
+    {"code", PF_STR, true, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0},
+};
 static const proto_field create_fields[] = {
     {"name", PF_NAME | PF_NIL, false, 0},        {"cwd", PF_STR | PF_NIL, false, 4095},
     {"env", PF_STRMAP | PF_NIL, false, MAX_ENV}, {"tier", PF_STR | PF_NIL, false, 32},
@@ -844,6 +867,9 @@ static const request_kind request_kinds[] = {
     {"ctx.restart", FIELDS(ctx_req_fields), do_restart},
     {"ctx.fork", FIELDS(fork_fields), do_fork},
     {"pip.install", FIELDS(pip_install_fields), do_pip_install},
+    {"complete", FIELDS(complete_fields), sup_query_complete},
+    {"inspect", FIELDS(inspect_fields), sup_query_inspect},
+    {"is_complete", FIELDS(is_complete_fields), sup_query_is_complete},
 };
 
 static void log_request(const char *type, const proto_val *msg, double t0)

@@ -10,6 +10,7 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_log.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_output.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_py.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_query.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_site.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_zygote.c

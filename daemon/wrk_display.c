@@ -414,6 +414,13 @@ static void put_pyobj(proto_buf *b, PyObject *o, int depth, uint32_t *budget)
     }
 }
 
+/* Queries (wrk_query.c) answer with plain dicts: the same encoder, so the
+ * supervisor gets the same JSON-like subset. */
+void wrk_display_put_pyobj(proto_buf *b, PyObject *o, uint32_t budget)
+{
+    put_pyobj(b, o, 0, &budget);
+}
+
 /* ---- the emitters ------------------------------------------------------------ */
 
 static void send_frames(proto_buf *b)

@@ -19,5 +19,9 @@ PyObject *wrk_display_scan(void);
  * snap ([{path, size, type}], at most 1000) to b; returns 0 and appends
  * nothing when no file changed. Never raises. */
 size_t wrk_display_put_artifacts(proto_buf *b, PyObject *snap);
+/* GIL held: appends o as msgpack: None, bool, int, float, str, dict and
+ * list/tuple (at most budget items in all, 8 levels deep); anything else
+ * as its str(). Never raises. */
+void wrk_display_put_pyobj(proto_buf *b, PyObject *o, uint32_t budget);
 
 #endif

@@ -22,6 +22,7 @@
 #include "wrk_log.h"
 #include "wrk_output.h"
 #include "wrk_py.h"
+#include "wrk_query.h"
 #include "wrk_run.h"
 #include "wrk_site.h"
 #include "wrk_zygote.h"
@@ -98,7 +99,8 @@ static void init_python(void)
  * import as in an interactive interpreter. */
 static void init_session(void)
 {
-    if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0)
+    if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0 ||
+        wrk_query_init() < 0)
         goto fail;
     PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
     if (!main_mod)
@@ -131,10 +133,50 @@ static void send_ready(void)
     proto_buf_free(&b);
 }
 
-/* Decodes a `run` frame into req (pointing into the frame) and returns
- * false; a `fork` frame (ctx.fork) returns true. Anything else is a broken
+/* What the supervisor sent: a run, a fork (ctx.fork) or a query. */
+typedef enum frame_kind { FRAME_RUN, FRAME_FORK, FRAME_QUERY } frame_kind;
+
+/* Decodes a `query` frame into q (pointing into the frame); a malformed one
+ * is a broken supervisor: exit(2). */
+static void parse_query(const proto_val *msg, wrk_query_req *q)
+{
+    static const char *const ops[] = {
+        [WRK_QUERY_COMPLETE] = "complete",
+        [WRK_QUERY_INSPECT] = "inspect",
+        [WRK_QUERY_IS_COMPLETE] = "is_complete",
+    };
+    static const proto_field fields[] = {
+        {"op", PF_STR, true, 32},
+        {"cursor", PF_UINT, true, 0},
+        {"detail_level", PF_UINT, true, 0},
+    };
+    proto_error err;
+    const proto_val *code = proto_map_get(msg, "code");
+    if (!code || code->kind != PROTO_STR ||
+        proto_check(msg, fields, sizeof fields / sizeof fields[0], &err) < 0) {
+        wrk_log("bad query frame");
+        _exit(2);
+    }
+    const proto_val *op = proto_map_get(msg, "op");
+    size_t i = 0;
+    while (i < sizeof ops / sizeof ops[0] && !proto_str_eq(op, ops[i]))
+        i++;
+    if (i == sizeof ops / sizeof ops[0]) {
+        wrk_log("unknown query op");
+        _exit(2);
+    }
+    q->op = (wrk_query_op)i;
+    q->code = code->as.s;
+    q->code_len = code->n;
+    q->cursor = proto_map_get(msg, "cursor")->as.u;
+    q->detail_level = proto_map_get(msg, "detail_level")->as.u;
+}
+
+/* Decodes a frame: a `run` into req, a `query` into q (both pointing into
+ * the frame), a `fork` left for wrk_zygote. Anything else is a broken
  * supervisor: exit(2), it kills and reports the context anyway. */
-static bool parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_req *req)
+static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_req *req,
+                              wrk_query_req *q)
 {
     proto_error err;
     if (proto_decode(doc, body, len, &err) < 0) {
@@ -143,7 +185,11 @@ static bool parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_r
     }
     const proto_val *msg = &doc->nodes[0];
     if (proto_str_eq(proto_map_get(msg, "t"), "fork"))
-        return true;
+        return FRAME_FORK;
+    if (proto_str_eq(proto_map_get(msg, "t"), "query")) {
+        parse_query(msg, q);
+        return FRAME_QUERY;
+    }
     if (!proto_str_eq(proto_map_get(msg, "t"), "run")) {
         wrk_log("unexpected frame from the supervisor");
         _exit(2);
@@ -172,7 +218,7 @@ static bool parse_run(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_r
     const proto_val *arts = proto_map_get(msg, "artifacts");
     req->artifacts = arts && arts->kind == PROTO_BOOL && arts->as.b;
     req->env = env && env->kind == PROTO_MAP ? env : NULL;
-    return false;
+    return FRAME_RUN;
 }
 
 /* A crash signal must not lose output the flusher has taken from a pipe but
@@ -196,7 +242,7 @@ static void install_crash_handlers(void)
         sigaction(sigs[i], &sa, NULL);
 }
 
-/* Sends `ready`, then serves `run` and `fork` frames one at a time. */
+/* Sends `ready`, then serves `run`, `query` and `fork` frames one at a time. */
 static _Noreturn void serve_channel(void)
 {
     wrk_site_init(); /* its package directory on sys.path, before sbx_init reads it */
@@ -214,7 +260,9 @@ static _Noreturn void serve_channel(void)
         }
         proto_doc doc;
         wrk_run_req req;
-        if (parse_run(body, len, &doc, &req)) {
+        wrk_query_req q;
+        frame_kind kind = parse_frame(body, len, &doc, &req, &q);
+        if (kind == FRAME_FORK) {
             bool copy = wrk_zygote_fork_live(&doc.nodes[0]);
             proto_doc_free(&doc);
             if (copy) {
@@ -223,6 +271,11 @@ static _Noreturn void serve_channel(void)
                 send_ready();
                 continue;
             }
+        } else if (kind == FRAME_QUERY) {
+            sbx_run_begin(); /* a query may run user code (properties, __dir__) */
+            wrk_run_query(&q);
+            sbx_run_end();
+            proto_doc_free(&doc);
         } else if (sbx_static()) {
             sbx_static_execute(&req);
             proto_doc_free(&doc);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "mem.h"
+#include "wrk_chan.h"
 #include "wrk_display.h"
 #include "wrk_input.h"
 #include "wrk_log.h"
@@ -345,5 +346,37 @@ void wrk_run_execute(const wrk_run_req *req)
     put_done(&frames, status, cpu_seconds() - cpu0, &arts);
     proto_buf_free(&arts);
     wrk_output_end_run(&frames);
+    proto_buf_free(&frames);
+}
+
+void wrk_run_query(const wrk_query_req *req)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    wrk_input_allow(false); /* input() in a property raises EOFError */
+    proto_buf frames;
+    proto_buf_init(&frames);
+    size_t start = proto_frame_begin(&frames);
+    proto_put_map(&frames, 1);
+    proto_put_str(&frames, "t");
+    proto_put_str(&frames, "start");
+    proto_frame_end(&frames, start);
+    sigint_discard();
+    sigint_mask(SIG_UNBLOCK);
+    PyThreadState *ts = PyEval_SaveThread(); /* the send may block (backpressure) */
+    wrk_chan_send(&frames);
+    PyEval_RestoreThread(ts);
+    PyObject *answer = wrk_query_ask(req, run_globals);
+    sigint_mask(SIG_BLOCK);
+    if (!answer)
+        PyErr_Clear();
+    if (PyErr_CheckSignals() < 0)
+        PyErr_Clear();
+    if (wrk_output_forked())
+        child_exit(NULL);
+    frames.len = 0;
+    wrk_query_put_answer(&frames, req, answer);
+    Py_XDECREF(answer);
+    PyGILState_Release(gil);
+    wrk_chan_send(&frames);
     proto_buf_free(&frames);
 }

@@ -11,6 +11,7 @@
 #include <Python.h>
 
 #include "proto.h"
+#include "wrk_query.h"
 
 typedef struct wrk_run_req {
     const char *code; /* UTF-8, not NUL-terminated */
@@ -27,5 +28,9 @@ void wrk_run_init(PyObject *globals);
 /* GIL not held (it is taken inside). Sends start, output, result/error and
  * done. Exits the process with status 2 when the request is malformed. */
 void wrk_run_execute(const wrk_run_req *req);
+/* GIL not held. A query (complete, inspect, is_complete): `start`, then
+ * `answer`. SIGINT is open in between, so an interrupt or the timeout
+ * stops user code the query ran (the answer is then empty). */
+void wrk_run_query(const wrk_query_req *req);
 
 #endif

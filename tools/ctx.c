@@ -28,7 +28,7 @@ typedef struct ctx_cmd {
 
 typedef int ctx_cmd_fn(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv);
 static ctx_cmd_fn cmd_run, cmd_create, cmd_ls, cmd_rm, cmd_restart, cmd_interrupt, cmd_stats,
-    cmd_repl, cmd_hello, cmd_help, cmd_fork, cmd_keygen, cmd_cp, cmd_pip;
+    cmd_repl, cmd_hello, cmd_help, cmd_fork, cmd_keygen, cmd_cp, cmd_pip, cmd_kernel;
 
 static const ctx_cmd ctx_commands[] = {
     {"run", cmd_run,
@@ -164,6 +164,25 @@ static const ctx_cmd ctx_commands[] = {
      "that line to the daemon's STATE_DIR/authorized_keys. Clients then connect\n"
      "to tcp:// with CTXD_SERVER_KEY set to the daemon's server.pub (the key or\n"
      "the file) and CTXD_CLIENT_KEY to FILE (when not the default).\n"},
+    {"kernel", cmd_kernel,
+     "install [--user | --prefix DIR | --sys-prefix] [--context NAME] [--name NAME]",
+     "install the Jupyter kernelspec 'ctxd' (notebooks run in ctxd contexts)",
+     "Installs the kernelspec with the kernel's own installer (python3 -m\n"
+     "ctxd.kernel install), pointing at this ctx's Python package and daemon.\n"
+     "Then `jupyter console --kernel ctxd`, JupyterLab or any jupyter_client\n"
+     "program run their cells in a ctxd context: the kernel uses the daemon at\n"
+     "$CTXD_ENDPOINT or the default socket, and starts a private daemon (which\n"
+     "ends with the kernel) when none answers there.\n\n"
+     "options (passed to the installer):\n"
+     "  --user               for this user (~/.local/share/jupyter/kernels)\n"
+     "  --prefix DIR         under DIR/share/jupyter/kernels\n"
+     "  --sys-prefix         under the interpreter's prefix\n"
+     "                       (default: the system-wide Jupyter directory)\n"
+     "  --context NAME       attach every kernel to the context NAME (shared\n"
+     "                       with agents; kept at shutdown); default: each\n"
+     "                       kernel has a context of its own, deleted at shutdown\n"
+     "  --endpoint EP        the daemon the kernel uses\n"
+     "  --name NAME          kernelspec name (default ctxd); --display-name TEXT\n"},
     {"help", cmd_help, "[COMMAND]", "show help for ctx or one command", ""},
 };
 static const size_t ctx_ncommands = sizeof ctx_commands / sizeof ctx_commands[0];
@@ -835,6 +854,79 @@ static int simple_opts(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv, 
     if (r == CONTINUE)
         r = ctx_need_client(cli);
     return r;
+}
+
+/* ctx's own directory (from /proc/self/exe), to find the daemon and the
+ * Python package installed or built beside it; "" when unknown. */
+static void exe_dir(char *buf, size_t n)
+{
+    ssize_t len = readlink("/proc/self/exe", buf, n - 1);
+    buf[len > 0 ? len : 0] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        buf[0] = '\0';
+}
+
+/* The first of the candidate paths (dir + suffix) that exists, into out. */
+static bool first_existing(char *out, size_t n, const char *dir, const char *const *suffixes,
+                           size_t nsuffixes)
+{
+    for (size_t i = 0; i < nsuffixes; i++) {
+        if (suffixes[i][0] == '/')
+            snprintf(out, n, "%s", suffixes[i]);
+        else
+            snprintf(out, n, "%s/%s", dir, suffixes[i]);
+        if (access(out, F_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* ctx kernel install: runs the kernel's installer with the package and the
+ * daemon that belong to this ctx (installed tree, else the build tree). */
+static int cmd_kernel(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    (void)cli;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        print_cmd_help(cmd, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EX_USAGE : EX_OK;
+    }
+    if (strcmp(argv[1], "install") != 0)
+        return usage(cmd, "unknown kernel action '%s' (only: install)", argv[1]);
+    char dir[4096], pkg[4200], daemon[4200];
+    exe_dir(dir, sizeof dir);
+    static const char *const pkgs[] = {"../" CTX_PYTHON_DIR, CTX_SOURCE_PYTHON_DIR};
+    static const char *const daemons[] = {"ctxd", "../daemon/ctxd"};
+    if (!first_existing(pkg, sizeof pkg, dir, pkgs, 2)) {
+        fprintf(stderr, "ctx: the ctxd Python package is not installed beside %s\n", dir);
+        return EX_USAGE;
+    }
+    bool have_daemon = first_existing(daemon, sizeof daemon, dir, daemons, 2);
+    const char *old = getenv("PYTHONPATH");
+    char *path = mem_alloc(strlen(pkg) + (old ? strlen(old) : 0) + 2);
+    sprintf(path, "%s%s%s", pkg, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", path, 1);
+    free(path);
+    char **args = mem_calloc((size_t)argc + 8, sizeof *args);
+    size_t n = 0;
+    args[n++] = (char *)CTX_KERNEL_PYTHON;
+    args[n++] = "-m";
+    args[n++] = "ctxd.kernel";
+    args[n++] = "install";
+    if (have_daemon) {
+        args[n++] = "--ctxd";
+        args[n++] = daemon;
+    }
+    for (int i = 2; i < argc; i++)
+        args[n++] = argv[i];
+    args[n] = NULL;
+    fflush(stdout);
+    execv(CTX_KERNEL_PYTHON, args);
+    fprintf(stderr, "ctx: cannot run %s: %s\n", CTX_KERNEL_PYTHON, strerror(errno));
+    free(args);
+    return EX_UNREACHABLE;
 }
 
 /* ctx keygen: a client key pair for CurveZMQ; needs no daemon. */

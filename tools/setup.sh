@@ -16,6 +16,10 @@ python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-
 python3-matplotlib python3-pip"
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).
 # python3-pip: the daemon runs `python3 -m pip` for pip.install (test_pkgs.py).
+# The Jupyter kernel and its tests (tests/kernel.cmake): ipykernel's kernelbase,
+# jupyter_client, jupyter_kernel_test.
+[ "$mode" = test ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
+python3-jupyter-kernel-test"
 # Only for the benchmark (ctxd side by side with ipykernel).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
 python3-numpy python3-matplotlib"

@@ -35,6 +35,10 @@ GOOD = {
         {"name": "exp-1", "cwd": "/tmp", "state": "idle", "pid": 1234,
          "incarnation": 1, "created": 1764489600.5, "execution_count": 0,
          "queued": 0}]},
+    "complete": {"v": 1, "t": "complete", "id": 9, "ctx": "default",
+                 "code": "import os\nos.pa", "cursor": 15},
+    "complete_ok": {"v": 1, "t": "ok", "re": 9, "matches": ["os.pardir", "os.path"],
+                    "cursor_start": 10, "cursor_end": 15, "metadata": {}},
     "ints": {"v": 1, "t": "x", "id": 5, "a": [0, 127, 128, 255, 256, 65535, 65536,
                                           2**32 - 1, 2**32, 2**64 - 1, -1, -32, -33,
                                           -128, -129, -32768, -32769, -2**31,
@@ -78,6 +82,8 @@ BAD = {
     "str_4g": (b"\x83\xa1v\x01\xa1t\xa5hello\xa2id\xdb\xff\xff\xff\xff", "bad_frame"),
     "array_4g": (b"\x83\xa1v\x01\xa1t\xa5hello\xa2id\xdd\xff\xff\xff\xff\x00", "bad_frame"),
     "empty": (b"", "bad_frame"),
+    "cursor_negative": (msgpack.packb({"v": 1, "t": "complete", "id": 1, "code": "x",
+                                       "cursor": -1}), "bad_field"),
 }
 
 

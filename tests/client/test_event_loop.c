@@ -390,6 +390,32 @@ static void test_stats_and_fork(ctxd_client *c)
     CHECK(copy.status == CTXD_OK && strcmp(copy.out, "yes\n") == 0, "copy: '%s'", copy.out);
 }
 
+/* complete, inspect, is_complete through libctxd: answers from the live
+ * globals, a query queued behind a submitted run, and a refused cursor. */
+static void test_queries(ctxd_client *c)
+{
+    rec def = {.label = "def"};
+    CHECK(submit(c, &def, "a", "query_target_name = 1\ndef qf(x):\n    'Doc of qf.'\n") == 0,
+          "submit");
+    ctxd_completion comp;
+    int rc = ctxd_complete(c, "a", "y = query_tar", CTXD_CURSOR_END, &comp);
+    CHECK(drive(c, NULL, NULL), "loop finished");
+    CHECK(rc == 0 && comp.nmatches == 1 && strcmp(comp.matches[0], "query_target_name") == 0 &&
+              comp.cursor_start == 4 && comp.cursor_end == 13,
+          "complete: rc %d, %zu matches", rc, comp.nmatches);
+    ctxd_inspection insp;
+    rc = ctxd_inspect(c, "a", "qf(1, ", 6, 0, &insp);
+    CHECK(rc == 0 && insp.found && strstr(insp.text, "Doc of qf.") != NULL, "inspect: rc %d", rc);
+    ctxd_completeness compl ;
+    rc = ctxd_is_complete(c, "a", "for i in x:", &compl );
+    CHECK(rc == 0 && strcmp(compl .status, "incomplete") == 0 && strcmp(compl .indent, "    ") == 0,
+          "is_complete: rc %d", rc);
+    rc = ctxd_complete(c, "a", "ab", 3, &comp);
+    const char *code;
+    ctxd_last_error(c, &code, NULL);
+    CHECK(rc == CTXD_EREFUSED && strcmp(code, "bad_field") == 0, "cursor past the end: rc %d", rc);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -406,6 +432,7 @@ int main(int argc, char **argv)
     test_execute_dispatches_submitted(c);
     test_refused_and_detached(c);
     test_stats_and_fork(c);
+    test_queries(c);
     ctxd_close(c);
     int st = 0;
     bool alive = waitpid(daemon_pid, &st, WNOHANG) == 0;

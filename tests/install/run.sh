@@ -12,7 +12,8 @@ daemon=""
 trap '[ -z "$daemon" ] || kill $daemon 2>/dev/null || true; rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/ctxd bin/ctx libexec/ctxd/ctxd-worker include/ctxd.h lib/systemd/system/ctxd.service \
-    etc/ctxd/ctxd.conf share/doc/ctxd/PROTOCOL.md lib/python3/dist-packages/ctxd/__init__.py; do
+    etc/ctxd/ctxd.conf share/doc/ctxd/PROTOCOL.md lib/python3/dist-packages/ctxd/__init__.py \
+    lib/python3/dist-packages/ctxd/kernel/kernel.py share/jupyter/kernels/ctxd/kernel.json; do
     [ -e "$prefix/$f" ] || { echo "missing: $f"; exit 1; }
 done
 pc=$(find "$prefix" -name ctxd.pc | head -n 1)

@@ -217,14 +217,48 @@ static void build_long_str(proto_buf *b)
     proto_put_bool(b, true);
 }
 
+/* complete: a query request, and the reply the daemon relays from the
+ * worker's answer. */
+static void build_complete(proto_buf *b)
+{
+    head(b, 6, "complete");
+    kv_uint(b, "id", 9);
+    kv_str(b, "ctx", "default");
+    kv_str(b, "code", "import os\nos.pa");
+    kv_uint(b, "cursor", 15);
+}
+
+static void build_complete_ok(proto_buf *b)
+{
+    head(b, 7, "ok");
+    kv_uint(b, "re", 9);
+    proto_put_str(b, "matches");
+    proto_put_array(b, 2);
+    proto_put_str(b, "os.pardir");
+    proto_put_str(b, "os.path");
+    kv_uint(b, "cursor_start", 10);
+    kv_uint(b, "cursor_end", 15);
+    proto_put_str(b, "metadata");
+    proto_put_map(b, 0);
+}
+
 static const struct {
     const char *name;
     void (*build)(proto_buf *);
 } good[] = {
-    {"hello", build_hello},   {"execute", build_execute},   {"accepted", build_accepted},
-    {"stream", build_stream}, {"result", build_result},     {"error", build_error},
-    {"done", build_done},     {"err", build_err},           {"ctx_list_ok", build_ctx_list_ok},
-    {"ints", build_ints},     {"long_str", build_long_str},
+    {"hello", build_hello},
+    {"execute", build_execute},
+    {"accepted", build_accepted},
+    {"stream", build_stream},
+    {"result", build_result},
+    {"error", build_error},
+    {"done", build_done},
+    {"err", build_err},
+    {"ctx_list_ok", build_ctx_list_ok},
+    {"ints", build_ints},
+    {"long_str", build_long_str},
+    {"complete", build_complete},
+    {"complete_ok", build_complete_ok},
 };
 
 /* Encodes each vector and compares; decodes it and re-encodes (round trip). */
@@ -262,6 +296,13 @@ static const proto_field execute_fields[] = {
     {"timeout", PF_NUM | PF_NIL, false, 0}, {"env", PF_STRMAP | PF_NIL, false, 1024},
     {"silent", PF_BOOL | PF_NIL, false, 0}, {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
 };
+/* ... and its complete table. */
+static const proto_field complete_fields[] = {
+    {"ctx", PF_NAME | PF_NIL, false, 0},
+    {"code", PF_STR, true, 0},
+    {"cursor", PF_UINT | PF_NIL, false, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0},
+};
 
 /* The code a bad message gets through decode → envelope → field check. */
 static const char *refusal(const unsigned char *data, size_t len)
@@ -276,6 +317,9 @@ static const char *refusal(const unsigned char *data, size_t len)
         code = err.code;
     else if (proto_str_eq(env.type, "execute") &&
              proto_check(&doc.nodes[0], execute_fields, 6, &err) < 0)
+        code = err.code;
+    else if (proto_str_eq(env.type, "complete") &&
+             proto_check(&doc.nodes[0], complete_fields, 4, &err) < 0)
         code = err.code;
     proto_doc_free(&doc);
     return code;

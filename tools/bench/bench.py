@@ -14,7 +14,9 @@ Figures (FIGS, comma-separated: rtt, ready, fork, stream, memory, tput,
 thousand):
   rtt       execute `x = 1`, send -> done: C client (libctxd), Python client,
             and the raw ZeroMQ DEALER/ROUTER round trip of 100 bytes (the floor);
-            ipykernel via jupyter_client (execute_reply + idle)
+            ipykernel via jupyter_client (execute_reply + idle); the notebook
+            path: the same jupyter_client loop against the ctxd kernel
+            (ctxd.kernel, attached to this bench's daemon)
   ready     ctx.create -> first `x = 1` done (numpy preloaded); ipykernel:
             start -> first execute done
   fork      ctx.fork of a context holding 200 MB of numpy arrays: time to
@@ -194,12 +196,29 @@ def have_ipykernel():
         return False
 
 
+def ctxd_kernelspec(tmp, endpoint):
+    """A kernelspec `ctxd-bench` (in tmp, added to JUPYTER_PATH) running the
+    ctxd kernel from this tree against the bench's daemon."""
+    d = os.path.join(tmp, "jupyter", "kernels", "ctxd-bench")
+    os.makedirs(d, exist_ok=True)
+    spec = {"argv": ["/usr/bin/python3", "-m", "ctxd.kernel", "-f", "{connection_file}",
+                     "--endpoint", endpoint, "--history", ":memory:"],
+            "display_name": "ctxd (bench)", "language": "python", "interrupt_mode": "message",
+            "env": {"PYTHONPATH": os.path.join(ROOT, "client", "python")}}
+    with open(os.path.join(d, "kernel.json"), "w") as f:
+        json.dump(spec, f)
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(
+        p for p in (os.path.join(tmp, "jupyter"), os.environ.get("JUPYTER_PATH")) if p)
+    return "ctxd-bench"
+
+
 class Kernel:
     log = subprocess.DEVNULL  # set to a file by Bench
 
-    def __init__(self):
+    def __init__(self, name="python3"):
         from jupyter_client.manager import KernelManager
-        self.km = KernelManager(kernel_name="python3")
+        self.name = name
+        self.km = KernelManager(kernel_name=name)
         # the kernel's own chatter (debugpy warnings) goes to a log, not here
         self.km.start_kernel(stdout=Kernel.log, stderr=Kernel.log)
         self.kc = self.km.client()
@@ -250,7 +269,8 @@ class Kernel:
     def stop(self):
         try:
             self.kc.stop_channels()
-            self.km.shutdown_kernel(now=True)
+            # the ctxd kernel deletes its context when asked to shut down
+            self.km.shutdown_kernel(now=self.name == "python3")
         except Exception:
             pass
 
@@ -280,8 +300,8 @@ class Bench:
     def fig(self, name):
         return self.res["figures"].setdefault(name, {})
 
-    def kernel(self):
-        k = Kernel()
+    def kernel(self, name="python3"):
+        k = Kernel(name)
         self.kernels.append(k)
         return k
 
@@ -368,6 +388,17 @@ class Bench:
                 k.execute("x = 1")
                 v.append(time.perf_counter() - t0)
             f["ipykernel"] = v
+            self.drop_kernel(k)
+            log(f"rtt: the notebook path, jupyter_client -> ctxd kernel, {kn} runs")
+            k = self.kernel(ctxd_kernelspec(self.tmp, self.d.endpoint))
+            for _ in range(kw):
+                k.execute("x = 1")
+            v = []
+            for _ in range(kn):
+                t0 = time.perf_counter()
+                k.execute("x = 1")
+                v.append(time.perf_counter() - t0)
+            f["ctxd_kernel"] = v
             self.drop_kernel(k)
         self.d.c.req("ctx.delete", ctx="rtt")
 
@@ -745,6 +776,10 @@ def make_table(res):
                      f"ctxd/floor {pct(c, .5) / pct(fl, .5):.2f}x", "<= 2x floor",
                      goal("rtt within 2x the ZeroMQ floor", pct(c, .5) / pct(fl, .5) <= 2,
                           "median C client / median floor, unpinned")))
+        nb = r.get("ctxd_kernel")
+        if nb:
+            rows.append(("1 rtt", "x = 1, notebook path: jupyter_client -> kernel", us(nb),
+                         us(ipy), f"ipy/ctxd {pct(ipy, .5) / pct(nb, .5):.1f}x", "", ""))
         c1, f1 = r.get("ctxd_c_one_cpu"), r.get("zmq_floor_one_cpu")
         if c1 and f1:
             rows.append(("1 rtt", "all on one CPU: C client / floor", f"{us(c1)} / {us(f1)}",

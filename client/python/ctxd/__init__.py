@@ -11,9 +11,10 @@ Native API:
 
 - Client (blocking, thread-safe) and AsyncClient (asyncio; callbacks may be
   coroutines): execute / submit, interrupt, hello, stats, create_context,
-  list_contexts, fork_context, delete_context, restart_context.
-- ExecResult, ErrorInfo, Result, ContextInfo, HelloInfo, StatsInfo: what
-  they return.
+  list_contexts, fork_context, delete_context, restart_context, complete,
+  inspect, is_complete.
+- ExecResult, ErrorInfo, Result, ContextInfo, HelloInfo, StatsInfo,
+  Completion, Inspection, Completeness: what they return.
 - Errors: CtxdError and its subclasses RefusedError (NotFoundError),
   UnreachableError, LostError, ProtocolError, ClosedError, CtxdTimeoutError.
 
@@ -31,6 +32,9 @@ The wire codec is ctxd._proto (pack / unpack / encode_request).
 
 from ._common import (
     Artifact,
+    Completeness,
+    Completion,
+    Inspection,
     ContextInfo,
     ErrorInfo,
     ExecResult,
@@ -67,7 +71,7 @@ from .daytona import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Artifact",
+    "Artifact", "Completeness", "Completion", "Inspection",
     "AsyncClient", "AsyncCodeInterpreter", "AsyncRun", "Client", "ClosedError",
     "CodeInterpreter", "ContextInfo", "CtxdError", "CtxdTimeoutError", "DaytonaConnectionError",
     "DaytonaError", "DaytonaNotFoundError", "DaytonaTimeoutError", "ErrorInfo", "ExecResult",

@@ -282,6 +282,66 @@ class StatsInfo:
     limits: Dict[str, Any]
 
 
+@dataclass
+class Completion:
+    """A `complete` reply: the names that may replace code[cursor_start:
+    cursor_end] (cursors count characters, as Python's str indexes)."""
+
+    matches: List[str]
+    cursor_start: int
+    cursor_end: int
+    metadata: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Inspection:
+    """An `inspect` reply: found, and data (a MIME bundle with text/plain:
+    signature, type, docstring; with detail_level 1 the source)."""
+
+    found: bool
+    data: Dict[str, str] = field(default_factory=dict)
+    metadata: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.data.get("text/plain", "")
+
+
+@dataclass
+class Completeness:
+    """An `is_complete` reply: status "complete", "incomplete" (indent: the
+    whitespace the next line should start with), "invalid" or "unknown"."""
+
+    status: str
+    indent: str = ""
+
+
+def query_fields(code: str, ctx, cursor, timeout) -> dict:
+    """The fields shared by complete, inspect and is_complete."""
+    if not isinstance(code, str):
+        raise TypeError("code must be a str")
+    if cursor is not None and (isinstance(cursor, bool) or not isinstance(cursor, int)):
+        raise TypeError("cursor is an int (characters into code)")
+    return dict(ctx=ctx_name(ctx), code=code, cursor=cursor, timeout=timeout)
+
+
+def parse_completion(msg: dict) -> Completion:
+    m = msg.get("matches")
+    if not isinstance(m, list):
+        raise ProtocolError("complete reply without matches")
+    return Completion([str(x) for x in m], int(msg.get("cursor_start") or 0),
+                      int(msg.get("cursor_end") or 0), dict(msg.get("metadata") or {}))
+
+
+def parse_inspection(msg: dict) -> Inspection:
+    return Inspection(bool(msg.get("found")), dict(msg.get("data") or {}),
+                      dict(msg.get("metadata") or {}))
+
+
+def parse_completeness(msg: dict) -> Completeness:
+    return Completeness(str(msg.get("status") or "unknown"), str(msg.get("indent") or ""))
+
+
 def parse_stats(msg: dict) -> StatsInfo:
     return StatsInfo(float(msg.get("uptime") or 0.0), dict(msg.get("contexts") or {}),
                      dict(msg.get("counters") or {}), dict(msg.get("limits") or {}))

@@ -28,6 +28,9 @@ REQUEST_FIELDS = {
     "ctx.list": (),
     "ctx.delete": ("ctx",),
     "ctx.restart": ("ctx",),
+    "complete": ("ctx", "code", "cursor", "timeout"),
+    "inspect": ("ctx", "code", "cursor", "detail_level", "timeout"),
+    "is_complete": ("ctx", "code", "timeout"),
 }
 
 TERMINAL = ("done", "ok", "err")

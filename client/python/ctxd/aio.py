@@ -27,6 +27,9 @@ from ._common import (
     DEFAULT_LIVENESS,
     DEFAULT_REQUEST_TIMEOUT,
     Callback,
+    Completeness,
+    Completion,
+    Inspection,
     ContextInfo,
     ExecResult,
     HelloInfo,
@@ -37,11 +40,16 @@ from ._common import (
     ctx_name,
     exec_fields,
     parse_hello,
+    parse_completeness,
+    parse_completion,
+    parse_inspection,
     parse_stats,
+    query_fields,
     probe,
     resolve_endpoint,
 )
-from ._errors import ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, UnreachableError
+from ._errors import (ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, RefusedError,
+                      UnreachableError)
 from ._proto import decode_message
 
 # Longest sleep of the reader, so a run submitted while nothing else is in
@@ -105,11 +113,14 @@ class AsyncRun:
                             value = cb(*arg)
                             if inspect.isawaitable(value):
                                 value = await value
-                            if value is None:  # declined: the code gets EOFError
-                                await self._client._call("input.reply", ctx=self.ctx, eof=True)
-                            else:
-                                await self._client._call("input.reply", ctx=self.ctx,
-                                                         value=str(value))
+                            try:
+                                if value is None:  # declined: the code gets EOFError
+                                    await self._client._call("input.reply", ctx=self.ctx, eof=True)
+                                else:
+                                    await self._client._call("input.reply", ctx=self.ctx, value=str(value))
+                            except RefusedError as e:
+                                if e.code != "no_input":  # no_input: interrupted meanwhile
+                                    raise
                         else:
                             await _call_cb(cb, arg)
                         in_callback = False
@@ -244,8 +255,10 @@ class AsyncClient:
                 self._core.fail_all(failure)
 
     async def _call(self, t: str, timeout: Optional[float] = None, _kind: str = "ctl",
-                    **fields) -> dict:
+                    _fields: Optional[dict] = None, **fields) -> dict:
         await self._ensure()
+        if _fields:
+            fields.update(_fields)
         q: asyncio.Queue = asyncio.Queue()
         rid, data = self._core.request(_kind, q, t, **fields)
         await self._send(data)
@@ -380,3 +393,36 @@ class AsyncClient:
                               request_timeout: Optional[float] = None) -> ContextInfo:
         reply = await self._call("ctx.restart", request_timeout, ctx=ctx_name(ctx) or "default")
         return ContextInfo.from_msg(reply.get("ctx"))
+
+    # ---- queries: complete, inspect, is_complete ------------------------------------
+
+    async def complete(self, code: str, cursor: Optional[int] = None, ctx: Any = None, *,
+                 timeout: Optional[float] = None, wait: Optional[float] = None) -> Completion:
+        """Completions for the name before cursor (characters into code;
+        None: the end) from the context's live globals: names, attributes,
+        keywords, builtins, module names after `import`. The query waits in
+        the context's queue behind its runs (a coroutine); the daemon interrupts it after
+        timeout seconds (default 10). wait bounds this call (None: no
+        deadline; past it UnreachableError, and the answer is dropped when it
+        comes). RefusedError: bad_field (cursor past the end),
+        unknown_context, dead, busy, timeout."""
+        reply = await self._call("complete", wait or 0, _kind="live", _fields=query_fields(code, ctx, cursor, timeout))
+        return parse_completion(reply)
+
+    async def inspect(self, code: str, cursor: Optional[int] = None, ctx: Any = None, *,
+                detail_level: int = 0, timeout: Optional[float] = None,
+                wait: Optional[float] = None) -> Inspection:
+        """What the name at cursor (or the function being called there) is:
+        signature, type, docstring; detail_level 1 adds its source."""
+        reply = await self._call("inspect", wait or 0, _kind="live", detail_level=detail_level or None,
+                           _fields=query_fields(code, ctx, cursor, timeout))
+        return parse_inspection(reply)
+
+    async def is_complete(self, code: str, ctx: Any = None, *,
+                    timeout: Optional[float] = None,
+                    wait: Optional[float] = None) -> Completeness:
+        """Whether code would run as typed (a REPL's Enter), or needs more
+        lines, or cannot compile."""
+        reply = await self._call("is_complete", wait or 0, _kind="live",
+                           _fields=query_fields(code, ctx, None, timeout))
+        return parse_completeness(reply)

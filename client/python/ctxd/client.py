@@ -28,6 +28,9 @@ from ._common import (
     DEFAULT_LIVENESS,
     DEFAULT_REQUEST_TIMEOUT,
     Callback,
+    Completeness,
+    Completion,
+    Inspection,
     ContextInfo,
     ExecResult,
     HelloInfo,
@@ -38,11 +41,16 @@ from ._common import (
     ctx_name,
     exec_fields,
     parse_hello,
+    parse_completeness,
+    parse_completion,
+    parse_inspection,
     parse_stats,
+    query_fields,
     probe,
     resolve_endpoint,
 )
-from ._errors import ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, UnreachableError  # noqa: F401
+from ._errors import (ClosedError, CtxdError, CtxdTimeoutError, ProtocolError,  # noqa: F401
+                      RefusedError, UnreachableError)
 from ._proto import decode_message
 
 
@@ -115,11 +123,14 @@ class Run:
                                 # input() in the code: on_input(prompt, password) -> str,
                                 # or None to decline (the code gets EOFError)
                                 value = cb(*arg)
-                                if value is None:
-                                    self._client._call("input.reply", ctx=self.ctx, eof=True)
-                                else:
-                                    self._client._call("input.reply", ctx=self.ctx,
-                                                       value=str(value))
+                                try:
+                                    if value is None:  # declined: the code gets EOFError
+                                        self._client._call("input.reply", ctx=self.ctx, eof=True)
+                                    else:
+                                        self._client._call("input.reply", ctx=self.ctx, value=str(value))
+                                except RefusedError as e:
+                                    if e.code != "no_input":  # no_input: interrupted meanwhile
+                                        raise
                             else:
                                 cb(arg)
                             in_callback = False
@@ -270,10 +281,12 @@ class Client:
     # ---- requests ------------------------------------------------------------------
 
     def _call(self, t: str, timeout: Optional[float] = None, _kind: str = "ctl",
-              **fields) -> dict:
+              _fields: Optional[dict] = None, **fields) -> dict:
         """Sends a control request and returns its `ok` (RefusedError for
         `err`, UnreachableError when no reply comes in time; timeout 0: no
-        deadline)."""
+        deadline). _fields: more fields (one may be named `timeout`)."""
+        if _fields:
+            fields.update(_fields)
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             if self._closed:
@@ -528,3 +541,36 @@ class Client:
         globals, execution count 0; running and queued runs end "aborted"."""
         reply = self._call("ctx.restart", request_timeout, ctx=ctx_name(ctx) or "default")
         return ContextInfo.from_msg(reply.get("ctx"))
+
+    # ---- queries: complete, inspect, is_complete ------------------------------------
+
+    def complete(self, code: str, cursor: Optional[int] = None, ctx: Any = None, *,
+                 timeout: Optional[float] = None, wait: Optional[float] = None) -> Completion:
+        """Completions for the name before cursor (characters into code;
+        None: the end) from the context's live globals: names, attributes,
+        keywords, builtins, module names after `import`. The query waits in
+        the context's queue behind its runs; the daemon interrupts it after
+        timeout seconds (default 10). wait bounds this call (None: no
+        deadline; past it UnreachableError, and the answer is dropped when it
+        comes). RefusedError: bad_field (cursor past the end),
+        unknown_context, dead, busy, timeout."""
+        reply = self._call("complete", wait or 0, _kind="live", _fields=query_fields(code, ctx, cursor, timeout))
+        return parse_completion(reply)
+
+    def inspect(self, code: str, cursor: Optional[int] = None, ctx: Any = None, *,
+                detail_level: int = 0, timeout: Optional[float] = None,
+                wait: Optional[float] = None) -> Inspection:
+        """What the name at cursor (or the function being called there) is:
+        signature, type, docstring; detail_level 1 adds its source."""
+        reply = self._call("inspect", wait or 0, _kind="live", detail_level=detail_level or None,
+                           _fields=query_fields(code, ctx, cursor, timeout))
+        return parse_inspection(reply)
+
+    def is_complete(self, code: str, ctx: Any = None, *,
+                    timeout: Optional[float] = None,
+                    wait: Optional[float] = None) -> Completeness:
+        """Whether code would run as typed (a REPL's Enter), or needs more
+        lines, or cannot compile."""
+        reply = self._call("is_complete", wait or 0, _kind="live",
+                           _fields=query_fields(code, ctx, None, timeout))
+        return parse_completeness(reply)

@@ -1,0 +1,7 @@
+"""python3 -m ctxd.kernel: run the kernel, or `install` its kernelspec."""
+
+import sys
+
+from .launch import main
+
+sys.exit(main(sys.argv[1:]))
