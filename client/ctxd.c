@@ -979,12 +979,14 @@ static int parse_info(ctxd_client *c, const proto_val *v, ctxd_ctx_info *out)
                                          {"queued", PF_UINT, false, 0},
                                          {"rss", PF_UINT, false, 0},
                                          {"pss", PF_UINT, false, 0},
-                                         {"last_death", PF_STR | PF_NIL, false, 0}};
+                                         {"last_death", PF_STR | PF_NIL, false, 0},
+                                         {"tier", PF_STR, false, 0}};
     if (check_fields(c, "context info", v, fields, sizeof fields / sizeof fields[0]) < 0)
         return c->last_rc;
     if (!out)
         return 0;
     const char *cwd = own_str(c, proto_map_get(v, "cwd"));
+    const char *tier = own_str(c, proto_map_get(v, "tier"));
     *out = (ctxd_ctx_info){
         .name = own_str(c, proto_map_get(v, "name")),
         .cwd = cwd ? cwd : "",
@@ -997,6 +999,7 @@ static int parse_info(ctxd_client *c, const proto_val *v, ctxd_ctx_info *out)
         .last_death = own_str(c, proto_map_get(v, "last_death")),
         .rss = get_uint(v, "rss"),
         .pss = get_uint(v, "pss"),
+        .tier = tier ? tier : "unsafe",
     };
     return 0;
 }
@@ -1633,6 +1636,61 @@ int ctxd_pip_install(ctxd_client *c, const char *ctx, const char *const *package
     return r;
 }
 
+/* One policy value from its text form (see ctxd_create_opts): a boolean,
+ * a number (unsigned integer or float) or a [list,of,strings]. */
+static int put_policy_value(ctxd_client *c, proto_buf *b, const char *key, const char *v)
+{
+    size_t n = strlen(v);
+    if (!strcmp(v, "true") || !strcmp(v, "false")) {
+        proto_put_bool(b, v[0] == 't');
+        return 0;
+    }
+    if (n >= 2 && v[0] == '[' && v[n - 1] == ']') {
+        uint32_t items = 0;
+        for (size_t i = 1; i < n - 1; i++)
+            items += v[i] == ',';
+        items += n > 2;
+        proto_put_array(b, items);
+        for (size_t i = 1, start = 1; n > 2 && i <= n - 1; i++)
+            if (i == n - 1 || v[i] == ',') {
+                proto_put_strn(b, v + start, i - start);
+                start = i + 1;
+            }
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long u = strtoull(v, &end, 10);
+    if (n && v[0] != '-' && end && *end == '\0' && errno == 0) {
+        proto_put_uint(b, u);
+        return 0;
+    }
+    double d = strtod(v, &end);
+    if (n && end && *end == '\0') {
+        proto_put_double(b, d);
+        return 0;
+    }
+    return fail(c, CTXD_EINVALID, NULL,
+                "policy field '%s': '%s' is not true, false, a number or [a,b,...]", key, v);
+}
+
+static int put_policy(ctxd_client *c, proto_buf *b, const ctxd_kv *kv, size_t n)
+{
+    if (n > 64 || !kv)
+        return fail(c, CTXD_EINVALID, NULL, "bad policy (at most 64 fields)");
+    proto_put_str(b, "policy");
+    proto_put_map(b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        if (!kv[i].key || !kv[i].value)
+            return fail(c, CTXD_EINVALID, NULL, "policy field %zu is NULL", i);
+        proto_put_str(b, kv[i].key);
+        int r = put_policy_value(c, b, kv[i].key, kv[i].value);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 /* ctx.create with every option; with packages it waits for pip without a
  * deadline. */
 int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info *out)
@@ -1645,9 +1703,13 @@ int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info 
     proto_buf b;
     msg_in *m = NULL;
     proto_buf_init(&b);
-    uint64_t id =
-        put_envelope(c, &b, "ctx.create",
-                     (o->name != NULL) + (o->cwd != NULL) + (o->nenv > 0) + (o->npackages > 0));
+    uint64_t id = put_envelope(c, &b, "ctx.create",
+                               (o->name != NULL) + (o->cwd != NULL) + (o->nenv > 0) +
+                                   (o->npackages > 0) + (o->tier != NULL) + (o->npolicy > 0));
+    if (o->tier) {
+        proto_put_str(&b, "tier");
+        proto_put_str(&b, o->tier);
+    }
     if (o->name) {
         proto_put_str(&b, "name");
         proto_put_str(&b, o->name);
@@ -1663,6 +1725,8 @@ int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info 
     }
     if (r == 0 && o->npackages > 0)
         r = put_packages(c, &b, o->packages, o->npackages);
+    if (r == 0 && o->npolicy > 0)
+        r = put_policy(c, &b, o->policy, o->npolicy);
     if (r == 0)
         r = roundtrip_ex(c, &b, id, o->npackages > 0, &m);
     proto_buf_free(&b);

@@ -384,6 +384,7 @@ typedef struct ctxd_ctx_info {
     const char *last_death; /* NULL until a worker of this context died */
     uint64_t rss;           /* resident set size of the worker, bytes (0 when dead) */
     uint64_t pss;           /* proportional set size, bytes (0 when dead or unknown) */
+    const char *tier;       /* "static", "unsafe", "local" or "sandbox" */
 } ctxd_ctx_info;
 
 /* `hello`: fills *out (may be NULL). */
@@ -487,6 +488,12 @@ typedef struct ctxd_create_opts {
     size_t nenv;
     const char *const *packages; /* installed before the worker starts */
     size_t npackages;
+    const char *tier; /* NULL: "unsafe"; "static", "local", "sandbox", mellea's names */
+    /* Policy fields (PROTOCOL.md section 5) as text, each value one of:
+     * true, false, a number, or [item,item,...] (strings; [] empty). E.g.
+     * {"memory_bytes", "268435456"}, {"filesystem_write_roots", "[/srv/a]"}. */
+    const ctxd_kv *policy;
+    size_t npolicy;
 } ctxd_create_opts;
 
 /* `ctx.create` with every option (o may be NULL); with packages it waits

@@ -73,14 +73,21 @@ static const ctx_cmd ctx_commands[] = {
      "With --json: {\"t\":\"ok\",\"contexts\":[INFO,..]}, INFO as in\n"
      "proto/PROTOCOL.md (name, cwd, state, pid, incarnation, created,\n"
      "execution_count, queued, rss, pss [, last_death]; bytes, Unix time).\n"},
-    {"create", cmd_create, "[NAME] [--cwd DIR] [-e KEY=VAL]... [-p PKG]...",
+    {"create", cmd_create,
+     "[NAME] [--cwd DIR] [-e KEY=VAL]... [-p PKG]... [-t TIER] [-P FIELD=VALUE]...",
      "start a new context (prints its name)",
      "options:\n"
      "  NAME                 1-64 characters of [A-Za-z0-9_.-]; generated when absent\n"
-     "      --cwd DIR        working directory of the worker (default: the daemon's)\n"
+     "      --cwd DIR        working directory of the worker (default: the daemon's;\n"
+     "                       a sandbox gets a new private directory)\n"
      "  -e, --env KEY=VAL    add a variable to the worker's environment (repeatable)\n"
      "  -p, --package PKG    install PKG into the new context first (repeatable; see\n"
-     "                       'ctx pip')\n\n"
+     "                       'ctx pip')\n"
+     "  -t, --tier TIER      unsafe (default), static (analysis only), local\n"
+     "                       (confined process), sandbox (own namespaces and root)\n"
+     "  -P, --policy F=V     a policy field (repeatable): V is true, false, a number\n"
+     "                       or [a,b,...]; e.g. -P memory_bytes=268435456\n"
+     "                       -P filesystem_write_roots=[/srv/out] (PROTOCOL.md section 5)\n\n"
      "With --json: {\"t\":\"ok\",\"ctx\":INFO}.\n"},
     {"cp", cmd_cp, "SRC DST", "copy a file into or out of a context's directory",
      "One of SRC and DST is CTX:PATH, a file relative to the directory of context\n"
@@ -369,7 +376,7 @@ static int env_add(env_list *env, const ctx_cmd *cmd, char *arg)
 {
     char *eq = strchr(arg, '=');
     if (!eq || eq == arg)
-        return usage(cmd, "-e needs KEY=VALUE, got '%s'", arg);
+        return usage(cmd, "expected KEY=VALUE, got '%s'", arg);
     *eq = '\0';
     env->kv = mem_realloc(env->kv, (env->n + 1) * sizeof *env->kv);
     env->kv[env->n++] = (ctxd_kv){.key = arg, .value = eq + 1};
@@ -1003,18 +1010,25 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     static const struct option longopts[] = {{"cwd", required_argument, NULL, 'C'},
                                              {"env", required_argument, NULL, 'e'},
                                              {"package", required_argument, NULL, 'p'},
+                                             {"tier", required_argument, NULL, 't'},
+                                             {"policy", required_argument, NULL, 'P'},
                                              COMMON_LONGOPTS,
                                              {0}};
-    env_list env = {0};
+    env_list env = {0}, policy = {0};
+    const char *tier = NULL;
     const char *cwd = NULL;
     const char **pkgs = NULL;
     size_t npkgs = 0;
     int opt, r = CONTINUE;
-    while (r == CONTINUE && (opt = getopt_long(argc, argv, ":e:p:h", longopts, NULL)) != -1) {
+    while (r == CONTINUE && (opt = getopt_long(argc, argv, ":e:p:t:P:h", longopts, NULL)) != -1) {
         if (opt == 'C') {
             cwd = optarg;
         } else if (opt == 'e') {
             r = env_add(&env, cmd, optarg);
+        } else if (opt == 't') {
+            tier = optarg;
+        } else if (opt == 'P') {
+            r = env_add(&policy, cmd, optarg);
         } else if (opt == 'p') {
             pkgs = mem_realloc(pkgs, (npkgs + 1) * sizeof *pkgs);
             pkgs[npkgs++] = optarg;
@@ -1035,7 +1049,10 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
                               .env = env.kv,
                               .nenv = env.n,
                               .packages = pkgs,
-                              .npackages = npkgs};
+                              .npackages = npkgs,
+                              .tier = tier,
+                              .policy = policy.kv,
+                              .npolicy = policy.n};
         int rc = ctxd_ctx_create_ex(cli->client, &o, &info);
         free(abs);
         if (rc == 0 && cli->json)
@@ -1045,6 +1062,7 @@ static int cmd_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         r = rc == 0 ? EX_OK : ctx_report(cli, rc);
     }
     free(env.kv);
+    free(policy.kv);
     free(pkgs);
     return r;
 }

@@ -247,6 +247,7 @@ void jw_ctx_info(jw *w, const ctxd_ctx_info *c)
     jw_kuint(w, "queued", c->queued);
     jw_kuint(w, "rss", c->rss);
     jw_kuint(w, "pss", c->pss);
+    jw_kstr(w, "tier", c->tier ? c->tier : "unsafe");
     if (c->last_death)
         jw_kstr(w, "last_death", c->last_death);
     jw_obj_end(w);

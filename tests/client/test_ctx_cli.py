@@ -136,6 +136,35 @@ def test_create_rm_restart_interrupt(daemon, tmp_path):
     assert daemon.ctx("rm", "c1", check=False).returncode == 7
 
 
+def test_create_with_tier_and_policy(daemon, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    rc, [reply] = daemon.json("create", "box", "-t", "sandbox", "-P", "memory_bytes=268435456",
+                              "-P", f"filesystem_write_roots=[{out}]", "-P",
+                              "subprocess_execution=false", "-P", "cpu_seconds=2.5")
+    assert rc == 0, reply
+    assert reply["ctx"]["tier"] == "sandbox"
+    r = daemon.ctx("run", "-c", "box", f"import os; open({str(out / 'f')!r}, 'w').write('x'); "
+                   "import resource; print(os.getpid(), resource.getrlimit(resource.RLIMIT_AS))")
+    assert r.stdout == "1 (268435456, 268435456)\n" and (out / "f").read_text() == "x"
+    r = daemon.ctx("run", "-c", "box", "import subprocess; subprocess.run(['true'])",
+                   check=False)
+    assert r.returncode == 1 and "PermissionError" in r.stderr
+    rc, [reply] = daemon.json("create", "lst", "-t", "local", "-P", "allowed_imports=[]")
+    assert rc == 0 and reply["ctx"]["tier"] == "local"
+    r = daemon.ctx("run", "-c", "lst", "import json", check=False)
+    assert r.returncode == 1 and "allowed_imports" in r.stderr
+    # Bad values: refused by ctx (not a value) or by the daemon (naming the field).
+    r = daemon.ctx("create", "x", "-P", "memory_bytes=lots", check=False)
+    assert r.returncode != 0 and "memory_bytes" in r.stderr
+    r = daemon.ctx("create", "x", "-t", "local", "-P", "memory_bytes=10", check=False)
+    assert r.returncode == 7 and "'policy.memory_bytes'" in r.stderr
+    r = daemon.ctx("create", "x", "-t", "nope", check=False)
+    assert r.returncode == 7 and "'tier'" in r.stderr
+    r = daemon.ctx("create", "x", "-P", "novalue", check=False)
+    assert r.returncode == 2
+
+
 def test_interrupt_from_another_process_and_sigint(daemon):
     """ctx interrupt stops another ctx's run (exit 4 there); SIGINT to a
     running `ctx run` interrupts its run too; the globals survive both."""

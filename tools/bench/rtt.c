@@ -156,7 +156,7 @@ static int mode_floor(int argc, char **argv)
 
 static int mode_create(int argc, char **argv)
 {
-    if (argc != 5)
+    if (argc != 5 && argc != 6) /* ENDPOINT PREFIX N [TIER] */
         return 2;
     ctxd_client *c = connect_or_die(argv[2]);
     size_t n = strtoul(argv[4], NULL, 10);
@@ -165,7 +165,8 @@ static int mode_create(int argc, char **argv)
         char name[80];
         snprintf(name, sizeof name, "%s-%zu", argv[3], i);
         double t0 = now();
-        int rc = ctxd_ctx_create(c, name, NULL, NULL, 0, NULL);
+        ctxd_create_opts o = {.name = name, .tier = argc == 6 ? argv[5] : NULL};
+        int rc = ctxd_ctx_create_ex(c, &o, NULL);
         if (rc < 0)
             die("ctx.create", c, rc);
         run_x1(c, name);
