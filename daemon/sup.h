@@ -68,11 +68,12 @@ typedef struct sup_run {
     proto_buf env; /* msgpack map str->str, forwarded to the worker verbatim */
     double timeout;
     bool silent, stop_on_error;
-    bool allow_stdin;    /* input() may ask the client (input.request) */
-    bool artifacts;      /* report the files the run wrote (done.artifacts) */
-    uint64_t out_bytes;  /* stream bytes relayed */
-    uint64_t dropped[2]; /* stdout/stderr bytes dropped past max_output */
-    bool client_gone;    /* a send found the client disconnected */
+    bool allow_stdin;         /* input() may ask the client (input.request) */
+    bool artifacts;           /* report the files the run wrote (done.artifacts) */
+    uint64_t out_bytes;       /* stream bytes relayed */
+    uint64_t stream_bytes[2]; /* of which stdout, stderr (policy caps) */
+    uint64_t dropped[2];      /* stdout/stderr bytes dropped past max_output */
+    bool client_gone;         /* a send found the client disconnected */
     /* A ctx.fork waiting in (or at the head of) its source's queue: the new
      * context's name (NULL for an execute); once the `fork` frame is out,
      * the supervisor's ends of the new worker's channel and pipes (-1

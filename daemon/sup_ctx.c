@@ -424,18 +424,30 @@ static void relay(sup_ctx *c, const char *type, const proto_val *msg, const char
     proto_buf_free(&b);
 }
 
-/* Sends output of the running run to its client, applying --max-output:
- * past the cap the bytes are dropped and counted, and the client is told
- * once, on stderr, so truncation is never silent. */
+/* Bytes of n that fit under cap when used are already sent (cap 0: no cap). */
+static size_t fit(size_t n, uint64_t used, uint64_t cap)
+{
+    if (!cap)
+        return n;
+    uint64_t room = used < cap ? cap - used : 0;
+    return n < room ? n : (size_t)room;
+}
+
+/* Sends output of the running run to its client, applying --max-output and
+ * the policy's stdout_max_bytes / stderr_max_bytes: past a cap the bytes are
+ * dropped and counted, and the client is told once, on stderr, so
+ * truncation is never silent. */
 static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n)
 {
     static const char *const names[] = {"stdout", "stderr"};
+    static const char *const fields[] = {"stdout_max_bytes", "stderr_max_bytes"};
     sup_run *r = c->running;
-    size_t keep = n;
-    if (sup_cfg.max_output) {
-        uint64_t room = r->out_bytes < sup_cfg.max_output ? sup_cfg.max_output - r->out_bytes : 0;
-        keep = n < room ? n : (size_t)room;
-    }
+    uint64_t stream_cap = c->policy ? c->policy->stream_max[stream] : 0;
+    size_t keep = fit(n, r->out_bytes, sup_cfg.max_output);
+    size_t keep_stream = fit(n, r->stream_bytes[stream], stream_cap);
+    bool by_policy = keep_stream < keep;
+    if (by_policy)
+        keep = keep_stream;
     (stream ? &sup_stats.stderr_bytes : &sup_stats.stdout_bytes)[0] += keep;
     if (keep) {
         proto_buf b;
@@ -448,18 +460,24 @@ static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n)
         ctx_send(c, &r->peer, &b);
         proto_buf_free(&b);
         r->out_bytes += keep;
+        r->stream_bytes[stream] += keep;
     }
     if (keep == n)
         return;
-    bool first = r->dropped[0] + r->dropped[1] == 0;
+    bool first = r->dropped[stream] == 0;
     r->dropped[stream] += n - keep;
     sup_stats.truncated_bytes += n - keep;
     if (first) {
-        char note[160];
-        int len = snprintf(note, sizeof note,
-                           "\n[ctxd: output truncated: this run reached max_output (%llu bytes); "
-                           "the rest is dropped and counted in done.dropped]\n",
-                           (unsigned long long)sup_cfg.max_output);
+        char note[200];
+        int len = by_policy
+                      ? snprintf(note, sizeof note,
+                                 "\n[ctxd: %s truncated: this run reached the policy's %s (%llu "
+                                 "bytes); the rest is dropped and counted in done.dropped]\n",
+                                 names[stream], fields[stream], (unsigned long long)stream_cap)
+                      : snprintf(note, sizeof note,
+                                 "\n[ctxd: output truncated: this run reached max_output (%llu "
+                                 "bytes); the rest is dropped and counted in done.dropped]\n",
+                                 (unsigned long long)sup_cfg.max_output);
         proto_buf b;
         proto_buf_init(&b);
         sup_msg_begin(&b, "stream", &r->peer, 2);

@@ -39,10 +39,14 @@ static const char *const tier_label[] = {"static", "unsafe", "local", "sandbox"}
 
 /* Per tier, the policy fields it enforces (hello's `tiers`). A field that
  * is not listed is refused at ctx.create when given a restricting value. */
-static const char *const enforced_static[] = {"timeout", "allowed_imports"};
-static const char *const enforced_unsafe[] = {"timeout"};
+/* timeout and the output caps are the supervisor's: every tier has them. */
+static const char *const enforced_static[] = {"timeout", "stdout_max_bytes", "stderr_max_bytes",
+                                              "allowed_imports"};
+static const char *const enforced_unsafe[] = {"timeout", "stdout_max_bytes", "stderr_max_bytes"};
 static const char *const enforced_local[] = {
     "timeout",
+    "stdout_max_bytes",
+    "stderr_max_bytes",
     "env_var_access",
     "env",
     "network_access",
@@ -261,6 +265,10 @@ static bool restricts(const sup_policy *p, const char *field)
         return p->file_size_bytes > 0;
     if (!strcmp(field, "allowed_imports"))
         return p->allowed_imports.set;
+    if (!strcmp(field, "stdout_max_bytes"))
+        return p->stream_max[0] > 0;
+    if (!strcmp(field, "stderr_max_bytes"))
+        return p->stream_max[1] > 0;
     /* `packages` restricts nothing: ctx.create installs them (sup_pkgs.c). */
     return false;
 }
@@ -313,15 +321,10 @@ static int field_parse(sup_policy *p, const char *k, const proto_val *v, proto_e
         return count_parse(&p->max_processes, v, k, 1, err);
     if (!strcmp(k, "file_size_bytes"))
         return count_parse(&p->file_size_bytes, v, k, 1, err);
-    if (!strcmp(k, "stdout_max_bytes") || !strcmp(k, "stderr_max_bytes")) {
-        /* Per-stream caps are not enforced per context yet (the daemon's
-         * max_output is): refused rather than silently ignored. */
-        proto_error_set(err, "bad_field",
-                        "field 'policy.%s' is not enforced by this daemon (its max_output "
-                        "caps every run's output)",
-                        k);
-        return -1;
-    }
+    if (!strcmp(k, "stdout_max_bytes"))
+        return count_parse(&p->stream_max[0], v, k, 1, err);
+    if (!strcmp(k, "stderr_max_bytes"))
+        return count_parse(&p->stream_max[1], v, k, 1, err);
     proto_error_set(err, "bad_field", "field 'policy.%s' is not a policy field", k);
     return -1;
 }
@@ -403,7 +406,8 @@ void sup_policy_put(proto_buf *b, const sup_policy *p)
     uint32_t n = (p->timeout > 0) + (p->network_access >= 0) + (p->subprocess_execution >= 0) +
                  (p->env_var_access >= 0) + p->env.set + p->read_roots.set + p->write_roots.set +
                  (p->memory_bytes > 0) + (p->max_processes > 0) + (p->cpu_seconds > 0) +
-                 (p->file_size_bytes > 0) + p->allowed_imports.set + p->packages.set;
+                 (p->file_size_bytes > 0) + p->allowed_imports.set + p->packages.set +
+                 (p->stream_max[0] > 0) + (p->stream_max[1] > 0);
     proto_put_map(b, n);
     if (p->timeout > 0) {
         proto_put_str(b, "timeout");
@@ -438,8 +442,10 @@ void sup_policy_put(proto_buf *b, const sup_policy *p)
         uint64_t v;
     } nums[] = {{"memory_bytes", p->memory_bytes},
                 {"max_processes", p->max_processes},
-                {"file_size_bytes", p->file_size_bytes}};
-    for (size_t i = 0; i < 3; i++)
+                {"file_size_bytes", p->file_size_bytes},
+                {"stdout_max_bytes", p->stream_max[0]},
+                {"stderr_max_bytes", p->stream_max[1]}};
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
         if (nums[i].v) {
             proto_put_str(b, nums[i].k);
             proto_put_uint(b, nums[i].v);

@@ -26,7 +26,7 @@ def test_hello_lists_enforced_fields(daemon):
     assert set(tiers) == {"static", "unsafe", "local", "sandbox"}
     assert set(tiers["sandbox"]) >= set(tiers["local"])
     assert "network_access" in tiers["local"]
-    assert tiers["unsafe"] == ["timeout"]
+    assert tiers["unsafe"] == ["timeout", "stdout_max_bytes", "stderr_max_bytes"]
 
 
 def test_default_tier_is_unsafe(daemon):
@@ -56,12 +56,13 @@ def test_tier_names_and_aliases(daemon, alias, tier):
      "'policy.filesystem_write_roots'"),
     ({"tier": "local", "policy": {"bogus": 1}}, "'policy.bogus'"),
     ({"tier": "local", "policy": {"timeout": 0}}, "'policy.timeout'"),
-    ({"tier": "local", "policy": {"stdout_max_bytes": 10}}, "'policy.stdout_max_bytes'"),
+    ({"tier": "local", "policy": {"stdout_max_bytes": 0}}, "'policy.stdout_max_bytes'"),
+    ({"tier": "local", "policy": {"stderr_max_bytes": -5}}, "'policy.stderr_max_bytes'"),
     ({"tier": "unsafe", "policy": {"network_access": False}}, "'policy.network_access'"),
     ({"tier": "unsafe", "policy": {"filesystem_read_roots": ["/"]}},
      "'policy.filesystem_read_roots'"),
     ({"tier": "local", "policy": {"packages": ["numpy"]}}, "'policy.packages'"),
-    ({"tier": "sandbox", "policy": {"stdout_max_bytes": 10}}, "'policy.stdout_max_bytes'"),
+    ({"tier": "sandbox", "policy": {"stdout_max_bytes": "10"}}, "'policy.stdout_max_bytes'"),
 ])
 def test_bad_policy_names_the_field(daemon, fields, names):
     c = daemon.client()
@@ -356,3 +357,23 @@ def test_local_no_subprocess_refuses_fork(daemon):
     e = c.err("ctx.fork", "forbidden", ctx="l", name="copy")
     assert "subprocess_execution" in e["message"]
     assert c.execute("1+1", ctx="l").text == "2"
+
+
+@pytest.mark.parametrize("tier", ["unsafe", "local", "sandbox"])
+def test_per_stream_output_caps(daemon, tier):
+    c = daemon.client()
+    c.ok("ctx.create", name="a", tier=tier,
+         policy={"stdout_max_bytes": 100, "stderr_max_bytes": 10})
+    assert c.info("a")["policy"]["stdout_max_bytes"] == 100
+    r = c.execute("import sys\nfor i in range(50): print('x' * 9)\n"
+                  "sys.stderr.write('e' * 25); sys.stderr.flush()", ctx="a")
+    assert r.status == "ok", r
+    assert r.stdout == b"x" * 9 + b"\n" + (b"x" * 9 + b"\n") * 9
+    assert r.done["truncated"] is True
+    assert r.done["dropped"] == {"stdout": 400, "stderr": 15}
+    err = r.stderr.decode()
+    assert err.startswith("e" * 10)
+    assert "stdout_max_bytes (100 bytes)" in err and "stderr_max_bytes (10 bytes)" in err
+    # Per run: the next run starts from zero.
+    r = c.execute("print('y' * 50)", ctx="a")
+    assert r.stdout == b"y" * 50 + b"\n" and r.done["truncated"] is False
