@@ -60,6 +60,9 @@ typedef struct sbx_cgroup_setting {
 } sbx_cgroup_setting;
 int sbx_cgroup_join(pid_t pid, const char *controller, const sbx_cgroup_setting *settings,
                     const char **failed);
+/* Writes text to an existing file in one write (cgroup and /proc control
+ * files): 0, or -1 with errno. */
+int sbx_write_file(const char *path, const char *text);
 /* The root of controller's hierarchy (v1 first, then v2); -1 if none. */
 int sbx_cgroup_root(const char *controller, char *root, size_t n, bool *v2);
 

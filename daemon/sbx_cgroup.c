@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int write_text(const char *path, const char *text)
+int sbx_write_file(const char *path, const char *text)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
@@ -79,16 +79,16 @@ int sbx_cgroup_join(pid_t pid, const char *controller, const sbx_cgroup_setting 
         char plus[64];
         snprintf(plus, sizeof plus, "+%s", controller);
         snprintf(path, sizeof path, "%s/cgroup.subtree_control", root);
-        (void)write_text(path, plus);
+        (void)sbx_write_file(path, plus);
         snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
-        (void)write_text(path, plus);
+        (void)sbx_write_file(path, plus);
     }
     snprintf(dir, sizeof dir, "%s/ctxd/w%d", root, (int)pid);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return -1;
     for (const sbx_cgroup_setting *s = settings; s && s->file; s++) {
         snprintf(path, sizeof path, "%s/%s", dir, v2 && s->file_v2 ? s->file_v2 : s->file);
-        if (write_text(path, s->value) < 0 && !s->optional) {
+        if (sbx_write_file(path, s->value) < 0 && !s->optional) {
             *failed = s->file;
             return -1;
         }
@@ -96,5 +96,5 @@ int sbx_cgroup_join(pid_t pid, const char *controller, const sbx_cgroup_setting 
     snprintf(path, sizeof path, "%s/cgroup.procs", dir);
     snprintf(num, sizeof num, "%d", (int)pid);
     *failed = "cgroup.procs";
-    return write_text(path, num);
+    return sbx_write_file(path, num);
 }

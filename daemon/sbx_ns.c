@@ -57,14 +57,7 @@ static int write_proc(pid_t pid, const char *file, const char *text)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = write(fd, text, strlen(text));
-    int e = errno;
-    close(fd);
-    errno = e;
-    return n == (ssize_t)strlen(text) ? 0 : -1;
+    return sbx_write_file(path, text);
 }
 
 int sbx_ns_prepare(pid_t w, const sbx_policy *p, char *msg, size_t n)

@@ -152,6 +152,18 @@ int sup_spawn_fds(int *fd, int out_rd[2], int child[5], proto_error *err)
     return 0;
 }
 
+/* Closes a failed spawn's descriptors: the worker's ends (0-2) and the
+ * supervisor's (channel, pipe read ends, which are also the worker's 3, 4). */
+static void drop_fds(const int child_fds[5], int *fd, int out_rd[2])
+{
+    for (int i = 0; i < 3; i++)
+        close(child_fds[i]);
+    close(*fd);
+    close(out_rd[0]);
+    close(out_rd[1]);
+    *fd = out_rd[0] = out_rd[1] = -1;
+}
+
 int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto_error *err)
 {
     int child_fds[5];
@@ -163,12 +175,7 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
     if (zr == -2) {
         /* The zygote failed after receiving the descriptors: a worker it
          * may have forked must not share them with the one started now. */
-        for (int i = 0; i < 3; i++)
-            close(child_fds[i]);
-        close(*fd);
-        close(out_rd[0]);
-        close(out_rd[1]);
-        *fd = out_rd[0] = out_rd[1] = -1;
+        drop_fds(child_fds, fd, out_rd);
         if (sup_spawn_fds(fd, out_rd, child_fds, err) < 0) {
             free_env(env);
             return -1;
@@ -180,12 +187,7 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
         proto_error_set(err, "spawn", "the sandbox tier could not start its worker: %s",
                         sup_zygote_last_failure());
         free_env(env);
-        for (int i = 0; i < 3; i++)
-            close(child_fds[i]);
-        close(*fd);
-        close(out_rd[0]);
-        close(out_rd[1]);
-        *fd = out_rd[0] = out_rd[1] = -1;
+        drop_fds(child_fds, fd, out_rd);
         return -1;
     }
     if (zr != 0) {
@@ -201,12 +203,7 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (child < 0) {
             free_env(env);
-            for (int i = 0; i < 3; i++)
-                close(child_fds[i]);
-            close(*fd);
-            close(out_rd[0]);
-            close(out_rd[1]);
-            *fd = out_rd[0] = out_rd[1] = -1;
+            drop_fds(child_fds, fd, out_rd);
             proto_error_set(err, "spawn", "fork: %s", strerror(saved));
             return -1;
         }
