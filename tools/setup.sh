@@ -15,6 +15,8 @@ PACKAGES="build-essential cmake pkg-config libzmq3-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
 python3-matplotlib python3-pip"
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).
+# python3-pandas (test mode): a DataFrame's text/html (test_rich.py).
+[ "$mode" = test ] && PACKAGES="$PACKAGES python3-pandas"
 # python3-pip: the daemon runs `python3 -m pip` for pip.install (test_pkgs.py).
 # The Jupyter kernel and its tests (tests/kernel.cmake): ipykernel's kernelbase,
 # jupyter_client, jupyter_kernel_test.
