@@ -1354,14 +1354,14 @@ static int cmd_ls(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         if ((int)strlen(infos[i].name) > width)
             width = (int)strlen(infos[i].name);
     double now = unix_now();
-    printf("%-*s  %-5s  %7s  %4s  %6s  %6s  %9s  %s\n", width, "NAME", "STATE", "PID", "INC",
-           "RUNS", "QUEUED", "MEMORY", "AGE");
+    printf("%-*s  %-5s  %-7s  %7s  %4s  %6s  %6s  %9s  %s\n", width, "NAME", "STATE", "TIER", "PID",
+           "INC", "RUNS", "QUEUED", "MEMORY", "AGE");
     for (size_t i = 0; i < n; i++) {
         const ctxd_ctx_info *c = &infos[i];
         char pid[24], age[32], mem[32];
         snprintf(pid, sizeof pid, "%llu", (unsigned long long)c->pid);
-        printf("%-*s  %-5s  %7s  %4llu  %6llu  %6llu  %9s  %s\n", width, c->name, c->state,
-               c->pid ? pid : "-", (unsigned long long)c->incarnation,
+        printf("%-*s  %-5s  %-7s  %7s  %4llu  %6llu  %6llu  %9s  %s\n", width, c->name, c->state,
+               c->tier, c->pid ? pid : "-", (unsigned long long)c->incarnation,
                (unsigned long long)c->execution_count, (unsigned long long)c->queued,
                c->pss ? ctx_format_bytes(c->pss, mem, sizeof mem) : "-",
                format_age(now - c->created, age, sizeof age));

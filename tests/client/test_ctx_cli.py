@@ -101,10 +101,11 @@ def test_ls_table_and_json(daemon):
     daemon.ctx("create", "second-context")
     r = daemon.ctx("ls")
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "STATE", "PID", "INC", "RUNS", "QUEUED", "MEMORY", "AGE"]
+    assert lines[0].split() == ["NAME", "STATE", "TIER", "PID", "INC", "RUNS", "QUEUED", "MEMORY",
+                                "AGE"]
     rows = {line.split()[0]: line for line in lines[1:]}
     assert set(rows) == {"default", "second-context"}
-    assert re.search(r"\bidle\s+\d+\s+1\s+1\s+0\s+\d+(\.\d+)? (B|KiB|MiB|GiB)\s+\d+[smhd]$",
+    assert re.search(r"\bidle\s+unsafe\s+\d+\s+1\s+1\s+0\s+\d+(\.\d+)? (B|KiB|MiB|GiB)\s+\d+[smhd]$",
                      rows["default"]), rows["default"]
     rc, [reply] = daemon.json("ls")
     assert rc == 0 and reply["t"] == "ok"
@@ -112,7 +113,7 @@ def test_ls_table_and_json(daemon):
     assert by["default"]["execution_count"] == 1 and by["default"]["pss"] > 0
     assert by["default"]["rss"] >= by["default"]["pss"]
     assert set(by["second-context"]) >= {"name", "cwd", "state", "pid", "incarnation", "created",
-                                         "execution_count", "queued", "rss", "pss"}
+                                         "execution_count", "queued", "rss", "pss", "tier"}
 
 
 def test_create_rm_restart_interrupt(daemon, tmp_path):
