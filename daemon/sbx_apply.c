@@ -126,6 +126,26 @@ static void set_limit(int res, unsigned long long v, const char *what)
         fail(what);
 }
 
+/* An AddressSanitizer build (the integration_asan test) reserves terabytes
+ * of address space for its shadow memory: RLIMIT_AS would break it. The
+ * sandbox tier then keeps only its memory cgroup for memory_bytes; the
+ * local tier has no other means, so there the limit stays (and such a
+ * build cannot run a local context with memory_bytes). */
+static bool address_sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return true;
+#else
+    return false;
+#endif
+#else
+    return false;
+#endif
+}
+
 /* Tasks (processes and threads) in this process now: the worker's own
  * threads do not count against max_processes. */
 static unsigned thread_count(void)
@@ -518,7 +538,7 @@ void sbx_init(void)
         fail("cpu_seconds");
     }
     PyGILState_Release(gil);
-    if (pol.memory_bytes)
+    if (pol.memory_bytes && !(pol.sandbox && address_sanitized()))
         set_limit(RLIMIT_AS, pol.memory_bytes, "memory_bytes (RLIMIT_AS)");
     if (pol.file_size_bytes)
         set_limit(RLIMIT_FSIZE, pol.file_size_bytes, "file_size_bytes (RLIMIT_FSIZE)");

@@ -540,7 +540,8 @@ static char *sandbox_var(const sup_policy *p)
         sup_strlist roots = p->read_roots;
         roots.set = true;
         roots.v = mem_calloc(roots.n + 1, sizeof *roots.v);
-        memcpy(roots.v, p->read_roots.v, roots.n * sizeof *roots.v);
+        for (size_t i = 0; i < roots.n; i++)
+            roots.v[i] = p->read_roots.v[i];
         roots.v[roots.n++] = (char *)sup_pkgs_source_dir();
         put_list_line(&s, "read_roots", &roots);
         free(roots.v);
