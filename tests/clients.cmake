@@ -7,8 +7,8 @@
 # - python_client: the Python package in client/python (native, asyncio,
 #   Daytona- and mellea-compatible APIs, the codec against proto/vectors/, an
 #   offline pip install), pytest, importing the package from the source tree.
-#   The mellea tests of the sandbox tier (docker, docker_unsafe) skip while
-#   the daemon's hello does not offer it.
+#   The mellea tests run on every tier, the sandbox (docker, docker_unsafe)
+#   included.
 add_executable(test_event_loop ${CMAKE_CURRENT_LIST_DIR}/client/test_event_loop.c)
 target_link_libraries(test_event_loop PRIVATE ctxd_client)
 add_test(NAME client_event_loop COMMAND test_event_loop $<TARGET_FILE:ctxd>)
