@@ -168,17 +168,46 @@ static bool item_ok(const proto_val *v, item_kind kind)
                                      (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')))
             return false;
     }
-    if (kind == ITEM_PATH && v->as.s[0] != '/')
+    if (kind == ITEM_PATH && (v->as.s[0] != '/' || !sup_policy_path_plain(v->as.s, v->n)))
         return false;
+    return true;
+}
+
+bool sup_policy_path_plain(const char *s, size_t n)
+{
+    for (size_t i = 1, start = 1; i <= n; i++) {
+        if (i < n && s[i] != '/')
+            continue;
+        size_t len = i - start;
+        const char *comp = s + start;
+        bool last = i == n;
+        if ((len == 0 && !(last && n == 1) && !(last && start == n)) ||
+            (len == 1 && comp[0] == '.') || (len == 2 && comp[0] == '.' && comp[1] == '.'))
+            return false;
+        start = i + 1;
+    }
+    return true;
+}
+
+bool sup_policy_sandbox_path_ok(const char *path)
+{
+    static const char *const own[] = {"/proc", "/sys", "/dev"};
+    if (!strcmp(path, "/"))
+        return false;
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
+        size_t n = strlen(own[i]);
+        if (!strncmp(path, own[i], n) && (path[n] == '\0' || path[n] == '/'))
+            return false;
+    }
     return true;
 }
 
 static int strlist_parse(sup_strlist *l, const proto_val *v, item_kind kind, const char *field,
                          proto_error *err)
 {
-    static const char *const what[] = {"a non-empty variable name without '='",
-                                       "a module name (letters, digits, '_' and '.')",
-                                       "an absolute path", "a non-empty string"};
+    static const char *const what[] = {
+        "a non-empty variable name without '='", "a module name (letters, digits, '_' and '.')",
+        "an absolute path without '.', '..' or empty components", "a non-empty string"};
     if (v->kind != PROTO_ARRAY || v->n > 1024) {
         proto_error_set(err, "bad_field",
                         "field 'policy.%s' must be an array of at most 1024 "
@@ -367,6 +396,20 @@ sup_policy *sup_policy_parse(const proto_val *tier, const proto_val *policy, pro
         }
     }
     if (p->tier == SUP_TIER_SANDBOX) {
+        const struct {
+            const char *field;
+            const sup_strlist *l;
+        } roots[] = {{"filesystem_read_roots", &p->read_roots},
+                     {"filesystem_write_roots", &p->write_roots}};
+        for (size_t r = 0; r < 2; r++)
+            for (size_t i = 0; i < roots[r].l->n; i++)
+                if (!sup_policy_sandbox_path_ok(roots[r].l->v[i])) {
+                    proto_error_set(err, "bad_field",
+                                    "field 'policy.%s': '%s' would replace the sandbox's own "
+                                    "root, /proc, /sys or /dev",
+                                    roots[r].field, roots[r].l->v[i]);
+                    goto fail;
+                }
         if (p->network_access < 0)
             p->network_access = 0;
         if (!p->memory_bytes)

@@ -63,6 +63,13 @@ void sup_policy_env_free(char **env, char **owned);
 int sup_policy_private_dir(const char *state_dir, const char *name, char *out, size_t n);
 void sup_policy_remove_private_dir(const char *path);
 
+/* An absolute path without '.', '..' or empty components (a trailing '/'
+ * is allowed). */
+bool sup_policy_path_plain(const char *s, size_t n);
+/* A path a sandbox may bind (its cwd, a root): not '/', not under /proc,
+ * /sys or /dev, which the sandbox has its own of. */
+bool sup_policy_sandbox_path_ok(const char *path);
+
 /* ctx.create hands the parsed policy to sup_ctx_create through here. */
 void sup_policy_set_pending(sup_policy *p);
 sup_policy *sup_policy_take_pending(void);

@@ -564,6 +564,14 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
         create_args_free(a);
         return;
     }
+    if (cwdv && a->policy->tier == SUP_TIER_SANDBOX &&
+        (!sup_policy_path_plain(a->cwd, strlen(a->cwd)) || !sup_policy_sandbox_path_ok(a->cwd))) {
+        sup_reply_err(peer, "bad_cwd",
+                      "a sandbox's cwd must be a plain absolute path (no '.' or '..') other "
+                      "than '/' and not under /proc, /sys or /dev");
+        create_args_free(a);
+        return;
+    }
     /* A sandbox sees only its own directory: without a cwd it gets a new
      * one, never the daemon's working directory. */
     if (!cwdv && a->policy->tier == SUP_TIER_SANDBOX) {

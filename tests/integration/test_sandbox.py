@@ -261,6 +261,14 @@ def test_refusals(sd):
               policy={"filesystem_write_roots": ["relative"]})
     assert "'policy.filesystem_write_roots'" in e["message"]
     c.err("ctx.create", "bad_cwd", name="x", tier="sandbox", cwd="/no/such/dir")
+    # Paths that would undo the sandbox's own root, /proc, /sys or /dev.
+    for cwd in ("/", "/proc", "/dev/shm", "/tmp/../etc"):
+        c.err("ctx.create", "bad_cwd", name="x", tier="sandbox", cwd=cwd)
+    for field, path in (("filesystem_write_roots", "/"), ("filesystem_read_roots", "/proc/1"),
+                        ("filesystem_write_roots", "/sys"), ("filesystem_read_roots", "/tmp/./x"),
+                        ("filesystem_read_roots", "/etc/../root")):
+        e = c.err("ctx.create", "bad_field", name="x", tier="sandbox", policy={field: [path]})
+        assert f"'policy.{field}'" in e["message"], e
     # A read root that does not exist: the worker cannot start, creation fails
     # with the reason, and nothing is left behind.
     e = c.err("ctx.create", "spawn", name="x", tier="sandbox",
