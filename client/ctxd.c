@@ -1282,17 +1282,24 @@ const char *ctxd_strerror(int rc)
 
 /* ---- control requests ---------------------------------------------------- */
 
-/* hello: also refreshes the cached daemon pid, instance and request limit. */
-int ctxd_hello(ctxd_client *c, ctxd_hello_info *out)
+/* A request without fields (hello, ctx.list, stats): its reply in *m. */
+static int bare_request(ctxd_client *c, const char *type, msg_in **m)
 {
     if (request_begin(c) < 0)
         return c->last_rc;
     proto_buf b;
-    msg_in *m = NULL;
     proto_buf_init(&b);
-    uint64_t id = put_envelope(c, &b, "hello", 0);
-    int r = roundtrip(c, &b, id, &m);
+    uint64_t id = put_envelope(c, &b, type, 0);
+    int r = roundtrip(c, &b, id, m);
     proto_buf_free(&b);
+    return r;
+}
+
+/* hello: also refreshes the cached daemon pid, instance and request limit. */
+int ctxd_hello(ctxd_client *c, ctxd_hello_info *out)
+{
+    msg_in *m = NULL;
+    int r = bare_request(c, "hello", &m);
     if (r < 0)
         return r;
     r = parse_hello(c, m, out);
@@ -1337,14 +1344,8 @@ int ctxd_ctx_create(ctxd_client *c, const char *name, const char *cwd, const ctx
 int ctxd_ctx_list(ctxd_client *c, const ctxd_ctx_info **out, size_t *n)
 {
     static const proto_field fields[] = {{"contexts", PF_ARRAY, true, 0}};
-    if (request_begin(c) < 0)
-        return c->last_rc;
-    proto_buf b;
     msg_in *m = NULL;
-    proto_buf_init(&b);
-    uint64_t id = put_envelope(c, &b, "ctx.list", 0);
-    int r = roundtrip(c, &b, id, &m);
-    proto_buf_free(&b);
+    int r = bare_request(c, "ctx.list", &m);
     if (r < 0)
         return r;
     r = check_fields(c, "ctx.list reply", m->root, fields, 1);
@@ -1372,14 +1373,8 @@ int ctxd_stats(ctxd_client *c, ctxd_stats_info *out)
         "runs_error",      "runs_interrupted", "runs_timeout", "runs_died",
         "runs_aborted",    "runs_shutdown",    "stdout_bytes", "stderr_bytes",
         "truncated_bytes", "workers_spawned",  "worker_deaths"};
-    if (request_begin(c) < 0)
-        return c->last_rc;
-    proto_buf b;
     msg_in *m = NULL;
-    proto_buf_init(&b);
-    uint64_t id = put_envelope(c, &b, "stats", 0);
-    int r = roundtrip(c, &b, id, &m);
-    proto_buf_free(&b);
+    int r = bare_request(c, "stats", &m);
     if (r < 0)
         return r;
     r = check_fields(c, "stats reply", m->root, fields, sizeof fields / sizeof fields[0]);

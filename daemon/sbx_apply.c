@@ -146,26 +146,13 @@ static bool address_sanitized(void)
 #endif
 }
 
-/* Tasks (processes and threads) in this process now: the worker's own
- * threads do not count against max_processes. */
-static unsigned thread_count(void)
-{
-    char line[256];
-    unsigned n = 1;
-    FILE *f = fopen("/proc/self/status", "re");
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "Threads: %u", &n) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return n;
-}
-
 /* The pids cgroup: max_processes plus the worker's own tasks. */
 static void join_pids_cgroup(void)
 {
     char num[32];
-    snprintf(num, sizeof num, "%llu", pol.max_processes + thread_count());
+    /* the worker's own threads do not count against max_processes */
+    int own = wrk_log_thread_count();
+    snprintf(num, sizeof num, "%llu", pol.max_processes + (unsigned)(own > 0 ? own : 1));
     const sbx_cgroup_setting set[] = {{"pids.max", NULL, num, false}, {NULL, NULL, NULL, false}};
     const char *failed;
     if (sbx_cgroup_join(getpid(), "pids", set, &failed) < 0) {
@@ -570,40 +557,31 @@ void sbx_init(void)
 
 /* ---- the static tier's run ------------------------------------------------- */
 
-static void put_done(proto_buf *b, const char *status)
+/* The static tier's error frame: the analysis is the whole story, so the
+ * traceback is the one line "ename: evalue". */
+static void put_static_error(proto_buf *b, PyObject *ename, PyObject *evalue)
 {
     size_t start = proto_frame_begin(b);
-    proto_put_map(b, 3);
+    proto_put_map(b, 4);
     proto_put_str(b, "t");
-    proto_put_str(b, "done");
-    proto_put_str(b, "status");
-    proto_put_str(b, status);
-    proto_put_str(b, "cpu_time");
-    proto_put_double(b, 0);
+    proto_put_str(b, "error");
+    proto_put_str(b, "ename");
+    wrk_run_put_pystr(b, ename, SIZE_MAX);
+    proto_put_str(b, "evalue");
+    wrk_run_put_pystr(b, evalue, SIZE_MAX);
+    proto_put_str(b, "traceback");
+    proto_put_array(b, 1);
+    PyObject *line = PyUnicode_FromFormat("%S: %S", ename, evalue);
+    wrk_run_put_pystr(b, line, SIZE_MAX);
+    Py_XDECREF(line);
     proto_frame_end(b, start);
-}
-
-static void put_pystr(proto_buf *b, PyObject *s)
-{
-    Py_ssize_t n = 0;
-    const char *u = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8AndSize(s, &n) : NULL;
-    if (!u) {
-        PyErr_Clear();
-        proto_put_str(b, "");
-        return;
-    }
-    proto_put_strn(b, u, (size_t)n);
 }
 
 void sbx_static_execute(const wrk_run_req *req)
 {
     proto_buf frames;
     proto_buf_init(&frames);
-    size_t start = proto_frame_begin(&frames);
-    proto_put_map(&frames, 1);
-    proto_put_str(&frames, "t");
-    proto_put_str(&frames, "start");
-    proto_frame_end(&frames, start);
+    wrk_run_put_start(&frames);
     wrk_output_begin_run(&frames);
     frames.len = 0;
 
@@ -613,52 +591,31 @@ void sbx_static_execute(const wrk_run_req *req)
     if (!a || !PyTuple_Check(a) || PyTuple_GET_SIZE(a) != 4) {
         PyErr_Clear();
         status = "error";
-        start = proto_frame_begin(&frames);
-        proto_put_map(&frames, 4);
-        proto_put_str(&frames, "t");
-        proto_put_str(&frames, "error");
-        proto_put_str(&frames, "ename");
-        proto_put_str(&frames, "RuntimeError");
-        proto_put_str(&frames, "evalue");
-        proto_put_str(&frames, "the static analysis failed");
-        proto_put_str(&frames, "traceback");
-        proto_put_array(&frames, 1);
-        proto_put_str(&frames, "RuntimeError: the static analysis failed");
-        proto_frame_end(&frames, start);
+        PyObject *ename = PyUnicode_FromString("RuntimeError");
+        PyObject *evalue = PyUnicode_FromString("the static analysis failed");
+        put_static_error(&frames, ename, evalue);
+        Py_XDECREF(ename);
+        Py_XDECREF(evalue);
     } else {
-        start = proto_frame_begin(&frames);
+        size_t start = proto_frame_begin(&frames);
         proto_put_map(&frames, 2);
         proto_put_str(&frames, "t");
         proto_put_str(&frames, "result");
         proto_put_str(&frames, "data");
         proto_put_map(&frames, 2);
         proto_put_str(&frames, "text/plain");
-        put_pystr(&frames, PyTuple_GET_ITEM(a, 0));
+        wrk_run_put_pystr(&frames, PyTuple_GET_ITEM(a, 0), SIZE_MAX);
         proto_put_str(&frames, "application/vnd.ctxd.analysis+json");
-        put_pystr(&frames, PyTuple_GET_ITEM(a, 1));
+        wrk_run_put_pystr(&frames, PyTuple_GET_ITEM(a, 1), SIZE_MAX);
         proto_frame_end(&frames, start);
         if (PyTuple_GET_ITEM(a, 2) != Py_None) {
             status = "error";
-            start = proto_frame_begin(&frames);
-            proto_put_map(&frames, 4);
-            proto_put_str(&frames, "t");
-            proto_put_str(&frames, "error");
-            proto_put_str(&frames, "ename");
-            put_pystr(&frames, PyTuple_GET_ITEM(a, 2));
-            proto_put_str(&frames, "evalue");
-            put_pystr(&frames, PyTuple_GET_ITEM(a, 3));
-            proto_put_str(&frames, "traceback");
-            proto_put_array(&frames, 1); /* the analysis is the whole story */
-            PyObject *line =
-                PyUnicode_FromFormat("%S: %S", PyTuple_GET_ITEM(a, 2), PyTuple_GET_ITEM(a, 3));
-            put_pystr(&frames, line);
-            Py_XDECREF(line);
-            proto_frame_end(&frames, start);
+            put_static_error(&frames, PyTuple_GET_ITEM(a, 2), PyTuple_GET_ITEM(a, 3));
         }
     }
     Py_XDECREF(a);
     PyGILState_Release(gil);
-    put_done(&frames, status);
+    wrk_run_put_done(&frames, status, 0, NULL);
     wrk_output_end_run(&frames);
     proto_buf_free(&frames);
 }

@@ -197,21 +197,6 @@ static PyObject *str_list(char **names)
     return l;
 }
 
-int sbx_py_imports(char **names, bool set)
-{
-    if (!set)
-        return 0;
-    PyObject *l = str_list(names);
-    if (!l)
-        return -1;
-    Py_SETREF(static_allowed, l);
-    Py_INCREF(l);
-    PyObject *r = PyObject_CallOneArg(fn_install_imports, l);
-    Py_DECREF(l);
-    Py_XDECREF(r);
-    return r ? 0 : -1;
-}
-
 int sbx_py_static_imports(char **names, bool set)
 {
     if (!set)
@@ -221,6 +206,17 @@ int sbx_py_static_imports(char **names, bool set)
         return -1;
     Py_SETREF(static_allowed, l);
     return 0;
+}
+
+int sbx_py_imports(char **names, bool set)
+{
+    if (sbx_py_static_imports(names, set) < 0)
+        return -1;
+    if (!set)
+        return 0;
+    PyObject *r = PyObject_CallOneArg(fn_install_imports, static_allowed);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
 }
 
 int sbx_py_cpu_handler(double seconds)

@@ -298,6 +298,14 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
  * read, stderr read} are the worker's (close-on-exec; the caller closes
  * child[0..2] once they are passed on, child[3..4] are out_rd). */
 int sup_spawn_fds(int *fd, int out_rd[2], int child[5], proto_error *err);
+/* Forks a child of the supervisor (a worker by exec, the zygote, pip):
+ * every signal blocked across the fork, so none of the supervisor's
+ * handlers runs in the child; the child gets its own process group and
+ * SIGKILL when the supervisor dies. Returns as fork(), errno kept. */
+pid_t sup_spawn_fork(void);
+/* In such a child, just before execve: default dispositions, no signal
+ * blocked. */
+void sup_spawn_child_signals(void);
 
 /* ---- sup_pkgs.c: packages (pip.install, ctx.create `packages`) -------- */
 #define SUP_PKGS_MAX 64       /* requirements per request */

@@ -873,6 +873,17 @@ void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer)
         reply_waiters_ok(c);
 }
 
+/* Enters c into the list of contexts, which ctx.list shows by name. */
+static void link_sorted(sup_ctx *c)
+{
+    sup_ctx **pos = &contexts;
+    while (*pos && strcmp((*pos)->name, c->name) < 0)
+        pos = &(*pos)->next;
+    c->next = *pos;
+    *pos = c;
+    ncontexts++;
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv, sup_site *site,
@@ -906,12 +917,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
         free(c);
         return NULL;
     }
-    sup_ctx **pos = &contexts;
-    while (*pos && strcmp((*pos)->name, name) < 0)
-        pos = &(*pos)->next;
-    c->next = *pos;
-    *pos = c;
-    ncontexts++;
+    link_sorted(c);
     return c;
 }
 
@@ -939,12 +945,7 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, 
     c->incarnation = 1;
     c->execution_count = src->execution_count;
     c->creating = true;
-    sup_ctx **pos = &contexts;
-    while (*pos && strcmp((*pos)->name, name) < 0)
-        pos = &(*pos)->next;
-    c->next = *pos;
-    *pos = c;
-    ncontexts++;
+    link_sorted(c);
     return c;
 }
 

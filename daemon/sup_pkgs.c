@@ -459,35 +459,23 @@ static int job_spawn(job *j, char *why, size_t whylen)
     argv[k++] = "--";
     argv[k++] = j->req;
     argv[k] = NULL;
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old);
-    pid_t pid = fork();
+    pid_t pid = sup_spawn_fork();
     if (pid == 0) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         sup_zygote_child_limits();
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(j->log_fd, 1) < 0 ||
             dup2(j->log_fd, 2) < 0 || chdir(source_dir) < 0)
             _exit(127);
         close_range(3, ~0u, 0);
-        for (int s = 1; s < NSIG; s++)
-            signal(s, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        sup_spawn_child_signals();
         execve(sup_cfg.pip_python, (char *const *)argv, environ);
         dprintf(2, "cannot execute %s: %s\n", sup_cfg.pip_python, strerror(errno));
         _exit(127);
     }
-    int saved = errno;
-    sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
-        snprintf(why, whylen, "fork: %s", strerror(saved));
+        snprintf(why, whylen, "fork: %s", strerror(errno));
         return -1;
     }
-    setpgid(pid, pid);
     j->pid = pid;
     j->deadline = sup_now() + PIP_TIMEOUT;
     sup_stats.pip_runs++;

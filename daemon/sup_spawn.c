@@ -94,8 +94,6 @@ static void move_fd(int from, int to)
  * group so the whole tree can be signalled. */
 static _Noreturn void child_exec(const sup_ctx *c, int chan, const int out[2][2], char **env)
 {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
     sup_zygote_child_limits();
     /* First lift every source above 5, so no dup2 overwrites another. */
     int src[5] = {out[0][1], out[1][1], chan, out[0][0], out[1][0]};
@@ -110,10 +108,7 @@ static _Noreturn void child_exec(const sup_ctx *c, int chan, const int out[2][2]
         _exit(127);
     if (chdir(c->cwd) < 0)
         _exit(126);
-    signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    sup_spawn_child_signals();
     char *argv[] = {(char *)"ctxd-worker", (char *)"--out-fds=4,5", c->name, NULL};
     execve(sup_cfg.worker_path, argv, env);
     _exit(127);
@@ -150,6 +145,34 @@ int sup_spawn_fds(int *fd, int out_rd[2], int child[5], proto_error *err)
     child[3] = out[0][0];
     child[4] = out[1][0];
     return 0;
+}
+
+pid_t sup_spawn_fork(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        return 0;
+    }
+    int saved = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid > 0)
+        setpgid(pid, pid); /* also in the child: whichever runs first wins */
+    errno = saved;
+    return pid;
+}
+
+void sup_spawn_child_signals(void)
+{
+    for (int s = 1; s < NSIG; s++)
+        signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 /* Closes a failed spawn's descriptors: the worker's ends (0-2) and the
@@ -191,23 +214,18 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
         return -1;
     }
     if (zr != 0) {
-        sigset_t all, old;
-        sigfillset(&all);
-        sigprocmask(SIG_SETMASK, &all, &old);
-        child = fork();
+        child = sup_spawn_fork();
         if (child == 0) {
             const int out[2][2] = {{child_fds[3], child_fds[1]}, {child_fds[4], child_fds[2]}};
             child_exec(c, child_fds[0], out, env);
         }
-        int saved = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
         if (child < 0) {
+            int saved = errno;
             free_env(env);
             drop_fds(child_fds, fd, out_rd);
             proto_error_set(err, "spawn", "fork: %s", strerror(saved));
             return -1;
         }
-        setpgid(child, child); /* also in the child: whichever runs first wins */
     }
     free_env(env);
     for (int i = 0; i < 3; i++) /* the read ends (3, 4) are the supervisor's own */

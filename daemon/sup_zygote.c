@@ -170,28 +170,19 @@ static void start(void)
     static char room[72];
     memset(room, ' ', sizeof room - 1);
     char *argv[] = {(char *)"ctxd-worker", (char *)"--zygote", arg, room, NULL};
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old);
-    pid_t pid = fork();
+    pid_t pid = sup_spawn_fork();
     if (pid == 0) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (fd < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0 || dup2(fd, 3) < 0)
             _exit(127);
         close_range(4, ~0u, 0);
         sup_zygote_child_limits();
-        signal(SIGPIPE, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        sup_spawn_child_signals();
         execve(sup_cfg.worker_path, argv, environ);
         _exit(127);
     }
     int saved = errno;
-    sigprocmask(SIG_SETMASK, &old, NULL);
     free(arg);
     close(sv[1]);
     if (pid < 0) {
@@ -201,7 +192,6 @@ static void start(void)
         z.restart_at = sup_now() + 1;
         return;
     }
-    setpgid(pid, pid);
     fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
     z.pid = pid;
     z.fd = sv[0];

@@ -62,3 +62,18 @@ int wrk_log_stat_range(int first_field, unsigned long long *start, unsigned long
     }
     return *start && *end > *start ? 0 : -1;
 }
+
+/* Threads of this process (/proc/self/status), 0 if unknown. */
+int wrk_log_thread_count(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *t = strstr(buf, "\nThreads:");
+    return t ? atoi(t + 9) : 0;
+}

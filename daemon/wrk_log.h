@@ -10,6 +10,8 @@ void wrk_log_init(int fd);
  * in proc(5), e.g. 47/48 arg_start/arg_end, 49/50 env_start/env_end): the
  * bounds of a memory area the worker rewrites. 0 when unreadable. */
 int wrk_log_stat_range(int first_field, unsigned long long *start, unsigned long long *end);
+/* Threads of this process (/proc/self/status), 0 if unknown. */
+int wrk_log_thread_count(void);
 
 /* Prints "ctxd-worker[pid]: <msg>\n" to the original stderr. */
 void wrk_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

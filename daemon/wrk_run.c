@@ -98,7 +98,7 @@ static PyObject *fetch_exception(void)
 /* Appends a Python str as msgpack str: UTF-8 with backslashreplace (str()
  * of an exception may hold lone surrogates), at most max bytes, cut at a
  * character boundary. */
-static void put_pystr(proto_buf *b, PyObject *s, size_t max)
+void wrk_run_put_pystr(proto_buf *b, PyObject *s, size_t max)
 {
     PyObject *bytes = NULL;
     if (s && PyUnicode_Check(s))
@@ -162,13 +162,13 @@ static void put_result(proto_buf *b, PyObject *repr)
         Py_ssize_t pos = 0;
         PyObject *k, *v;
         while (PyDict_Next(repr, &pos, &k, &v)) {
-            put_pystr(b, k, 256);
-            put_pystr(b, v, MAX_RESULT_BYTES);
+            wrk_run_put_pystr(b, k, 256);
+            wrk_run_put_pystr(b, v, MAX_RESULT_BYTES);
         }
     } else {
         proto_put_map(b, 1);
         proto_put_str(b, "text/plain");
-        put_pystr(b, repr, MAX_RESULT_BYTES);
+        wrk_run_put_pystr(b, repr, MAX_RESULT_BYTES);
     }
     proto_frame_end(b, start);
 }
@@ -190,12 +190,12 @@ static void put_error(proto_buf *b, PyObject *exc)
     proto_put_str(b, "error");
     proto_put_str(b, "ename");
     if (f)
-        put_pystr(b, PyTuple_GET_ITEM(f, 0), MAX_EVALUE_BYTES);
+        wrk_run_put_pystr(b, PyTuple_GET_ITEM(f, 0), MAX_EVALUE_BYTES);
     else
         proto_put_str(b, Py_TYPE(exc)->tp_name);
     proto_put_str(b, "evalue");
     if (f)
-        put_pystr(b, PyTuple_GET_ITEM(f, 1), MAX_EVALUE_BYTES);
+        wrk_run_put_pystr(b, PyTuple_GET_ITEM(f, 1), MAX_EVALUE_BYTES);
     else
         proto_put_str(b, "");
     proto_put_str(b, "traceback");
@@ -211,25 +211,34 @@ static void put_error(proto_buf *b, PyObject *exc)
             if (room < 64)
                 proto_put_str(b, "...");
             else
-                put_pystr(b, PyList_GET_ITEM(lines, i), room - 16);
+                wrk_run_put_pystr(b, PyList_GET_ITEM(lines, i), room - 16);
         }
     }
     proto_frame_end(b, start);
     Py_XDECREF(f);
 }
 
-/* arts: the encoded `artifacts` array (wrk_display.c), empty for none. */
-static void put_done(proto_buf *b, const char *status, double cpu, const proto_buf *arts)
+void wrk_run_put_start(proto_buf *b)
 {
     size_t start = proto_frame_begin(b);
-    proto_put_map(b, arts->len ? 4 : 3);
+    proto_put_map(b, 1);
+    proto_put_str(b, "t");
+    proto_put_str(b, "start");
+    proto_frame_end(b, start);
+}
+
+void wrk_run_put_done(proto_buf *b, const char *status, double cpu, const proto_buf *arts)
+{
+    bool with_arts = arts && arts->len;
+    size_t start = proto_frame_begin(b);
+    proto_put_map(b, with_arts ? 4 : 3);
     proto_put_str(b, "t");
     proto_put_str(b, "done");
     proto_put_str(b, "status");
     proto_put_str(b, status);
     proto_put_str(b, "cpu_time");
     proto_put_double(b, cpu < 0 ? 0 : cpu);
-    if (arts->len) {
+    if (with_arts) {
         proto_put_str(b, "artifacts");
         proto_buf_append(b, arts->data, arts->len);
     }
@@ -287,11 +296,7 @@ void wrk_run_execute(const wrk_run_req *req)
     sigint_mask(SIG_UNBLOCK);
     proto_buf frames;
     proto_buf_init(&frames);
-    size_t start = proto_frame_begin(&frames);
-    proto_put_map(&frames, 1);
-    proto_put_str(&frames, "t");
-    proto_put_str(&frames, "start");
-    proto_frame_end(&frames, start);
+    wrk_run_put_start(&frames);
     PyThreadState *ts = PyEval_SaveThread();
     wrk_output_begin_run(&frames);
     PyEval_RestoreThread(ts);
@@ -343,7 +348,7 @@ void wrk_run_execute(const wrk_run_req *req)
     Py_DECREF(code);
     PyGILState_Release(gil);
 
-    put_done(&frames, status, cpu_seconds() - cpu0, &arts);
+    wrk_run_put_done(&frames, status, cpu_seconds() - cpu0, &arts);
     proto_buf_free(&arts);
     wrk_output_end_run(&frames);
     proto_buf_free(&frames);
@@ -355,11 +360,7 @@ void wrk_run_query(const wrk_query_req *req)
     wrk_input_allow(false); /* input() in a property raises EOFError */
     proto_buf frames;
     proto_buf_init(&frames);
-    size_t start = proto_frame_begin(&frames);
-    proto_put_map(&frames, 1);
-    proto_put_str(&frames, "t");
-    proto_put_str(&frames, "start");
-    proto_frame_end(&frames, start);
+    wrk_run_put_start(&frames);
     sigint_discard();
     sigint_mask(SIG_UNBLOCK);
     PyThreadState *ts = PyEval_SaveThread(); /* the send may block (backpressure) */

@@ -33,4 +33,14 @@ void wrk_run_execute(const wrk_run_req *req);
  * stops user code the query ran (the answer is then empty). */
 void wrk_run_query(const wrk_query_req *req);
 
+/* Frames every run and the static tier's analysis share (PROTOCOL.md
+ * section 9). */
+void wrk_run_put_start(proto_buf *b);
+/* arts: the encoded `artifacts` array (wrk_display.c); NULL or empty: none. */
+void wrk_run_put_done(proto_buf *b, const char *status, double cpu, const proto_buf *arts);
+/* Appends a Python str as msgpack str: UTF-8 with backslashreplace (str()
+ * of an exception may hold lone surrogates), at most max bytes, cut at a
+ * character boundary; "<unrepresentable>" for a non-str. */
+void wrk_run_put_pystr(proto_buf *b, PyObject *s, size_t max);
+
 #endif

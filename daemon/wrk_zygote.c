@@ -614,21 +614,6 @@ static void serve(void)
     }
 }
 
-/* Threads of this process (/proc/self/status), 0 if unknown. */
-static int thread_count(void)
-{
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    const char *t = strstr(buf, "\nThreads:");
-    return t ? atoi(t + 9) : 0;
-}
-
 void wrk_zygote_main(int argc, char **argv)
 {
     const char *preload = NULL;
@@ -681,7 +666,7 @@ void wrk_zygote_main(int argc, char **argv)
     }
     Py_DECREF(r);
     Py_DECREF(gc);
-    one_thread = thread_count() == 1;
+    one_thread = wrk_log_thread_count() == 1;
     if (!one_thread)
         wrk_log("zygote: a preload started threads; workers will not have them, and the "
                 "zygote forks without vfork");
