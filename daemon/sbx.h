@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "sbx_cgroup.h"
+#include "sbx_path.h"
 #include "wrk_run.h"
 
 /* The policy as the supervisor sent it (CTXD_SANDBOX, daemon/sup_policy.c). */
@@ -21,6 +23,11 @@ typedef struct sbx_policy {
     char **imports, **write_roots, **read_roots; /* NULL-terminated */
     char **py_paths; /* sys.path, sys.prefix...: readable with read roots */
     char *site;      /* the context's package directory (CTXD_SITE), sandbox */
+    /* Under a root daemon: the context's own uid/gid, and the workers'
+     * shared group (sup_ident.c); has_uid false: keep the daemon's. */
+    bool has_uid;
+    unsigned uid, gid, group;
+    char *tmpdir; /* TMPDIR for a local context writing only its directory */
 } sbx_policy;
 
 /* Fills p from the CTXD_SANDBOX text; sbx_policy_free releases it. */
@@ -51,33 +58,25 @@ int sbx_py_cpu_handler(double seconds);
  * (summary str, json str, error ename or None, error evalue or None). */
 PyObject *sbx_py_analyze(const char *code, size_t len);
 
-/* sbx_cgroup.c: one controller's cgroup <root>/ctxd/w<pid> with settings
- * (file, value; file_v2 names the v2 file when it differs; optional ones
- * may fail), then pid joins it. -1 with errno and *failed naming the step. */
-typedef struct sbx_cgroup_setting {
-    const char *file, *file_v2, *value;
-    bool optional;
-} sbx_cgroup_setting;
-int sbx_cgroup_join(pid_t pid, const char *controller, const sbx_cgroup_setting *settings,
-                    const char **failed);
-/* Writes text to an existing file in one write (cgroup and /proc control
- * files): 0, or -1 with errno. */
-int sbx_write_file(const char *path, const char *text);
-/* The root of controller's hierarchy (v1 first, then v2); -1 if none. */
-int sbx_cgroup_root(const char *controller, char *root, size_t n, bool *v2);
-
 /* sbx_ns.c: the sandbox tier's namespaces, root and cgroups. */
 /* The clone flags the intermediate process of a sandbox worker unshares
  * before forking it (0: not the sandbox tier). */
 int sbx_ns_flags(const sbx_policy *p);
-/* Zygote, after the fork: the new worker's uid/gid maps and its memory
- * and pids cgroups. -1 with msg filled. */
+/* Zygote, after the fork: the new worker's uid/gid maps (its root is the
+ * context's own uid, never the daemon's when that is root). -1 with msg
+ * filled. */
 int sbx_ns_prepare(pid_t w, const sbx_policy *p, char *msg, size_t n);
 /* In the new worker, first thing: waits for the zygote's go on go_fd,
- * builds the root (read-only system, tmpfs /tmp, writable cwd and write
- * roots, own /proc and /dev), enters it and drops every capability. Exits
- * (status 1, reason logged) on failure. */
+ * opens every mount source (by descriptor, no symbolic links), becomes the
+ * context's uid, builds the root (read-only system, tmpfs /tmp, writable
+ * cwd and write roots, own /proc with the kernel's knobs masked, /dev),
+ * enters it and drops every capability. Exits (status 1, reason logged)
+ * on failure. */
 void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd);
+
+/* The cgroup limits a worker of this policy gets (memory_bytes,
+ * max_processes plus its own threads). */
+sbx_cgroup_limits sbx_policy_limits(const sbx_policy *p);
 
 /* sbx_allow.c: the sandbox tier's seccomp filter (allowlist; EPERM for
  * everything else). 0, or -errno. */

@@ -19,6 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -70,6 +74,7 @@ void sbx_policy_free(sbx_policy *p)
     free_list(p->read_roots);
     free_list(p->py_paths);
     free(p->site);
+    free(p->tmpdir);
     memset(p, 0, sizeof *p);
 }
 
@@ -107,6 +112,14 @@ void sbx_policy_parse(sbx_policy *p, const char *text)
             p->write_roots = split_list(v, &p->write_set);
         else if (!strcmp(k, "read_roots"))
             p->read_roots = split_list(v, &p->read_set);
+        else if (!strcmp(k, "uid"))
+            p->uid = (unsigned)strtoul(v, NULL, 10), p->has_uid = p->uid != 0;
+        else if (!strcmp(k, "gid"))
+            p->gid = (unsigned)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "group"))
+            p->group = (unsigned)strtoul(v, NULL, 10);
+        else if (!strcmp(k, "tmpdir") && !p->tmpdir)
+            p->tmpdir = mem_strdup(v);
     }
     free(copy);
 }
@@ -127,10 +140,9 @@ static void set_limit(int res, unsigned long long v, const char *what)
 }
 
 /* An AddressSanitizer build (the integration_asan test) reserves terabytes
- * of address space for its shadow memory: RLIMIT_AS would break it. The
- * sandbox tier then keeps only its memory cgroup for memory_bytes; the
- * local tier has no other means, so there the limit stays (and such a
- * build cannot run a local context with memory_bytes). */
+ * of address space for its shadow memory: RLIMIT_AS would break it. Such
+ * a build keeps only the context's memory cgroup for memory_bytes (which
+ * every confined tier has; RLIMIT_AS adds a MemoryError per process). */
 static bool address_sanitized(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -144,22 +156,6 @@ static bool address_sanitized(void)
 #else
     return false;
 #endif
-}
-
-/* The pids cgroup: max_processes plus the worker's own tasks. */
-static void join_pids_cgroup(void)
-{
-    char num[32];
-    /* the worker's own threads do not count against max_processes */
-    int own = wrk_log_thread_count();
-    snprintf(num, sizeof num, "%llu", pol.max_processes + (unsigned)(own > 0 ? own : 1));
-    const sbx_cgroup_setting set[] = {{"pids.max", NULL, num, false}, {NULL, NULL, NULL, false}};
-    const char *failed;
-    if (sbx_cgroup_join(getpid(), "pids", set, &failed) < 0) {
-        char what[96];
-        snprintf(what, sizeof what, "max_processes (cgroup: %s)", failed);
-        fail(what);
-    }
 }
 
 /* ---- Landlock ----------------------------------------------------------- */
@@ -219,7 +215,9 @@ static const char *const system_read[] = {
 static void add_rule(int rs, const char *path, uint64_t access, bool required, const char *what)
 {
     struct sbx_ll_path pb = {access, -1};
-    pb.parent_fd = open(path, O_PATH | O_CLOEXEC);
+    /* A root the client named is opened without following links; the
+     * system's own paths (/lib -> usr/lib) as they are. */
+    pb.parent_fd = required ? sbx_path_open(path, O_PATH, NULL, 0) : open(path, O_PATH | O_CLOEXEC);
     if (pb.parent_fd < 0) {
         if (required)
             fail(what);
@@ -234,12 +232,15 @@ static void add_rule(int rs, const char *path, uint64_t access, bool required, c
     close(pb.parent_fd);
 }
 
-static void landlock(void)
+/* Builds the Landlock ruleset (its roots opened now, while the worker may
+ * still reach them as the daemon's uid); landlock_apply enforces it once
+ * the worker is its own uid. -1: nothing to enforce. */
+static int landlock_prepare(void)
 {
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
     if (abi < 1) {
         if (!pol.write_set && !pol.read_set)
-            return; /* only the scoping was wanted: best effort */
+            return -1; /* only the scoping was wanted: best effort */
         fail("filesystem roots (Landlock unavailable)");
     }
     struct sbx_ll_ruleset attr = {0, 0, 0};
@@ -253,7 +254,7 @@ static void landlock(void)
     if (abi >= 6)
         attr.scoped = LL_SCOPE_SIGNAL | LL_SCOPE_ABSTRACT_UNIX;
     if (!attr.handled_access_fs && !attr.scoped)
-        return;
+        return -1;
     size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 16 : 8;
     int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
     if (rs < 0)
@@ -272,11 +273,58 @@ static void landlock(void)
     /* Writing to /dev/null is not writing to the filesystem. */
     if (pol.write_set)
         add_rule(rs, "/dev/null", all & LL_FILE_ONLY, false, "/dev/null");
+    return rs;
+}
+
+static void landlock_apply(int rs)
+{
+    if (rs < 0)
+        return;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         fail("no_new_privs");
     if (syscall(SYS_landlock_restrict_self, rs, 0) < 0)
         fail("Landlock restrict_self");
     close(rs);
+}
+
+/* ---- the worker's identity (local tier, root daemon) ------------------ */
+
+/* Becomes the context's own uid/gid (with the workers' group) for good:
+ * no capability in any set, the bounding set empty, root not special on
+ * exec, no real-time scheduling. Its own IPC namespace first, while it may
+ * still make one: SysV IPC is private per context. */
+static void drop_identity(void)
+{
+    if (unshare(CLONE_NEWIPC) < 0)
+        fail("a private SysV IPC namespace");
+    if (prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                  SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+              0, 0, 0) < 0)
+        fail("securebits");
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            fail("drop the capability bounding set");
+    (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    gid_t groups[1] = {(gid_t)pol.group};
+    if (setgroups(pol.group ? 1 : 0, groups) < 0 || setresgid(pol.gid, pol.gid, pol.gid) < 0 ||
+        setresuid(pol.uid, pol.uid, pol.uid) < 0)
+        fail("the context's own uid/gid");
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &hdr, data) < 0 || syscall(SYS_capget, &hdr, data) < 0 ||
+        data[0].permitted || data[1].permitted || getuid() != pol.uid || geteuid() != pol.uid ||
+        getgid() != pol.gid) {
+        errno = EPERM;
+        fail("the context's own uid/gid (capabilities remain)");
+    }
+    set_limit(RLIMIT_RTPRIO, 0, "RLIMIT_RTPRIO");
+    /* A uid change makes the process undumpable, so its /proc/self would
+     * belong to root and be closed to itself (fd/, environ): it is its
+     * own uid's now (ptrace stays refused by seccomp, no core dumps). */
+    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+        fail("PR_SET_DUMPABLE");
 }
 
 /* GIL held: the interpreter's own directories, readable under read roots. */
@@ -374,6 +422,11 @@ static const char *const always_denied[] = {
     "pidfd_getfd",
     "lookup_dcookie",
     "vhangup",
+    /* io_uring performs socket(), connect(), openat() ... without passing
+     * through this filter */
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
 };
 
 static void seccomp_filter(void)
@@ -388,8 +441,15 @@ static void seccomp_filter(void)
         if (nr != __NR_SCMP_ERROR)
             rc = seccomp_rule_add(f, eperm, nr, 0);
     }
-    if (!rc && pol.no_network)
+    if (!rc && pol.no_network) {
+        /* No new socket, and none reached through one it already has (a
+         * socketpair end connected or sent to a path). */
         rc = seccomp_rule_add(f, eperm, SCMP_SYS(socket), 0);
+        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(connect), 0);
+        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendmsg), 0);
+        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendmmsg), 0);
+        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_NE, 0));
+    }
     if (!rc && pol.no_subprocess) {
         rc = seccomp_rule_add(f, eperm, SCMP_SYS(execve), 0);
         rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(execveat), 0);
@@ -491,6 +551,19 @@ void sbx_init(void)
     PyObject *os = PyImport_ImportModule("os");
     PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
     PyObject *r = environ ? PyObject_CallMethod(environ, "pop", "ss", "CTXD_SANDBOX", "") : NULL;
+    if (r && pol.tmpdir) { /* tempfile writes where the context may */
+        PyObject *t = PyObject_CallMethod(environ, "__setitem__", "ss", "TMPDIR", pol.tmpdir);
+        if (!t)
+            PyErr_Clear();
+        Py_XDECREF(t);
+        PyObject *tname = PyUnicode_FromString("tempfile");
+        PyObject *tf = tname ? PyImport_GetModule(tname) : NULL;
+        Py_XDECREF(tname);
+        if (tf && PyObject_SetAttrString(tf, "tempdir", Py_None) < 0)
+            PyErr_Clear();
+        Py_XDECREF(tf);
+        PyErr_Clear();
+    }
     Py_XDECREF(r);
     Py_XDECREF(environ);
     Py_XDECREF(os);
@@ -525,7 +598,7 @@ void sbx_init(void)
         fail("cpu_seconds");
     }
     PyGILState_Release(gil);
-    if (pol.memory_bytes && !(pol.sandbox && address_sanitized()))
+    if (pol.memory_bytes && !address_sanitized())
         set_limit(RLIMIT_AS, pol.memory_bytes, "memory_bytes (RLIMIT_AS)");
     if (pol.file_size_bytes)
         set_limit(RLIMIT_FSIZE, pol.file_size_bytes, "file_size_bytes (RLIMIT_FSIZE)");
@@ -537,11 +610,14 @@ void sbx_init(void)
         errno = EPERM;
         fail("the sandbox tier (the worker was not started in its namespaces)");
     }
-    if (pol.max_processes && !pol.sandbox)
-        join_pids_cgroup();
+    /* memory_bytes and max_processes: the context's cgroup, made by the
+     * zygote (or the supervisor) before this worker ran anything. */
     if (pol.sandbox)
         pol.write_set = pol.read_set = false;
-    landlock();
+    int rs = landlock_prepare();
+    if (!pol.sandbox && pol.has_uid)
+        drop_identity();
+    landlock_apply(rs);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         fail("no_new_privs");
     if (pol.sandbox) {

@@ -1,17 +1,20 @@
-/* sbx_cgroup: putting a worker into its own cgroup of one controller with
- * limits. cgroup v1 (<root>/<controller>, what this machine has) is used
- * when that controller is mounted there; otherwise the cgroup v2 tree
- * (/sys/fs/cgroup, or /sys/fs/cgroup/unified in a hybrid layout) when it
- * offers the controller. The cgroup is <root>/ctxd/w<pid>; the supervisor
- * reads it after the worker's death (an OOM kill) and removes it once empty
- * (sup_policy_sweep_cgroups). */
-#include "sbx.h"
+/* sbx_cgroup: a worker's cgroups (see sbx_cgroup.h).
+ *
+ * Membership is the cgroup v2 tree (/sys/fs/cgroup/unified in the hybrid
+ * layout this machine has, /sys/fs/cgroup on a v2-only host): every worker
+ * and everything it starts is in <v2>/ctxd/<daemon pid>/w<n>, which the
+ * supervisor kills as a whole (cgroup.kill) and reads CPU time from
+ * (cpu.stat, kept by every v2 cgroup). Limits use the v1 memory and pids
+ * controllers where they are mounted, else the v2 ones. */
+#include "sbx_cgroup.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 int sbx_write_file(const char *path, const char *text)
@@ -26,75 +29,159 @@ int sbx_write_file(const char *path, const char *text)
     return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
-/* True when the v2 tree at root offers controller. */
-static bool v2_offers(const char *root, const char *controller)
+/* True when path is a mount of the file system type magic. */
+static bool is_fs(const char *path, long magic)
 {
-    char path[256], buf[512];
-    snprintf(path, sizeof path, "%s/cgroup.controllers", root);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
-        if (!strcmp(w, controller))
-            return true;
-    return false;
+    struct statfs sf;
+    return statfs(path, &sf) == 0 && (long)sf.f_type == magic;
 }
 
-int sbx_cgroup_root(const char *controller, char *root, size_t n, bool *v2)
+const char *sbx_cgroup_v2_root(void)
 {
-    struct stat st;
-    snprintf(root, n, "/sys/fs/cgroup/%s", controller);
-    *v2 = false;
-    if (stat(root, &st) == 0 && S_ISDIR(st.st_mode))
-        return 0;
-    static const char *const v2_roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
-    for (size_t i = 0; i < 2; i++)
-        if (v2_offers(v2_roots[i], controller)) {
-            snprintf(root, n, "%s", v2_roots[i]);
-            *v2 = true;
-            return 0;
-        }
-    errno = ENOENT;
-    return -1;
+    static int known; /* 0 unknown, 1 unified, 2 /sys/fs/cgroup, 3 none */
+    if (!known)
+        known = is_fs("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC) ? 1
+                : is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)       ? 2
+                                                                     : 3;
+    return known == 1 ? "/sys/fs/cgroup/unified" : known == 2 ? "/sys/fs/cgroup" : NULL;
 }
 
-int sbx_cgroup_join(pid_t pid, const char *controller, const sbx_cgroup_setting *settings,
-                    const char **failed)
+const char *sbx_cgroup_v1_root(const char *controller)
 {
-    char root[128], dir[256], path[320], num[32];
-    bool v2;
-    *failed = "no such cgroup controller";
-    if (sbx_cgroup_root(controller, root, sizeof root, &v2) < 0)
-        return -1;
-    snprintf(dir, sizeof dir, "%s/ctxd", root);
-    *failed = "mkdir";
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return -1;
-    if (v2) { /* the controller must be enabled for the children of each level */
-        char plus[64];
-        snprintf(plus, sizeof plus, "+%s", controller);
-        snprintf(path, sizeof path, "%s/cgroup.subtree_control", root);
-        (void)sbx_write_file(path, plus);
-        snprintf(path, sizeof path, "%s/cgroup.subtree_control", dir);
-        (void)sbx_write_file(path, plus);
+    static const char *const names[] = {"memory", "pids"};
+    static const char *const roots[] = {"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"};
+    static int known[2];
+    for (int i = 0; i < 2; i++) {
+        if (strcmp(controller, names[i]) != 0)
+            continue;
+        if (!known[i])
+            known[i] = is_fs(roots[i], CGROUP_SUPER_MAGIC) ? 1 : 2;
+        return known[i] == 1 ? roots[i] : NULL;
     }
-    snprintf(dir, sizeof dir, "%s/ctxd/w%d", root, (int)pid);
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return -1;
-    for (const sbx_cgroup_setting *s = settings; s && s->file; s++) {
-        snprintf(path, sizeof path, "%s/%s", dir, v2 && s->file_v2 ? s->file_v2 : s->file);
-        if (sbx_write_file(path, s->value) < 0 && !s->optional) {
-            *failed = s->file;
+    return NULL;
+}
+
+bool sbx_cgroup_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 6 || n >= SBX_CGROUP_NAME_MAX || strncmp(name, "ctxd/", 5) != 0 || name[n - 1] == '/')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '/'))
+            return false;
+        if (ch == '/' && name[i + 1] == '/')
+            return false;
+    }
+    return true;
+}
+
+/* mkdir -p root/name; with enable (v2 limits), each level above the leaf
+ * hands the memory and pids controllers down. */
+static int make_path(const char *root, const char *name, bool enable, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", root, name);
+    char *start = out + strlen(root) + 1;
+    for (char *s = start;; s++) {
+        bool end = *s == '\0';
+        if (*s != '/' && !end)
+            continue;
+        char saved = *s;
+        *s = '\0';
+        if (enable) { /* the level above this one offers the controllers */
+            char ctl[320];
+            char *slash = strrchr(out, '/');
+            *slash = '\0';
+            if (snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", out) >= (int)sizeof ctl)
+                return -1;
+            *slash = '/';
+            (void)sbx_write_file(ctl, "+memory +pids");
+        }
+        if (mkdir(out, 0755) < 0 && errno != EEXIST)
             return -1;
-        }
+        *s = saved;
+        if (end)
+            return 0;
     }
-    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+}
+
+/* Writes the limits (v1 or v2 file names) into dir; optional ones may
+ * fail (memsw is absent without swap accounting). */
+static int write_limits(const char *dir, bool v2, const char *controller,
+                        const sbx_cgroup_limits *lim, const char **failed)
+{
+    char path[320], num[32];
+    if (!strcmp(controller, "memory") && lim->memory_bytes) {
+        snprintf(num, sizeof num, "%llu", lim->memory_bytes);
+        if (snprintf(path, sizeof path, "%s/%s", dir,
+                     v2 ? "memory.max" : "memory.limit_in_bytes") >= (int)sizeof path)
+            return -1;
+        *failed = v2 ? "memory.max" : "memory.limit_in_bytes";
+        if (sbx_write_file(path, num) < 0)
+            return -1;
+        /* No swap: the limit is the limit (memsw must not be below it, so
+         * it is written after). */
+        if (snprintf(path, sizeof path, "%s/%s", dir,
+                     v2 ? "memory.swap.max" : "memory.memsw.limit_in_bytes") >= (int)sizeof path)
+            return -1;
+        (void)sbx_write_file(path, v2 ? "0" : num);
+    }
+    if (!strcmp(controller, "pids") && lim->max_tasks) {
+        snprintf(num, sizeof num, "%llu", lim->max_tasks);
+        if (snprintf(path, sizeof path, "%s/pids.max", dir) >= (int)sizeof path)
+            return -1;
+        *failed = "pids.max";
+        if (sbx_write_file(path, num) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int join(const char *dir, pid_t pid, const char **failed)
+{
+    char path[320], num[32];
+    if (snprintf(path, sizeof path, "%s/cgroup.procs", dir) >= (int)sizeof path)
+        return -1;
     snprintf(num, sizeof num, "%d", (int)pid);
     *failed = "cgroup.procs";
     return sbx_write_file(path, num);
+}
+
+int sbx_cgroup_place(pid_t pid, const char *name, const sbx_cgroup_limits *lim, const char **failed)
+{
+    char dir[320];
+    *failed = "cgroup name";
+    if (!sbx_cgroup_name_ok(name)) {
+        errno = EINVAL;
+        return -1;
+    }
+    const char *v2 = sbx_cgroup_v2_root();
+    static const char *const controllers[] = {"memory", "pids"};
+    bool wanted[2] = {lim->memory_bytes > 0, lim->max_tasks > 0};
+    bool in_v2[2] = {false, false};
+    for (int i = 0; i < 2; i++) {
+        if (!wanted[i])
+            continue;
+        const char *root = sbx_cgroup_v1_root(controllers[i]);
+        if (!root) {
+            in_v2[i] = true;
+            continue;
+        }
+        *failed = controllers[i];
+        if (make_path(root, name, false, dir, sizeof dir) < 0 ||
+            write_limits(dir, false, controllers[i], lim, failed) < 0 || join(dir, pid, failed) < 0)
+            return -1;
+    }
+    if (!v2) {
+        *failed = "no cgroup v2 tree, and a limit needs a controller";
+        errno = ENOENT;
+        return in_v2[0] || in_v2[1] ? -1 : 0;
+    }
+    *failed = "mkdir (cgroup v2)";
+    if (make_path(v2, name, in_v2[0] || in_v2[1], dir, sizeof dir) < 0)
+        return -1;
+    for (int i = 0; i < 2; i++)
+        if (in_v2[i] && write_limits(dir, true, controllers[i], lim, failed) < 0)
+            return -1;
+    return join(dir, pid, failed);
 }

@@ -60,37 +60,30 @@ static int write_proc(pid_t pid, const char *file, const char *text)
     return sbx_write_file(path, text);
 }
 
+sbx_cgroup_limits sbx_policy_limits(const sbx_policy *p)
+{
+    sbx_cgroup_limits lim = {0, 0};
+    if (p->active && p->confined) {
+        lim.memory_bytes = p->memory_bytes;
+        lim.max_tasks = p->max_processes ? p->max_processes + OWN_TASKS : 0;
+    }
+    return lim;
+}
+
 int sbx_ns_prepare(pid_t w, const sbx_policy *p, char *msg, size_t n)
 {
+    /* Root inside is the context's own uid outside: never host root. */
+    unsigned uid = p->has_uid ? p->uid : (unsigned)geteuid();
+    unsigned gid = p->has_uid ? p->gid : (unsigned)getegid();
     char map[64];
-    snprintf(map, sizeof map, "0 %u 1\n", (unsigned)geteuid());
+    snprintf(map, sizeof map, "0 %u 1\n", uid);
     if (write_proc(w, "uid_map", map) < 0) {
         snprintf(msg, n, "sandbox: uid_map: %s", strerror(errno));
         return -1;
     }
-    snprintf(map, sizeof map, "0 %u 1\n", (unsigned)getegid());
+    snprintf(map, sizeof map, "0 %u 1\n", gid);
     if (write_proc(w, "setgroups", "deny") < 0 || write_proc(w, "gid_map", map) < 0) {
         snprintf(msg, n, "sandbox: gid_map: %s", strerror(errno));
-        return -1;
-    }
-    char mem[32], pids[32];
-    snprintf(mem, sizeof mem, "%llu", p->memory_bytes);
-    snprintf(pids, sizeof pids, "%llu", p->max_processes + OWN_TASKS);
-    /* No swap: the limit is the limit (memsw must not be below it, so it
-     * is written after; it is absent without swap accounting). */
-    const sbx_cgroup_setting memory[] = {
-        {"memory.limit_in_bytes", "memory.max", mem, false},
-        {"memory.memsw.limit_in_bytes", "memory.swap.max", p->memory_bytes ? mem : "0", true},
-        {NULL, NULL, NULL, false}};
-    const sbx_cgroup_setting pid_limit[] = {{"pids.max", NULL, pids, false},
-                                            {NULL, NULL, NULL, false}};
-    const char *failed;
-    if (p->memory_bytes && sbx_cgroup_join(w, "memory", memory, &failed) < 0) {
-        snprintf(msg, n, "sandbox: memory_bytes (memory cgroup, %s): %s", failed, strerror(errno));
-        return -1;
-    }
-    if (p->max_processes && sbx_cgroup_join(w, "pids", pid_limit, &failed) < 0) {
-        snprintf(msg, n, "sandbox: max_processes (pids cgroup, %s): %s", failed, strerror(errno));
         return -1;
     }
     return 0;
@@ -191,7 +184,9 @@ static bool open_source(mount_entry *e, const char *src)
         e->link = mem_strdup(buf);
         return true;
     }
-    e->src = open(src, O_PATH | O_CLOEXEC);
+    /* System paths are the host's own; everything a client named (cwd,
+     * roots) is opened without following a link anywhere. */
+    e->src = e->kind == M_RO ? open(src, O_PATH | O_CLOEXEC) : sbx_path_open(src, O_PATH, NULL, 0);
     if (e->src < 0 || fstat(e->src, &st) < 0) {
         if (e->kind == M_RO)
             return false;
@@ -300,6 +295,41 @@ static void symlink_new(const char *target, const char *path)
         fail("symlink", buf);
 }
 
+/* The kernel's knobs and leaks in /proc, as runc masks them: hidden
+ * behind /dev/null or an empty read-only tmpfs, or made read-only. A
+ * namespace root cannot write host sysctls anyway (they belong to host
+ * root, which is not mapped); this closes what it could still read or
+ * what is namespaced but shared with the host's kernel. */
+static void mask_proc(void)
+{
+    static const char *const masked[] = {
+        "acpi",        "asound", "kcore",    "keys", "latency_stats", "timer_list", "timer_stats",
+        "sched_debug", "scsi",   "kallsyms", "kmsg", "sysrq-trigger", "config.gz",  NULL};
+    static const char *const readonly[] = {"bus", "fs", "irq", "sys", NULL};
+    char path[128];
+    struct stat st;
+    for (size_t i = 0; masked[i]; i++) {
+        snprintf(path, sizeof path, NEW_ROOT "/proc/%s", masked[i]);
+        if (lstat(path, &st) < 0)
+            continue;
+        int rc = S_ISDIR(st.st_mode)
+                     ? mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                             "mode=0555")
+                     : mount(NEW_ROOT "/dev/null", path, NULL, MS_BIND, NULL);
+        if (rc < 0)
+            fail("mask", path);
+    }
+    for (size_t i = 0; readonly[i]; i++) {
+        snprintf(path, sizeof path, NEW_ROOT "/proc/%s", readonly[i]);
+        if (lstat(path, &st) < 0)
+            continue;
+        if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+            mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+                0)
+            fail("make read-only", path);
+    }
+}
+
 /* Every capability gone, for good: the bounding and ambient sets emptied,
  * root no longer special on exec (securebits, locked), the sets cleared.
  * no_new_privs and the seccomp filter follow in sbx_init. */
@@ -363,6 +393,13 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
         open_source(add(&pl, p->site, M_RO_MUST, NULL), p->site);
     open_source(add(&pl, cwd, M_RW, NULL), cwd);
     qsort(pl.v, pl.n, sizeof *pl.v, by_path);
+    /* Every source is open: now become root of the namespace, which is the
+     * context's own uid outside (the zygote's uid_map). */
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        fail("become the namespace's root", NULL);
+    /* ... and keep /proc/self its own (a uid change makes it undumpable). */
+    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+        fail("PR_SET_DUMPABLE", NULL);
 
     if (mount("tmpfs", NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
         fail("mount the new root", NULL);
@@ -384,6 +421,7 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
      * is still visible (the kernel refuses a proc that would reveal more). */
     if (mount("proc", NEW_ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
         fail("mount /proc", NULL);
+    mask_proc();
     if (mount(NULL, NEW_ROOT, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
         0)
         fail("make the root read-only", NULL);

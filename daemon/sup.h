@@ -5,6 +5,7 @@
 #define CTXD_SUP_H
 
 #include "proto.h"
+#include "sbx_cgroup.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,6 +17,8 @@
 #define SUP_ROUTE_MAX 256 /* ZeroMQ routing ids are at most 255 bytes */
 
 #define SUP_MAX_ENDPOINTS 16
+/* A confined worker's own tasks (threads), on top of policy.max_processes. */
+#define SUP_OWN_TASKS 8
 
 /* Daemon-wide settings (sup_config.c: command line and config file). */
 typedef struct sup_config {
@@ -107,9 +110,9 @@ typedef struct sup_ctx {
     bool deleted; /* freed at the next tick, not while the loop holds it */
     char *name;
     char *cwd;
-    bool own_cwd; /* cwd is the daemon's private directory for this context
-                     (a sandbox made without cwd): removed with the context */
-    char **env;   /* "KEY=VALUE" strings added to the worker's environment */
+    struct sup_ident *ident; /* its uid/gid and private directory (sup_ident.c);
+                                shared with ctx.fork copies */
+    char **env;              /* "KEY=VALUE" strings added to the worker's environment */
     size_t nenv;
     struct sup_policy *policy; /* tier and policy (sup_policy.h); NULL = unsafe */
     struct sup_site *site;     /* its package directory (sup_pkgs.c); NULL = none */
@@ -119,6 +122,11 @@ typedef struct sup_ctx {
     /* The current incarnation's worker; pid 0 and fd -1 when there is none. */
     pid_t pid;
     int fd;
+    /* Its cgroup (sup_cgroup.c; "" when none): killed with the worker. */
+    char cgroup[SBX_CGROUP_NAME_MAX];
+    double cpu0;       /* the cgroup's CPU seconds when the running run started; -1 none */
+    double cpu_check;  /* when to read the cgroup's CPU time again (cpu_seconds) */
+    bool cpu_exceeded; /* the running run passed the policy's cpu_seconds */
     /* Read ends of the worker's stdout/stderr pipes (the worker reads them
      * too): raw output still in them when a worker dies is not lost. */
     int out_rd[2];
@@ -224,7 +232,7 @@ size_t sup_ctx_count(void);
  * context's package directory (its reference is taken on success), or NULL
  * for a new empty one when packages are offered. */
 sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv,
-                        struct sup_site *site, proto_error *err);
+                        struct sup_site *site, struct sup_ident *ident, proto_error *err);
 void sup_ctx_delete(sup_ctx *c);
 /* Kills the worker, aborts its runs, starts incarnation + 1. */
 int sup_ctx_restart(sup_ctx *c, proto_error *err);
@@ -307,6 +315,51 @@ pid_t sup_spawn_fork(void);
  * blocked. */
 void sup_spawn_child_signals(void);
 
+/* ---- sup_ident.c: a context's uid/gid and private directory ----------- */
+typedef struct sup_ident {
+    unsigned refs;
+    uid_t uid;
+    gid_t gid;
+    bool own_uid; /* drawn from --worker-uids (root daemon, confined tier) */
+    char *dir;    /* the private directory made for it; NULL when cwd was given */
+} sup_ident;
+/* --worker-uids FIRST:COUNT; -1 with err filled on a bad value. */
+int sup_ident_parse_range(const char *v, char *err, size_t n);
+void sup_ident_init(void);
+/* True under a root daemon: confined workers get uids of their own. */
+bool sup_ident_separated(void);
+/* The workers' shared group (FIRST of --worker-uids). */
+gid_t sup_ident_group(void);
+/* hello's `identity` map: daemon_root, worker_uids, worker_uids_in_use. */
+void sup_ident_put_hello(proto_buf *b);
+/* A new identity: an own uid when confined under a root daemon, and with
+ * want_dir a new private directory for context `name`. NULL with err set. */
+sup_ident *sup_ident_new(bool confined, const char *name, bool want_dir, proto_error *err);
+sup_ident *sup_ident_ref(sup_ident *id);
+/* The last reference removes the directory and frees the uid. */
+void sup_ident_unref(sup_ident *id);
+/* Removes a directory tree by descriptor, never following a link. */
+void sup_ident_rmtree(const char *path);
+
+/* ---- sup_cgroup.c: every worker in a cgroup of its own ---------------- */
+/* Kills and removes cgroups a dead daemon left behind. */
+void sup_cgroup_init(void);
+void sup_cgroup_new_name(char out[SBX_CGROUP_NAME_MAX]);
+/* Kills every process in the cgroup: 0, or -1 when it cannot (no v2 tree). */
+int sup_cgroup_kill(const char *name);
+/* The cgroup's CPU time in seconds, children included; -1 if unknown. */
+double sup_cgroup_cpu(const char *name);
+/* True when the kernel's OOM killer struck in the cgroup. */
+bool sup_cgroup_oom(const char *name);
+/* Moves pid (a ctx.fork copy) into a new cgroup with limits. 0 or -1. */
+int sup_cgroup_move(pid_t pid, const char *name, unsigned long long memory_bytes,
+                    unsigned long long max_tasks);
+/* Kills the cgroup and removes it once empty; clears name. */
+void sup_cgroup_release(char name[SBX_CGROUP_NAME_MAX]);
+/* Retries pending removals; the next time to call it (0 none). */
+double sup_cgroup_tick(double now);
+void sup_cgroup_shutdown(void);
+
 /* ---- sup_pkgs.c: packages (pip.install, ctx.create `packages`) -------- */
 #define SUP_PKGS_MAX 64       /* requirements per request */
 #define SUP_PKGS_REQ_MAX 200  /* bytes per requirement */
@@ -368,8 +421,8 @@ void sup_zygote_init(void);
  * may hold them: the caller must use new ones). */
 /* Why the last sup_zygote_spawn that did not return 0 failed. */
 const char *sup_zygote_last_failure(void);
-int sup_zygote_spawn(const char *name, const char *cwd, char *const *env, const int fds[5],
-                     pid_t *pid);
+int sup_zygote_spawn(const char *name, const char *cwd, const char *cgroup, char *const *env,
+                     const int fds[5], pid_t *pid);
 /* Called for every reaped child: true when it was the zygote (restarted). */
 bool sup_zygote_on_exit(pid_t pid, int status);
 /* Remembers the exit of a pid no context knows yet, for sup_zygote_take_exit

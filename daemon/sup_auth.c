@@ -55,6 +55,16 @@ static int make_state_dir(void)
         state_dir[0] = '\0';
         return -1;
     }
+    /* Paths under it are opened without following links (sbx_path.c):
+     * use its real path. 0711: a confined worker, of its own uid, passes
+     * through to its directory (contexts/NAME.*), lists nothing, and reads
+     * no key (server.key is 0600). */
+    char real[PATH_MAX];
+    if (realpath(state_dir, real))
+        snprintf(state_dir, sizeof state_dir, "%s", real);
+    struct stat st;
+    if (stat(state_dir, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) != 0711)
+        (void)chmod(state_dir, 0711);
     return 0;
 }
 

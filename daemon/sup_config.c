@@ -158,6 +158,11 @@ static int set_verbose(const char *v, char *err, size_t n)
 
 static int set_config(const char *v, char *err, size_t n);
 
+static int set_worker_uids(const char *v, char *err, size_t n)
+{
+    return sup_ident_parse_range(v, err, n);
+}
+
 static const option_def options[] = {
     {"listen", 'l', ARG_STR, "ENDPOINT",
      "bind a ZeroMQ endpoint (repeatable); default ipc://$XDG_RUNTIME_DIR/ctxd/ctxd.sock,\n"
@@ -214,6 +219,12 @@ static const option_def options[] = {
      "the Python that runs pip; must be the workers' CPython (default its\n"
      "/usr/bin/python3.X)",
      set_pip_python},
+    {"worker-uids", 0, ARG_STR, "FIRST:COUNT",
+     "under a root daemon, every local and sandbox context runs as a uid/gid of its own\n"
+     "from FIRST+1 .. FIRST+COUNT-1 (FIRST: the workers' shared group); default\n"
+     "524288:65536. Directories given as cwd or write roots must be writable by it\n"
+     "(e.g. group FIRST, g+rwx)",
+     set_worker_uids},
     {"verbose", 'v', ARG_NONE, NULL, "also log worker events", set_verbose},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])

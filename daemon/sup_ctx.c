@@ -157,9 +157,10 @@ static void finish_run(sup_ctx *c, const run_end *e)
     send_done(c, r, e, sup_now() - c->run_t0);
     if (c->timed_out && !c->kill_reason)
         c->kill_at = 0; /* it stopped within the grace period */
-    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->started = c->interrupt_wanted = c->timed_out = c->cpu_exceeded = false;
     c->input_waiting = false;
-    c->deadline = 0;
+    c->deadline = c->cpu_check = 0;
+    c->cpu0 = -1;
     if (r->stop_on_error && strcmp(e->status, "ok") != 0)
         abort_queue(c, "an earlier run on this context failed (stop_on_error)");
     sup_run_free(r);
@@ -171,8 +172,11 @@ static int spawn(sup_ctx *c, proto_error *err)
 {
     pid_t pid;
     int fd;
-    if (sup_spawn_worker(c, &pid, &fd, c->out_rd, err) < 0)
+    sup_cgroup_new_name(c->cgroup);
+    if (sup_spawn_worker(c, &pid, &fd, c->out_rd, err) < 0) {
+        sup_cgroup_release(c->cgroup);
         return -1;
+    }
     c->pid = pid;
     c->fd = fd;
     c->incarnation++;
@@ -215,14 +219,24 @@ static void reply_waiters_err(sup_ctx *c, const char *code, const char *why)
     }
 }
 
-/* Forgets the current worker after killing its whole process group: its
- * runs end with `status`/`cause`. The pid is reaped by the SIGCHLD path. */
-static void discard_worker(sup_ctx *c, const char *status, const char *cause)
+/* Kills the worker and everything it started: its cgroup (which a
+ * setsid or double-forked child cannot leave), and its process group on a
+ * host without a cgroup v2 tree. */
+static void kill_worker(sup_ctx *c)
 {
+    (void)sup_cgroup_kill(c->cgroup);
     if (c->pid > 0) {
         kill(-c->pid, SIGKILL);
         kill(c->pid, SIGKILL);
     }
+}
+
+/* Forgets the current worker after killing it and all it started: its
+ * runs end with `status`/`cause`. The pid is reaped by the SIGCHLD path. */
+static void discard_worker(sup_ctx *c, const char *status, const char *cause)
+{
+    kill_worker(c);
+    sup_cgroup_release(c->cgroup);
     int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1]};
     for (size_t i = 0; i < 3; i++) {
         if (*fds[i] >= 0)
@@ -242,13 +256,14 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
     sup_outq_adopt(&c->pending);
 }
 
-/* How a worker ended, in words. Exit codes 126/127 come from the spawn
+/* How a worker ended, in words. Exit codes 125-127 come from the spawn
  * child before exec. */
 static char *describe_exit(const sup_ctx *c, pid_t pid, int status)
 {
     char buf[256];
+    (void)pid;
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && c->policy &&
-        c->policy->memory_bytes && sup_policy_oom_killed(pid)) {
+        c->policy->memory_bytes && sup_cgroup_oom(c->cgroup)) {
         snprintf(buf, sizeof buf,
                  "oom: the context needed more than its memory_bytes (%llu bytes); the kernel's "
                  "OOM killer ended it",
@@ -256,7 +271,14 @@ static char *describe_exit(const sup_ctx *c, pid_t pid, int status)
     } else if (WIFEXITED(status)) {
         int code = WEXITSTATUS(status);
         if (!c->ready && code == 126)
-            snprintf(buf, sizeof buf, "worker could not start: cannot enter directory %s", c->cwd);
+            snprintf(buf, sizeof buf,
+                     "worker could not start: cannot enter directory %s (it must exist, hold no "
+                     "symbolic link, and be reachable by the context's uid)",
+                     c->cwd);
+        else if (!c->ready && code == 125)
+            snprintf(buf, sizeof buf,
+                     "worker could not start: cannot join its cgroup (memory_bytes, "
+                     "max_processes)");
         else if (!c->ready && code == 127)
             snprintf(buf, sizeof buf, "worker could not start: cannot execute %s",
                      sup_cfg.worker_path);
@@ -306,8 +328,7 @@ static void worker_broken(sup_ctx *c, const char *why)
     char buf[300];
     snprintf(buf, sizeof buf, "worker broke the channel protocol: %s", why);
     c->kill_reason = mem_strdup(buf);
-    kill(-c->pid, SIGKILL);
-    kill(c->pid, SIGKILL);
+    kill_worker(c);
     c->broken = true;
 }
 
@@ -336,8 +357,9 @@ void sup_ctx_on_exit(pid_t pid, int status)
         sup_zygote_note_exit(pid, status);
         return;
     }
-    /* Children it left behind die with it. The group id cannot have been
-     * reused while members remain, so this is safe after the reap. */
+    /* Children it left behind die with it (its cgroup; the group id cannot
+     * have been reused while members remain). */
+    (void)sup_cgroup_kill(c->cgroup);
     kill(-pid, SIGKILL);
     c->pid = 0;
     if (!c->broken && c->fd >= 0) {
@@ -620,6 +642,13 @@ static void on_done(sup_ctx *c, const proto_val *msg)
         return;
     }
     run_end e = {.status = st, .artifacts = arts};
+    char cause[160];
+    if (c->timed_out && c->cpu_exceeded && strcmp(st, "timeout") == 0) {
+        snprintf(cause, sizeof cause,
+                 "cpu_seconds: the context used more than its %g s of CPU in this run",
+                 c->policy->cpu_seconds);
+        e.cause = cause;
+    }
     if (cpu)
         e.cpu_time = cpu->kind == PROTO_FLOAT  ? cpu->as.f
                      : cpu->kind == PROTO_UINT ? (double)cpu->as.u
@@ -825,6 +854,8 @@ static void dispatch(sup_ctx *c)
     c->started = c->interrupt_wanted = c->timed_out = false;
     c->run_t0 = sup_now();
     c->deadline = r->timeout > 0 ? c->run_t0 + r->timeout : 0;
+    c->cpu0 = c->policy && c->policy->cpu_seconds > 0 ? sup_cgroup_cpu(c->cgroup) : -1;
+    c->cpu_check = 0;
     send_accepted(c, r);
 }
 
@@ -887,7 +918,7 @@ static void link_sorted(sup_ctx *c)
 /* ---- the table -------------------------------------------------------- */
 
 sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv, sup_site *site,
-                        proto_error *err)
+                        sup_ident *ident, proto_error *err)
 {
     if (ncontexts >= sup_cfg.max_contexts) {
         proto_error_set(err, "limit", "the daemon already holds %zu contexts (max_contexts)",
@@ -901,6 +932,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->nenv = nenv;
     c->policy = sup_policy_take_pending();
     c->site = site ? site : sup_pkgs_site_new();
+    c->ident = ident;
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
@@ -912,6 +944,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
         sup_policy_free(c->policy);
         if (!site) /* the caller's stays the caller's */
             sup_pkgs_site_unref(c->site);
+        c->ident = NULL; /* so does the identity */
         free(c->name);
         free(c->cwd);
         free(c);
@@ -934,6 +967,18 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, 
     /* The copy's interpreter has the source's package directory on its
      * sys.path: they share it (and what is installed into it later). */
     c->site = sup_pkgs_site_ref(src->site);
+    /* ... and its identity (uid, directory): it is the same interpreter. */
+    c->ident = sup_ident_ref(src->ident);
+    /* Its own cgroup: killed with it, not with its source. */
+    sup_cgroup_new_name(c->cgroup);
+    unsigned long long mem = 0, tasks = 0;
+    if (c->policy && (c->policy->tier == SUP_TIER_LOCAL || c->policy->tier == SUP_TIER_SANDBOX)) {
+        mem = c->policy->memory_bytes;
+        tasks = c->policy->max_processes ? c->policy->max_processes + SUP_OWN_TASKS : 0;
+    }
+    if (sup_cgroup_move(pid, c->cgroup, mem, tasks) < 0)
+        sup_log("fork ctx=%s: cannot move pid %d into its cgroup: %s", name, (int)pid,
+                strerror(errno));
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
@@ -968,10 +1013,6 @@ void sup_ctx_delete(sup_ctx *c)
         pos = &(*pos)->next;
     *pos = c->next;
     ncontexts--;
-    if (c->own_cwd) { /* gone when the reply says so */
-        sup_policy_remove_private_dir(c->cwd);
-        c->own_cwd = false;
-    }
     c->deleted = true;
     c->next = graveyard;
     graveyard = c;
@@ -987,8 +1028,8 @@ int sup_ctx_restart(sup_ctx *c, proto_error *err)
 static void free_ctx(sup_ctx *c)
 {
     sup_outq_adopt(&c->pending); /* terminal replies still go out */
-    if (c->own_cwd)
-        sup_policy_remove_private_dir(c->cwd);
+    sup_cgroup_release(c->cgroup);
+    sup_ident_unref(c->ident); /* the last one removes the private directory */
     free(c->name);
     free(c->cwd);
     for (size_t i = 0; i < c->nenv; i++)
@@ -1025,6 +1066,32 @@ static bool reap_if_idle(sup_ctx *c, double now, double *next)
     return false;
 }
 
+/* policy.cpu_seconds counted for the whole context (its cgroup, children
+ * included), so neither ignoring the in-process SIGXCPU nor starting
+ * processes escapes it: past the budget the run is interrupted like a
+ * timeout, and killed after the grace period. True when it fired; else
+ * c->cpu_check is when to look again. */
+#define CPU_SLACK 0.25 /* seconds */
+
+static bool check_cpu_budget(sup_ctx *c, double now)
+{
+    if (c->cpu_check > now)
+        return false;
+    double used = sup_cgroup_cpu(c->cgroup);
+    c->cpu_check = now + 0.1;
+    /* A little past the budget: at the budget itself the worker's own
+     * timer raises TimeoutError in the run, which is the gentler end. */
+    if (used < 0 || used - c->cpu0 <= c->policy->cpu_seconds + CPU_SLACK)
+        return false;
+    c->cpu_check = 0;
+    c->timed_out = c->cpu_exceeded = true;
+    c->deadline = 0;
+    kill(-c->pid, SIGINT);
+    c->kill_at = now + sup_cfg.kill_grace;
+    c->kill_why = "killed after exceeding cpu_seconds: did not stop within the grace period";
+    return true;
+}
+
 /* Fires the timers: a run past its deadline is interrupted, a worker past
  * its kill time is killed. Also retries held-back client messages. */
 double sup_ctx_tick(double now)
@@ -1056,7 +1123,7 @@ double sup_ctx_tick(double now)
             c->kill_at = 0;
             if (!c->kill_reason) {
                 char buf[160];
-                if (c->timed_out)
+                if (c->timed_out && !c->cpu_exceeded)
                     snprintf(buf, sizeof buf,
                              "killed after timeout: did not stop within the %g s grace period",
                              sup_cfg.kill_grace);
@@ -1064,17 +1131,22 @@ double sup_ctx_tick(double now)
                     snprintf(buf, sizeof buf, "%s", c->kill_why);
                 c->kill_reason = mem_strdup(buf);
             }
-            kill(-c->pid, SIGKILL);
-            kill(c->pid, SIGKILL);
+            kill_worker(c);
         }
-        double t[] = {c->deadline, c->kill_at};
-        for (size_t i = 0; i < 2; i++)
+        if (c->running && c->started && !c->running->query_op && !c->running->fork_name &&
+            c->cpu0 >= 0 && !c->timed_out)
+            (void)check_cpu_budget(c, now);
+        double t[] = {c->deadline, c->kill_at, c->cpu_check};
+        for (size_t i = 0; i < 3; i++)
             if (t[i] > 0 && (next == 0 || t[i] < next))
                 next = t[i];
     }
     double z = sup_zygote_tick(now); /* restarts a dead zygote */
     if (z > 0 && (next == 0 || z < next))
         next = z;
+    double g = sup_cgroup_tick(now); /* removes emptied cgroups */
+    if (g > 0 && (next == 0 || g < next))
+        next = g;
     double p = sup_pkgs_tick(now); /* kills pip runs past their time */
     if (p > 0 && (next == 0 || p < next))
         next = p;
@@ -1094,4 +1166,5 @@ void sup_ctx_shutdown_all(void)
         free_ctx(c);
     }
     sup_ctx_tick(0);
+    sup_cgroup_shutdown();
 }

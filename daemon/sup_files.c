@@ -125,6 +125,9 @@ void sup_files_put(const proto_val *msg, const sup_peer *peer)
         open_confined(c, get(msg, "path"), O_WRONLY | (offset == 0 ? O_CREAT | O_TRUNC : 0), peer);
     if (fd < 0)
         return;
+    /* A file put into a context of its own uid is that context's. */
+    if (offset == 0 && c->ident && c->ident->own_uid)
+        (void)fchown(fd, c->ident->uid, c->ident->gid);
     struct stat st;
     if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != offset) {
         sup_reply_err(peer, "bad_field",

@@ -82,6 +82,8 @@ int main(int argc, char **argv)
     if (sup_cfg.nendpoints == 0)
         sup_cfg.endpoints[sup_cfg.nendpoints++] = default_endpoint();
     make_instance_id();
+    sup_ident_init();
+    sup_cgroup_init();       /* cgroups a killed daemon left behind */
     if (sup_pkgs_init() < 0) /* after the instance id: it names the sites */
         return 1;
     /* Every worker draws with matplotlib's Agg backend (no display; the

@@ -93,12 +93,17 @@ const char *sup_pkgs_source_dir(void)
     return enabled ? source_dir : NULL;
 }
 
-/* mkdir that accepts an existing directory. */
-static int make_dir(const char *path)
+/* mkdir that accepts an existing directory. 0711 (or 0755 where
+ * confined workers, of uids of their own, read what is in it): nobody
+ * lists the sites of others, every worker reads the packages it links. */
+static int make_dir(const char *path, mode_t mode)
 {
-    if (mkdir(path, 0700) == 0 || errno == EEXIST)
-        return 0;
-    return -1;
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return -1;
+    struct stat st;
+    if (stat(path, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 0777) != mode)
+        (void)chmod(path, mode);
+    return 0;
 }
 
 /* FNV-1a 64: names the source's cache directory (not a security hash:
@@ -151,7 +156,7 @@ int sup_pkgs_init(void)
             snprintf(state, sizeof state, "%s/.local/state/ctxd", home);
         else
             snprintf(state, sizeof state, "/var/lib/ctxd");
-        if (make_dir(state) < 0) {
+        if (make_dir(state, 0711) < 0) {
             fprintf(stderr, "ctxd: cannot create %s: %s\n", state, strerror(errno));
             return -1;
         }
@@ -162,8 +167,9 @@ int sup_pkgs_init(void)
     snprintf(sites, sizeof sites, "%s/sites", cache_dir);
     snprintf(sites_dir, sizeof sites_dir, "%s/%s", sites, sup_instance);
     const char *dirs[] = {cache_dir, source_dir, sites, sites_dir};
+    const mode_t modes[] = {0711, 0755, 0711, 0711};
     for (size_t i = 0; i < 4; i++)
-        if (cache_dir[0] != '/' || make_dir(dirs[i]) < 0) {
+        if (cache_dir[0] != '/' || make_dir(dirs[i], modes[i]) < 0) {
             fprintf(stderr, "ctxd: package cache %s: %s\n", dirs[i],
                     cache_dir[0] != '/' ? "must be an absolute path" : strerror(errno));
             return -1;
@@ -281,7 +287,7 @@ sup_site *sup_pkgs_site_new(void)
         return NULL;
     char path[SUB_MAX + 16];
     snprintf(path, sizeof path, "%s/%u", sites_dir, ++site_seq);
-    if ((make_dir(sites_dir) < 0) || mkdir(path, 0700) < 0) {
+    if ((make_dir(sites_dir, 0711) < 0) || mkdir(path, 0755) < 0) {
         sup_stats_event("site-failed path=%s error=\"%s\"", path, strerror(errno));
         return NULL;
     }

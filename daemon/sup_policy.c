@@ -7,8 +7,6 @@
 #include "mem.h"
 #include "sup.h"
 
-#include <dirent.h>
-#include <ftw.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -447,10 +445,11 @@ void sup_policy_put(proto_buf *b, const sup_policy *p)
         return;
     }
     uint32_t n = (p->timeout > 0) + (p->network_access >= 0) + (p->subprocess_execution >= 0) +
-                 (p->env_var_access >= 0) + p->env.set + p->read_roots.set + p->write_roots.set +
-                 (p->memory_bytes > 0) + (p->max_processes > 0) + (p->cpu_seconds > 0) +
-                 (p->file_size_bytes > 0) + p->allowed_imports.set + p->packages.set +
-                 (p->stream_max[0] > 0) + (p->stream_max[1] > 0);
+                 (p->env_var_access >= 0) + p->env.set + p->read_roots.set +
+                 (p->write_roots.set && !p->write_default) + (p->memory_bytes > 0) +
+                 (p->max_processes > 0) + (p->cpu_seconds > 0) + (p->file_size_bytes > 0) +
+                 p->allowed_imports.set + p->packages.set + (p->stream_max[0] > 0) +
+                 (p->stream_max[1] > 0);
     proto_put_map(b, n);
     if (p->timeout > 0) {
         proto_put_str(b, "timeout");
@@ -476,7 +475,7 @@ void sup_policy_put(proto_buf *b, const sup_policy *p)
                  {"allowed_imports", &p->allowed_imports},
                  {"packages", &p->packages}};
     for (size_t i = 0; i < 5; i++)
-        if (lists[i].l->set) {
+        if (lists[i].l->set && !(lists[i].l == &p->write_roots && p->write_default)) {
             proto_put_str(b, lists[i].k);
             put_strlist(b, lists[i].l);
         }
@@ -547,8 +546,9 @@ static void put_list_line(proto_buf *s, const char *key, const sup_strlist *l)
     proto_buf_append(s, "\n", 1);
 }
 
-/* CTXD_SANDBOX=<one "key=value" a line>; read by sbx_apply.c. */
-static char *sandbox_var(const sup_policy *p)
+/* CTXD_SANDBOX=<one "key=value" a line>; read by sbx_apply.c. extra:
+ * more lines (the worker's identity), or NULL. */
+static char *sandbox_var(const sup_policy *p, const char *extra)
 {
     proto_buf s;
     proto_buf_init(&s);
@@ -577,6 +577,8 @@ static char *sandbox_var(const sup_policy *p)
     }
     put_list_line(&s, "allowed_imports", &p->allowed_imports);
     put_list_line(&s, "write_roots", &p->write_roots);
+    if (p->write_default) /* tempfile writes where the context may */
+        put_line(&s, "tmpdir", p->write_roots.v[0]);
     if ((p->read_roots.set || p->tier == SUP_TIER_SANDBOX) && sup_pkgs_source_dir()) {
         /* The package directory's links point into the install cache (a
          * sandbox binds it read-only, sbx_ns.c). */
@@ -591,6 +593,8 @@ static char *sandbox_var(const sup_policy *p)
     } else {
         put_list_line(&s, "read_roots", &p->read_roots);
     }
+    if (extra)
+        proto_buf_append(&s, extra, strlen(extra));
     proto_buf_append(&s, "", 1);
     char *out = mem_strdup((const char *)s.data);
     proto_buf_free(&s);
@@ -598,7 +602,7 @@ static char *sandbox_var(const sup_policy *p)
 }
 
 char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, size_t nctx,
-                      char ***owned)
+                      const char *extra, char ***owned)
 {
     size_t n = 0;
     while (daemon_env[n])
@@ -635,7 +639,7 @@ char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, si
     for (size_t j = 0; j < nctx; j++)
         if (strncmp(ctx_env[j], "CTXD_SANDBOX=", 13) != 0)
             env[k++] = ctx_env[j];
-    own[o] = sandbox_var(p);
+    own[o] = sandbox_var(p, extra);
     env[k++] = own[o++];
     env[k] = NULL;
     *owned = own;
@@ -650,37 +654,18 @@ void sup_policy_env_free(char **env, char **owned)
     free(env);
 }
 
-/* ---- a sandbox's private directory ------------------------------------ */
-
-int sup_policy_private_dir(const char *state_dir, const char *name, char *out, size_t n)
+void sup_policy_default_write_roots(sup_policy *p, const char *cwd)
 {
-    snprintf(out, n, "%s/sandbox", state_dir);
-    if (mkdir(out, 0700) < 0 && errno != EEXIST)
-        return -1;
-    if ((size_t)snprintf(out, n, "%s/sandbox/%s.XXXXXX", state_dir, name) >= n) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    return mkdtemp(out) ? 0 : -1;
+    strlist_free(&p->write_roots);
+    p->write_roots.set = true;
+    p->write_roots.n = 2;
+    p->write_roots.v = mem_calloc(2, sizeof *p->write_roots.v);
+    p->write_roots.v[0] = mem_strdup(cwd);
+    p->write_roots.v[1] = mem_strdup("/dev/shm");
+    p->write_default = true;
 }
 
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP)
-        (void)rmdir(path);
-    else
-        (void)unlink(path);
-    return 0; /* what cannot be removed stays; the walk goes on */
-}
-
-void sup_policy_remove_private_dir(const char *path)
-{
-    (void)nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-/* ---- pending, cgroups -------------------------------------------------- */
+/* ---- pending ---------------------------------------------------------- */
 
 static sup_policy *pending;
 
@@ -695,55 +680,4 @@ sup_policy *sup_policy_take_pending(void)
     sup_policy *p = pending;
     pending = NULL;
     return p;
-}
-
-/* Where workers' cgroups live: cgroup v1 per controller, or v2. */
-static const char *const cgroup_roots[] = {"/sys/fs/cgroup/pids/ctxd", "/sys/fs/cgroup/memory/ctxd",
-                                           "/sys/fs/cgroup/ctxd", "/sys/fs/cgroup/unified/ctxd"};
-
-/* Workers make their cgroup <root>/ctxd/w<pid> (sbx_cgroup.c); one whose
- * tasks are all gone is removed here (rmdir refuses a cgroup that still
- * has tasks, so a live one is never touched), unless its worker is not
- * reaped yet: its death's cause is still to be read from it. */
-void sup_policy_sweep_cgroups(void)
-{
-    for (size_t r = 0; r < sizeof cgroup_roots / sizeof *cgroup_roots; r++) {
-        DIR *d = opendir(cgroup_roots[r]);
-        if (!d)
-            continue;
-        struct dirent *e;
-        char path[512];
-        while ((e = readdir(d)))
-            if (e->d_name[0] == 'w' && e->d_type == DT_DIR) {
-                long pid = strtol(e->d_name + 1, NULL, 10);
-                if (pid > 0 && kill((pid_t)pid, 0) == 0)
-                    continue;
-                snprintf(path, sizeof path, "%s/%s", cgroup_roots[r], e->d_name);
-                (void)rmdir(path);
-            }
-        closedir(d);
-    }
-}
-
-/* The kernel's OOM kills counted in the worker's memory cgroup: v1's
- * memory.oom_control or v2's memory.events, line "oom_kill N". */
-bool sup_policy_oom_killed(pid_t pid)
-{
-    static const char *const files[] = {"/sys/fs/cgroup/memory/ctxd/w%d/memory.oom_control",
-                                        "/sys/fs/cgroup/ctxd/w%d/memory.events",
-                                        "/sys/fs/cgroup/unified/ctxd/w%d/memory.events"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        char path[128], line[128];
-        snprintf(path, sizeof path, files[i], (int)pid);
-        FILE *f = fopen(path, "re");
-        if (!f)
-            continue;
-        unsigned long long kills = 0;
-        while (fgets(line, sizeof line, f))
-            if (sscanf(line, "oom_kill %llu", &kills) == 1)
-                break;
-        fclose(f);
-        return kills > 0;
-    }
-    return false;
 }

@@ -29,6 +29,7 @@ typedef struct sup_policy {
     sup_strlist env;          /* daemon variables passed through */
     sup_strlist read_roots;   /* filesystem_read_roots */
     sup_strlist write_roots;  /* filesystem_write_roots */
+    bool write_default;       /* write_roots is local's default (cwd, /dev/shm), not asked for */
     uint64_t memory_bytes;    /* 0 = not set */
     uint64_t max_processes;   /* 0 = not set */
     double cpu_seconds;       /* per run; 0 = not set */
@@ -50,18 +51,13 @@ void sup_policy_put(proto_buf *b, const sup_policy *p);
 void sup_policy_put_tiers(proto_buf *b);
 /* The worker's start-up environment under a local/sandbox policy: from
  * the daemon's environment only an allowlist (and policy.env), then the
- * context's own variables, then CTXD_SANDBOX. Returns a new NULL-terminated
+ * context's own variables, then CTXD_SANDBOX (with the lines `extra`, the
+ * worker's identity, appended; may be NULL). Returns a new NULL-terminated
  * array; strings in it are borrowed, except those also listed in *owned
  * (freed with sup_policy_env_free). */
 char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, size_t nctx,
-                      char ***owned);
+                      const char *extra, char ***owned);
 void sup_policy_env_free(char **env, char **owned);
-
-/* A sandbox context made without cwd gets a new empty directory
- * STATE_DIR/sandbox/NAME.XXXXXX (0700): out, or -1 with errno. Removed, with
- * everything in it (never following links), when the context is deleted. */
-int sup_policy_private_dir(const char *state_dir, const char *name, char *out, size_t n);
-void sup_policy_remove_private_dir(const char *path);
 
 /* An absolute path without '.', '..' or empty components (a trailing '/'
  * is allowed). */
@@ -70,13 +66,12 @@ bool sup_policy_path_plain(const char *s, size_t n);
  * /sys or /dev, which the sandbox has its own of. */
 bool sup_policy_sandbox_path_ok(const char *path);
 
+/* A local context without write roots writes only cwd and /dev/shm
+ * (its TMPDIR becomes cwd). */
+void sup_policy_default_write_roots(sup_policy *p, const char *cwd);
+
 /* ctx.create hands the parsed policy to sup_ctx_create through here. */
 void sup_policy_set_pending(sup_policy *p);
 sup_policy *sup_policy_take_pending(void);
-/* Removes leftover per-worker cgroups (ones without tasks). */
-void sup_policy_sweep_cgroups(void);
-/* True when the kernel's OOM killer struck in worker pid's memory cgroup
- * (read after its death, before the sweep). */
-bool sup_policy_oom_killed(pid_t pid);
 
 #endif

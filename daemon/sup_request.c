@@ -4,9 +4,11 @@
 #include "sup_policy.h"
 
 #include "mem.h"
+#include "sbx_path.h"
 
 #include <stdarg.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,13 +143,13 @@ static sup_ctx *lookup_ctx(const proto_val *msg, const sup_peer *peer, bool make
     if (c)
         return c;
     if (make_default && n == 7 && memcmp(s, "default", 7) == 0) {
-        char cwd[4096];
         proto_error err;
-        if (!getcwd(cwd, sizeof cwd))
-            strcpy(cwd, "/");
-        c = sup_ctx_create("default", cwd, NULL, 0, NULL, &err);
-        if (!c)
+        sup_ident *id = sup_ident_new(false, "default", true, &err);
+        c = id ? sup_ctx_create("default", id->dir, NULL, 0, NULL, id, &err) : NULL;
+        if (!c) {
+            sup_ident_unref(id);
             reply_error(peer, &err);
+        }
         return c;
     }
     sup_reply_err(peer, "unknown_context", "no context named '%.*s'", (int)n, s);
@@ -206,7 +208,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 9);
+    sup_msg_begin(&b, "ok", peer, 10);
     proto_put_str(&b, "server");
     proto_put_str(&b, "ctxd");
     proto_put_str(&b, "version");
@@ -226,6 +228,8 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     sup_policy_put_tiers(&b);
     proto_put_str(&b, "preloads");
     sup_zygote_put_preloads(&b);
+    proto_put_str(&b, "identity");
+    sup_ident_put_hello(&b);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
@@ -397,13 +401,12 @@ typedef struct create_args {
     char **env;
     size_t nenv;
     sup_policy *policy;
-    bool own_cwd; /* cwd is a sandbox's private directory, made here */
+    sup_ident *ident; /* its uid/gid and private directory */
 } create_args;
 
 static void create_args_free(create_args *a)
 {
-    if (a->own_cwd) /* the context was not made: nothing else uses it */
-        sup_policy_remove_private_dir(a->cwd);
+    sup_ident_unref(a->ident); /* when the context was not made: its directory goes */
     free(a->name);
     free_strings(a->env, a->nenv);
     sup_policy_free(a->policy);
@@ -421,10 +424,9 @@ static void create_finish(create_args *a, sup_site *site)
         create_args_free(a);
         return;
     }
-    sup_policy_sweep_cgroups();
     sup_policy_set_pending(a->policy);
     a->policy = NULL;
-    sup_ctx *c = sup_ctx_create(a->name, a->cwd, a->env, a->nenv, site, &err);
+    sup_ctx *c = sup_ctx_create(a->name, a->cwd, a->env, a->nenv, site, a->ident, &err);
     sup_policy_free(sup_policy_take_pending()); /* not taken when the limit refused it */
     if (!c) {
         sup_pkgs_site_unref(site);
@@ -434,8 +436,7 @@ static void create_finish(create_args *a, sup_site *site)
     }
     a->env = NULL; /* the context's now */
     a->nenv = 0;
-    c->own_cwd = a->own_cwd;
-    a->own_cwd = false;
+    a->ident = NULL;
     sup_ctx_add_waiter(c, &a->peer);
     create_args_free(a);
 }
@@ -516,6 +517,30 @@ static int create_packages(const proto_val *msg, char ***reqs, size_t *n, const 
     return 0;
 }
 
+/* A cwd or root must be reachable without following a symbolic link in
+ * any component (what is checked is what the worker opens): else `code`
+ * naming field and the link. dir: it must be a directory. */
+static int check_path(const char *path, bool dir, const char *code, const char *field,
+                      const sup_peer *peer)
+{
+    char link[4096];
+    int fd = sbx_path_open(path, O_PATH | (dir ? O_DIRECTORY : 0), link, sizeof link);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (errno == ELOOP)
+        sup_reply_err(peer, code,
+                      "field '%s': '%s' is a symbolic link (in '%s'): paths are resolved "
+                      "without following links",
+                      field, link, path);
+    else if (dir)
+        sup_reply_err(peer, code, "field '%s': '%s' is not an existing directory", field, path);
+    else
+        return 0; /* a missing root: the worker says so (it must exist) */
+    return -1;
+}
+
 static void do_create(const proto_val *msg, const sup_peer *peer)
 {
     create_args *a = mem_calloc(1, sizeof *a);
@@ -540,22 +565,21 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
         return;
     }
     const proto_val *cwdv = get(msg, "cwd");
-    struct stat st;
     if (cwdv) {
-        if (cwdv->n >= sizeof a->cwd || cwdv->n == 0 || cwdv->as.s[0] != '/') {
-            sup_reply_err(peer, "bad_cwd", "field 'cwd' must be an absolute path");
+        if (cwdv->n >= sizeof a->cwd || cwdv->n == 0 || cwdv->as.s[0] != '/' ||
+            !sup_policy_path_plain(cwdv->as.s, cwdv->n)) {
+            sup_reply_err(peer, "bad_cwd",
+                          "field 'cwd' must be an absolute path without '.', '..' or empty "
+                          "components");
             create_args_free(a);
             return;
         }
         memcpy(a->cwd, cwdv->as.s, cwdv->n);
         a->cwd[cwdv->n] = '\0';
-        if (stat(a->cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            sup_reply_err(peer, "bad_cwd", "'%s' is not an existing directory", a->cwd);
+        if (check_path(a->cwd, true, "bad_cwd", "cwd", peer) < 0) {
             create_args_free(a);
             return;
         }
-    } else if (!getcwd(a->cwd, sizeof a->cwd)) {
-        strcpy(a->cwd, "/");
     }
     proto_error err;
     a->policy = sup_policy_parse(get(msg, "tier"), get(msg, "policy"), &err);
@@ -564,26 +588,40 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
         create_args_free(a);
         return;
     }
-    if (cwdv && a->policy->tier == SUP_TIER_SANDBOX &&
-        (!sup_policy_path_plain(a->cwd, strlen(a->cwd)) || !sup_policy_sandbox_path_ok(a->cwd))) {
+    if (cwdv && a->policy->tier == SUP_TIER_SANDBOX && !sup_policy_sandbox_path_ok(a->cwd)) {
         sup_reply_err(peer, "bad_cwd",
                       "a sandbox's cwd must be a plain absolute path (no '.' or '..') other "
                       "than '/' and not under /proc, /sys or /dev");
         create_args_free(a);
         return;
     }
-    /* A sandbox sees only its own directory: without a cwd it gets a new
-     * one, never the daemon's working directory. */
-    if (!cwdv && a->policy->tier == SUP_TIER_SANDBOX) {
-        const char *state = sup_auth_state_dir();
-        if (!state || sup_policy_private_dir(state, a->name, a->cwd, sizeof a->cwd) < 0) {
-            sup_reply_err(peer, "io", "cannot make the sandbox's directory under %s: %s",
-                          state ? state : "the state directory", strerror(errno));
-            create_args_free(a);
-            return;
-        }
-        a->own_cwd = true;
+    const struct {
+        const char *field;
+        const sup_strlist *l;
+    } roots[] = {{"policy.filesystem_read_roots", &a->policy->read_roots},
+                 {"policy.filesystem_write_roots", &a->policy->write_roots}};
+    for (size_t r = 0; r < 2; r++)
+        for (size_t i = 0; i < roots[r].l->n; i++)
+            if (check_path(roots[r].l->v[i], false, "bad_field", roots[r].field, peer) < 0) {
+                create_args_free(a);
+                return;
+            }
+    /* Who the worker is, and without a cwd a private directory: never the
+     * daemon's working directory. */
+    bool confined = a->policy->tier == SUP_TIER_LOCAL || a->policy->tier == SUP_TIER_SANDBOX;
+    a->ident = sup_ident_new(confined, a->name, !cwdv, &err);
+    if (!a->ident) {
+        reply_error(peer, &err);
+        create_args_free(a);
+        return;
     }
+    if (!cwdv)
+        snprintf(a->cwd, sizeof a->cwd, "%s", a->ident->dir);
+    /* A local context writes only its directory (and /dev/shm, where
+     * multiprocessing keeps its semaphores) unless its policy names
+     * write roots. */
+    if (a->policy->tier == SUP_TIER_LOCAL && !a->policy->write_roots.set)
+        sup_policy_default_write_roots(a->policy, a->cwd);
     if (env_strings(get(msg, "env"), &a->env, &a->nenv, peer) < 0) {
         create_args_free(a);
         return;

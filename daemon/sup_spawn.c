@@ -5,6 +5,7 @@
 #include "sup_policy.h"
 
 #include "mem.h"
+#include "sbx_path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,8 +61,14 @@ static char **build_env(const sup_ctx *c)
 {
     size_t n = 0, nvars;
     char **vars = context_vars(c, &nvars);
-    if (c->policy) /* tier and policy: a clean environment (sup_policy.c) */
-        return sup_policy_env(c->policy, environ, vars, nvars, &env_owned);
+    if (c->policy) { /* tier and policy: a clean environment (sup_policy.c) */
+        /* A worker of its own uid drops to it before its first run. */
+        char ident[96] = "";
+        if (c->ident && c->ident->own_uid)
+            snprintf(ident, sizeof ident, "uid=%u\ngid=%u\ngroup=%u\n", (unsigned)c->ident->uid,
+                     (unsigned)c->ident->gid, (unsigned)sup_ident_group());
+        return sup_policy_env(c->policy, environ, vars, nvars, ident, &env_owned);
+    }
     while (environ[n])
         n++;
     char **env = mem_calloc(n + nvars + 1, sizeof *env);
@@ -88,13 +95,31 @@ static void move_fd(int from, int to)
         _exit(127);
 }
 
+/* The cgroup limits of a context's worker: memory_bytes and
+ * max_processes of the confined tiers. */
+static sbx_cgroup_limits limits_of(const sup_ctx *c)
+{
+    sbx_cgroup_limits lim = {0, 0};
+    if (c->policy && (c->policy->tier == SUP_TIER_LOCAL || c->policy->tier == SUP_TIER_SANDBOX)) {
+        lim.memory_bytes = c->policy->memory_bytes;
+        lim.max_tasks = c->policy->max_processes ? c->policy->max_processes + SUP_OWN_TASKS : 0;
+    }
+    return lim;
+}
+
 /* Runs in the forked child: becomes the worker or exits 127. Layout: the
  * pipes' write ends on 1 and 2, the channel on 3, the pipes' read ends on 4
  * and 5; every other descriptor is closed. The worker gets its own process
- * group so the whole tree can be signalled. */
+ * group so the whole tree can be signalled, and its cgroup before it
+ * exists as a worker (125: that failed for a tier that needs it). */
 static _Noreturn void child_exec(const sup_ctx *c, int chan, const int out[2][2], char **env)
 {
     sup_zygote_child_limits();
+    sbx_cgroup_limits lim = limits_of(c);
+    const char *failed;
+    if (c->cgroup[0] && sbx_cgroup_place(getpid(), c->cgroup, &lim, &failed) < 0 &&
+        (lim.memory_bytes || lim.max_tasks))
+        _exit(125);
     /* First lift every source above 5, so no dup2 overwrites another. */
     int src[5] = {out[0][1], out[1][1], chan, out[0][0], out[1][0]};
     for (int i = 0; i < 5; i++)
@@ -106,8 +131,10 @@ static _Noreturn void child_exec(const sup_ctx *c, int chan, const int out[2][2]
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || dup2(devnull, 0) < 0)
         _exit(127);
-    if (chdir(c->cwd) < 0)
+    int dir = sbx_path_open(c->cwd, O_PATH | O_DIRECTORY, NULL, 0);
+    if (dir < 0 || fchdir(dir) < 0)
         _exit(126);
+    close(dir);
     sup_spawn_child_signals();
     char *argv[] = {(char *)"ctxd-worker", (char *)"--out-fds=4,5", c->name, NULL};
     execve(sup_cfg.worker_path, argv, env);
@@ -194,7 +221,7 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
         return -1;
     char **env = build_env(c);
     pid_t child;
-    int zr = sup_zygote_spawn(c->name, c->cwd, env, child_fds, &child);
+    int zr = sup_zygote_spawn(c->name, c->cwd, c->cgroup, env, child_fds, &child);
     if (zr == -2) {
         /* The zygote failed after receiving the descriptors: a worker it
          * may have forked must not share them with the one started now. */

@@ -366,8 +366,8 @@ const char *sup_zygote_last_failure(void)
     return last_failure;
 }
 
-int sup_zygote_spawn(const char *name, const char *cwd, char *const *env, const int fds[5],
-                     pid_t *pid)
+int sup_zygote_spawn(const char *name, const char *cwd, const char *cgroup, char *const *env,
+                     const int fds[5], pid_t *pid)
 {
     snprintf(last_failure, sizeof last_failure, "%s",
              z.state == Z_READY ? "no answer" : "the zygote is not running");
@@ -380,9 +380,11 @@ int sup_zygote_spawn(const char *name, const char *cwd, char *const *env, const 
         nenv++;
     proto_buf b;
     proto_buf_init(&b);
-    proto_put_map(&b, 4);
+    proto_put_map(&b, 5);
     proto_put_str(&b, "t");
     proto_put_str(&b, "spawn");
+    proto_put_str(&b, "cgroup");
+    proto_put_str(&b, cgroup);
     proto_put_str(&b, "name");
     proto_put_str(&b, name);
     proto_put_str(&b, "cwd");

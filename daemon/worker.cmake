@@ -18,6 +18,7 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/sbx_allow.c
   ${CMAKE_CURRENT_LIST_DIR}/sbx_cgroup.c
   ${CMAKE_CURRENT_LIST_DIR}/sbx_ns.c
+  ${CMAKE_CURRENT_LIST_DIR}/sbx_path.c
   ${CMAKE_CURRENT_LIST_DIR}/sbx_py.c)
 # Confinement of local- and sandbox-tier workers (sbx_*.c).
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)

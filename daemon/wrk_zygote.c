@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -254,6 +255,15 @@ static void reply(pid_t pid, const char *failure)
 
 /* ---- making a worker ------------------------------------------------------ */
 
+/* A sandbox worker keeps no supplementary group of the daemon's (root's
+ * gid 0 would follow it into its namespace, where setgroups is denied).
+ * The raw call: this may run in a vfork child. */
+static void clear_groups(int ns_flags)
+{
+    if (ns_flags && geteuid() == 0)
+        (void)syscall(SYS_setgroups, 0, NULL);
+}
+
 /* fork twice: the intermediate process exits at once, so the worker is
  * reparented to the nearest child subreaper, the supervisor. The
  * intermediate first unshares ns_flags (the sandbox tier's namespaces), so
@@ -271,6 +281,7 @@ static pid_t double_fork(pid_t *a_pid, int ns_flags)
     pid_t a = fork();
     if (a == 0) {
         pid_t self = getpid();
+        clear_groups(ns_flags);
         pid_t w = ns_flags && unshare(ns_flags) < 0 ? -1 : fork();
         if (w == 0) {
             close(p[0]);
@@ -316,6 +327,7 @@ static pid_t vfork_double_fork(pid_t *a_pid, int ns_flags)
     pid_t a = vfork();
     if (a == 0) {
         a_self = getpid();
+        clear_groups(ns_flags);
         pid_t w = ns_flags && unshare(ns_flags) < 0 ? -1 : fork();
         if (w == 0) {
             *a_pid = a_self;
@@ -409,6 +421,20 @@ static void await_supervisor(pid_t a_pid)
         _exit(1);
 }
 
+/* A new worker (not a sandbox's: sbx_ns_enter waits itself) waits until
+ * the zygote has put it into its cgroup. */
+static void await_go(int go_fd)
+{
+    char go = 0;
+    ssize_t got;
+    do
+        got = read(go_fd, &go, 1);
+    while (got < 0 && errno == EINTR);
+    close(go_fd);
+    if (got != 1 || go != 'g')
+        _exit(1);
+}
+
 /* Serves one spawn request. Returns true in the new worker. */
 static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
 {
@@ -419,6 +445,7 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         {"name", PF_STR, true, 0},
         {"cwd", PF_STR, true, 4095},
         {"env", PF_ARRAY, true, 0},
+        {"cgroup", PF_STR, false, SBX_CGROUP_NAME_MAX - 1},
     };
     if (proto_decode(&doc, msg, len, &err) < 0) {
         reply(0, "undecodable request");
@@ -441,6 +468,7 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
             bad = "env items must be bin";
     PyObject *envlist = NULL;
     char *cwd = NULL;
+    char cgroup[SBX_CGROUP_NAME_MAX] = "";
     sbx_policy policy = {0};
     for (uint32_t i = 0; !bad && i < env->n; i++) {
         const proto_val *kv = &env->as.items[i];
@@ -458,6 +486,9 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
     if (!bad) {
         snprintf(title, sizeof title, "%.*s", (int)name->n, name->as.s);
         cwd = proto_strdup(proto_map_get(m, "cwd"));
+        const proto_val *cg = proto_map_get(m, "cgroup");
+        if (cg)
+            snprintf(cgroup, sizeof cgroup, "%.*s", (int)cg->n, cg->as.s);
         envlist = PyList_New((Py_ssize_t)env->n);
         for (uint32_t i = 0; envlist && i < env->n; i++) {
             const proto_val *kv = &env->as.items[i];
@@ -484,7 +515,7 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
 
     int ns_flags = sbx_ns_flags(&policy);
     int go[2] = {-1, -1};
-    if (ns_flags && pipe2(go, O_CLOEXEC) < 0) {
+    if (pipe2(go, O_CLOEXEC) < 0) {
         char msg[160];
         snprintf(msg, sizeof msg, "sandbox: pipe: %s", strerror(errno));
         reply(0, msg);
@@ -500,16 +531,19 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
     pid_t a_pid;
     pid_t w = one_thread ? vfork_double_fork(&a_pid, ns_flags) : double_fork(&a_pid, ns_flags);
     if (w == 0) {
-        if (ns_flags) {
-            close(go[1]);
+        close(go[1]);
+        if (ns_flags)
             sbx_ns_enter(go[0], &policy, cwd);
-        }
+        else
+            await_go(go[0]);
         sbx_policy_free(&policy);
         become_worker(fds);
         set_title(title, strlen(title));
         PyOS_AfterFork_Child();
-        if (chdir(cwd) < 0)
+        int dir = sbx_path_open(cwd, O_PATH | O_DIRECTORY, NULL, 0);
+        if (dir < 0 || fchdir(dir) < 0)
             _exit(126); /* reported as "cannot enter directory" */
+        close(dir);
         free(cwd);
         PyObject *r = PyObject_CallFunctionObjArgs(fn_child_setup, envlist, main_keys, NULL);
         if (!r) {
@@ -534,25 +568,35 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
     free(cwd);
     Py_DECREF(envlist);
     char failure[256] = "";
-    if (w > 0 && ns_flags) {
-        /* The intermediate is gone before "go", so the worker's parent is
-         * the supervisor when it arms its parent-death signal. */
-        reap(a_pid);
-        a_pid = -1;
-        if (sbx_ns_prepare(w, &policy, failure, sizeof failure) < 0 || write(go[1], "g", 1) != 1) {
+    if (w > 0) {
+        if (ns_flags) {
+            /* The intermediate is gone before "go", so the worker's parent
+             * is the supervisor when it arms its parent-death signal. */
+            reap(a_pid);
+            a_pid = -1;
+            (void)sbx_ns_prepare(w, &policy, failure, sizeof failure);
+        }
+        /* Its cgroup before it runs anything: whatever it starts stays in
+         * it. Only a tier with limits needs it to work (a non-root daemon
+         * may have no cgroups to give). */
+        sbx_cgroup_limits lim = sbx_policy_limits(&policy);
+        const char *failed;
+        if (!failure[0] && cgroup[0] && sbx_cgroup_place(w, cgroup, &lim, &failed) < 0 &&
+            (lim.memory_bytes || lim.max_tasks))
+            snprintf(failure, sizeof failure,
+                     "cannot put the worker into its cgroup (memory_bytes, max_processes: %s): %s",
+                     failed, strerror(errno));
+        if (failure[0] || write(go[1], "g", 1) != 1) {
             if (!failure[0])
-                snprintf(failure, sizeof failure, "sandbox: cannot start the worker: %s",
-                         strerror(errno));
+                snprintf(failure, sizeof failure, "cannot start the worker: %s", strerror(errno));
             kill(w, SIGKILL);
         }
-    } else if (w <= 0) {
+    } else {
         snprintf(failure, sizeof failure, "%s: %s",
                  ns_flags ? "sandbox namespaces (unshare/fork)" : "fork", strerror(e));
     }
-    if (ns_flags) {
-        close(go[0]);
-        close(go[1]);
-    }
+    close(go[0]);
+    close(go[1]);
     sbx_policy_free(&policy);
     reply(failure[0] ? 0 : w, failure[0] ? failure : NULL);
     reap(a_pid);

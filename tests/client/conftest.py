@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+import sys as _sys
+_sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import reachable  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CTXD_BIN = os.environ.get("CTXD_BIN", str(ROOT / "build" / "daemon" / "ctxd"))
@@ -103,3 +106,11 @@ def wait_until(pred, timeout=WAIT, step=0.02):
             return True
         time.sleep(step)
     return pred()
+
+
+@pytest.fixture(autouse=True)
+def _workers_reach_tmp(tmp_path):
+    """Confined workers have uids of their own: tmp_path's parents must let
+    them through (tests/reachable.py)."""
+    reachable.open_ancestors(tmp_path)
+    yield

@@ -15,6 +15,9 @@ import time
 
 import msgpack
 import pytest
+import sys as _sys
+_sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import reachable  # noqa: E402
 import zmq
 
 CTXD_BIN = os.environ.get("CTXD_BIN", "/work/main/build/daemon/ctxd")
@@ -555,3 +558,11 @@ def wait_until(pred, timeout=10.0, step=0.05):
             return True
         time.sleep(step)
     return pred()
+
+
+@pytest.fixture(autouse=True)
+def _workers_reach_tmp(tmp_path):
+    """Confined workers have uids of their own: tmp_path's parents must let
+    them through (tests/reachable.py)."""
+    reachable.open_ancestors(tmp_path)
+    yield

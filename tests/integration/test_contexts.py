@@ -39,10 +39,15 @@ def test_create_named(client, daemon):
     assert info["queued"] == 0
     assert before - 5 <= info["created"] <= time.time() + 5
     assert "last_death" not in info
-    # default cwd: the daemon's
-    assert os.path.realpath(info["cwd"]) == os.path.realpath(daemon.cwd)
+    # default cwd: a private directory of its own, never the daemon's
+    assert os.path.basename(info["cwd"]).startswith("exp-1.a_B.")
+    assert os.path.basename(os.path.dirname(info["cwd"])) == "contexts"
+    assert os.path.realpath(info["cwd"]) != os.path.realpath(daemon.cwd)
+    assert os.stat(info["cwd"]).st_mode & 0o777 == 0o700
     r = client.execute("import os\nos.getcwd()", ctx="exp-1.a_B")
-    assert os.path.realpath(eval(r.text)) == os.path.realpath(daemon.cwd)
+    assert eval(r.text) == info["cwd"]
+    client.ok("ctx.delete", ctx="exp-1.a_B")
+    assert not os.path.exists(info["cwd"]), "the private directory outlived its context"
 
 
 def test_create_generated_name(client):

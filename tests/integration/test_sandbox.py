@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+import reachable  # tests/reachable.py, on sys.path via conftest
+
 
 @pytest.fixture
 def sd(make_daemon, tmp_path):
@@ -80,7 +82,7 @@ def test_private_directory_without_cwd(sd, tmp_path):
     c = sd.client()
     sandbox(c, "s")
     cwd = info_cwd(c, "s")
-    assert cwd.startswith(str(tmp_path / "state" / "sandbox" / "s."))
+    assert cwd.startswith(str(tmp_path / "state" / "contexts" / "s."))
     assert value(c, "s", "os.getcwd()") == repr(cwd)
     # The daemon's own working directory is not in the sandbox.
     assert value(c, "s", f"os.path.exists({sd.cwd!r})") == "False"
@@ -98,8 +100,9 @@ def test_private_directory_without_cwd(sd, tmp_path):
 
 def test_given_cwd_write_and_read_roots(sd, tmp_path):
     work, wr, rd = tmp_path / "work", tmp_path / "wr", tmp_path / "rd"
-    for d in (work, wr, rd):
-        d.mkdir()
+    for d in (work, wr):  # the sandbox's root is a uid of its own: it writes shared dirs
+        reachable.writable(d)
+    rd.mkdir()
     (rd / "data.txt").write_text("read me")
     (tmp_path / "beside.txt").write_text("not for the sandbox")
     c = sd.client()

@@ -8,6 +8,8 @@ import socket
 
 import pytest
 
+import reachable  # tests/reachable.py, on sys.path via conftest
+
 
 def create(c, name, tier=None, policy=None, **kw):
     fields = {"name": name}
@@ -157,13 +159,14 @@ def test_local_clean_env(make_daemon, monkeypatch):
     r = c.execute("import os; sorted(os.environ)", ctx="l")
     names = eval(r.text)
     assert "CTXD_TEST_SECRET" not in names and "CTXD_SANDBOX" not in names
-    assert set(names) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"}, names
+    # TMPDIR: the context's own directory, the only one it may write
+    assert set(names) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "TMPDIR"}, names
     r = c.execute("import os; (os.environ.get('CTXD_TEST_SECRET'), os.environ['MINE'])",
                   ctx="l2")
     assert r.text == "('hunter2', '1')"
     c.ok("ctx.create", name="l3", tier="local", policy={"env_var_access": False})
     r = c.execute("import os; sorted(os.environ)", ctx="l3")
-    assert eval(r.text) == ["PATH"]
+    assert eval(r.text) == ["PATH", "TMPDIR"]  # TMPDIR: its own directory
 
 
 def test_local_import_allowlist(daemon):
@@ -230,7 +233,7 @@ def test_local_memory_limit(daemon):
 def test_local_file_size(daemon, tmp_path):
     c = daemon.client()
     local(c, file_size_bytes=1 << 20)
-    r = c.execute(f"open({str(tmp_path / 'big')!r}, 'wb').write(b'x' * (2 << 20))", ctx="l")
+    r = c.execute("open('big', 'wb').write(b'x' * (2 << 20))", ctx="l")
     assert r.status == "error" and r.error["ename"] == "OSError", r
     assert "File too large" in r.error["evalue"]
     assert c.execute("1+1", ctx="l").text == "2"
@@ -258,7 +261,7 @@ def test_local_cpu_seconds_per_run(daemon):
 
 def test_local_write_roots(daemon, tmp_path):
     root = tmp_path / "w"
-    root.mkdir()
+    reachable.writable(root)
     other = tmp_path / "other"
     other.mkdir()
     c = daemon.client()

@@ -13,6 +13,9 @@ import tempfile
 import time
 
 import pytest
+import sys as _sys
+_sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import reachable  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -66,3 +69,11 @@ def ctxd_env():
     yield env
     assert env.proc.poll() is None, "the daemon died during the kernel tests"
     env.close()
+
+
+@pytest.fixture(autouse=True)
+def _workers_reach_tmp(tmp_path):
+    """Confined workers have uids of their own: tmp_path's parents must let
+    them through (tests/reachable.py)."""
+    reachable.open_ancestors(tmp_path)
+    yield

@@ -14,3 +14,5 @@ pytest_sessionstart = _mod.pytest_sessionstart
 zctx = _mod.zctx
 daemon = _mod.daemon
 make_daemon = _mod.make_daemon
+_workers_reach_tmp = _mod._workers_reach_tmp
+reachable = _mod.reachable

@@ -1,0 +1,254 @@
+/* sup_cgroup: the supervisor's half of "every process in a cgroup".
+ *
+ * Each worker incarnation gets a cgroup named ctxd/<daemon pid>/w<n>
+ * (daemon/sbx_cgroup.c puts the worker in before it runs anything; a
+ * ctx.fork copy is moved into its own here). Whatever the worker starts,
+ * setsid or double-forked, stays in it: killing the context kills the
+ * cgroup (cgroup.kill), on delete, restart, timeout, death and shutdown.
+ * Its CPU time (cpu.stat) is the context's, children included. Cgroups of
+ * a daemon that died without cleaning up are killed and removed when the
+ * next daemon starts. */
+#include "sup.h"
+
+#include "mem.h"
+#include "sbx_cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Removals still waiting for a cgroup's last task to be gone. */
+#define PENDING_MAX 8192
+
+static char *pending[PENDING_MAX];
+static size_t npending;
+static unsigned long serial;
+
+/* The hierarchies a worker's cgroup may exist in. */
+static size_t roots(const char *out[3])
+{
+    size_t n = 0;
+    const char *v2 = sbx_cgroup_v2_root();
+    if (v2)
+        out[n++] = v2;
+    static const char *const v1[] = {"memory", "pids"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *r = sbx_cgroup_v1_root(v1[i]);
+        if (r)
+            out[n++] = r;
+    }
+    return n;
+}
+
+/* Reads a small control file into buf; -1 if it cannot be read. */
+static int read_file(const char *path, char *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, buf, n - 1);
+    close(fd);
+    if (got < 0)
+        return -1;
+    buf[got] = '\0';
+    return 0;
+}
+
+/* Kills everything in the v2 cgroup at dir (and below). */
+static int kill_dir(const char *dir)
+{
+    char path[512];
+    if (snprintf(path, sizeof path, "%s/cgroup.kill", dir) >= (int)sizeof path)
+        return -1;
+    return sbx_write_file(path, "1");
+}
+
+/* rmdir of dir and everything below it, deepest first (cgroup
+ * directories hold only control files, which rmdir ignores). */
+static int remove_tree(const char *dir, int depth)
+{
+    DIR *d = depth < 8 ? opendir(dir) : NULL;
+    if (d) {
+        struct dirent *e;
+        char sub[512];
+        while ((e = readdir(d)))
+            if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+                if (snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name) >= (int)sizeof sub)
+                    continue;
+                remove_tree(sub, depth + 1);
+            }
+        closedir(d);
+    }
+    return rmdir(dir) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* True when pid is a live ctxd supervisor (another daemon's tree). */
+static bool live_daemon(long pid)
+{
+    char path[64], comm[64];
+    if (snprintf(path, sizeof path, "/proc/%ld/comm", pid) >= (int)sizeof path)
+        return -1;
+    return read_file(path, comm, sizeof comm) == 0 && strncmp(comm, "ctxd\n", 5) == 0;
+}
+
+void sup_cgroup_init(void)
+{
+    const char *r[3];
+    size_t n = roots(r);
+    for (size_t i = 0; i < n; i++) {
+        char dir[256];
+        if (snprintf(dir, sizeof dir, "%s/ctxd", r[i]) >= (int)sizeof dir)
+            continue;
+        DIR *d = opendir(dir);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char *end;
+            long pid = strtol(e->d_name, &end, 10);
+            if (e->d_type != DT_DIR || *end || pid <= 0 || pid == (long)getpid() ||
+                live_daemon(pid))
+                continue;
+            char left[512];
+            if (snprintf(left, sizeof left, "%s/%s", dir, e->d_name) >= (int)sizeof left)
+                continue;
+            if (r[i] == sbx_cgroup_v2_root())
+                (void)kill_dir(left);
+            if (remove_tree(left, 0) < 0) {
+                char name[SBX_CGROUP_NAME_MAX];
+                snprintf(name, sizeof name, "ctxd/%ld", pid);
+                if (npending < PENDING_MAX)
+                    pending[npending++] = mem_strdup(name);
+            }
+            sup_log("cgroup: removed %s left by daemon %ld", left, pid);
+        }
+        closedir(d);
+    }
+}
+
+void sup_cgroup_new_name(char out[SBX_CGROUP_NAME_MAX])
+{
+    snprintf(out, SBX_CGROUP_NAME_MAX, "ctxd/%d/w%lu", (int)getpid(), ++serial);
+}
+
+int sup_cgroup_kill(const char *name)
+{
+    const char *v2 = sbx_cgroup_v2_root();
+    if (!v2 || !name[0])
+        return -1;
+    char dir[320];
+    if (snprintf(dir, sizeof dir, "%s/%s", v2, name) >= (int)sizeof dir)
+        return -1;
+    return kill_dir(dir);
+}
+
+double sup_cgroup_cpu(const char *name)
+{
+    const char *v2 = sbx_cgroup_v2_root();
+    char path[320], buf[1024];
+    if (!v2 || !name[0])
+        return -1;
+    if (snprintf(path, sizeof path, "%s/%s/cpu.stat", v2, name) >= (int)sizeof path)
+        return -1;
+    if (read_file(path, buf, sizeof buf) < 0)
+        return -1;
+    unsigned long long usec;
+    const char *line = strstr(buf, "usage_usec ");
+    return line && sscanf(line, "usage_usec %llu", &usec) == 1 ? (double)usec / 1e6 : -1;
+}
+
+bool sup_cgroup_oom(const char *name)
+{
+    char path[320], buf[1024];
+    const char *v1 = sbx_cgroup_v1_root("memory"), *v2 = sbx_cgroup_v2_root();
+    if (!name[0])
+        return false;
+    int len = v1   ? snprintf(path, sizeof path, "%s/%s/memory.oom_control", v1, name)
+              : v2 ? snprintf(path, sizeof path, "%s/%s/memory.events", v2, name)
+                   : -1;
+    if (len < 0 || len >= (int)sizeof path)
+        return false;
+    unsigned long long kills = 0;
+    const char *line = read_file(path, buf, sizeof buf) == 0 ? strstr(buf, "oom_kill ") : NULL;
+    return line && sscanf(line, "oom_kill %llu", &kills) == 1 && kills > 0;
+}
+
+int sup_cgroup_move(pid_t pid, const char *name, unsigned long long memory_bytes,
+                    unsigned long long max_tasks)
+{
+    sbx_cgroup_limits lim = {memory_bytes, max_tasks};
+    const char *failed;
+    return sbx_cgroup_place(pid, name, &lim, &failed);
+}
+
+/* Tries to remove one cgroup everywhere: true when it is gone. */
+static bool try_remove(const char *name)
+{
+    const char *r[3];
+    size_t n = roots(r);
+    bool gone = true;
+    for (size_t i = 0; i < n; i++) {
+        char dir[320];
+        if (snprintf(dir, sizeof dir, "%s/%s", r[i], name) >= (int)sizeof dir)
+            continue;
+        if (remove_tree(dir, 0) < 0)
+            gone = false;
+    }
+    return gone;
+}
+
+void sup_cgroup_release(char name[SBX_CGROUP_NAME_MAX])
+{
+    if (!name[0])
+        return;
+    (void)sup_cgroup_kill(name);
+    if (!try_remove(name)) {
+        if (npending == PENDING_MAX) {
+            sup_log("cgroup: %s left behind (too many removals pending)", pending[0]);
+            free(pending[0]);
+            memmove(pending, pending + 1, (PENDING_MAX - 1) * sizeof *pending);
+            npending--;
+        }
+        pending[npending++] = mem_strdup(name);
+    }
+    name[0] = '\0';
+}
+
+double sup_cgroup_tick(double now)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < npending; i++) {
+        if (try_remove(pending[i]))
+            free(pending[i]);
+        else
+            pending[k++] = pending[i];
+    }
+    npending = k;
+    return npending ? now + 0.05 : 0;
+}
+
+void sup_cgroup_shutdown(void)
+{
+    /* The killed tasks exit at once, but not synchronously: give their
+     * cgroups a moment to empty. */
+    for (int i = 0; i < 50 && npending; i++) {
+        sup_cgroup_tick(0);
+        if (npending)
+            usleep(10000);
+    }
+    const char *r[3];
+    size_t n = roots(r);
+    for (size_t i = 0; i < n; i++) {
+        char dir[256];
+        if (snprintf(dir, sizeof dir, "%s/ctxd/%d", r[i], (int)getpid()) >= (int)sizeof dir)
+            continue;
+        if (r[i] == sbx_cgroup_v2_root())
+            (void)kill_dir(dir);
+        (void)remove_tree(dir, 0);
+    }
+}
