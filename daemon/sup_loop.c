@@ -296,6 +296,10 @@ int sup_loop_open(const char **endpoints, size_t n)
             fprintf(stderr, "ctxd: cannot listen on %s: %s\n", ep, zmq_strerror(errno));
             return -1;
         }
+        /* Closed by mode too, whatever directory it is in: connecting needs
+         * write permission on the socket file, which only we have. */
+        if (strncmp(ep, "ipc://", 6) == 0 && ep[6] != '@')
+            (void)chmod(ep + 6, 0600);
     }
     sigset_t mask;
     sigemptyset(&mask);

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+import reachable  # tests/reachable.py, on sys.path via conftest
+
 from conftest import CTX_BIN, WAIT, wait_until
 
 COMMANDS = ["run", "ls", "create", "rm", "restart", "fork", "interrupt", "stats", "repl", "hello",
@@ -138,8 +140,7 @@ def test_create_rm_restart_interrupt(daemon, tmp_path):
 
 
 def test_create_with_tier_and_policy(daemon, tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
+    out = reachable.writable(tmp_path / "out")  # the sandbox's root is a uid of its own
     rc, [reply] = daemon.json("create", "box", "-t", "sandbox", "-P", "memory_bytes=268435456",
                               "-P", f"filesystem_write_roots=[{out}]", "-P",
                               "subprocess_execution=false", "-P", "cpu_seconds=2.5")

@@ -154,7 +154,8 @@ def check_run(run):
     assert d["truncated"] == ("dropped" in d), d
     needs_cause = d["status"] in ("died", "aborted", "shutdown") or (
         d["status"] == "timeout" and d["state_lost"])
-    if needs_cause:
+    cpu_budget = d["status"] == "timeout" and d.get("cause", "").startswith("cpu_seconds")
+    if needs_cause or cpu_budget:
         assert isinstance(d.get("cause"), str) and d["cause"], f"done without cause: {d!r}"
     else:
         assert "cause" not in d, f"done with unexpected cause: {d!r}"

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import reachable  # tests/reachable.py, on sys.path via conftest
+
 import ctxd
 from ctxd.mellea import (
     DOCKER_POLICY,
@@ -209,8 +211,7 @@ def test_exit_code_and_success_on_error(env_for, tier):
 
 @pytest.mark.parametrize("tier", RUN_TIERS)
 def test_working_directory(env_for, tier, tmp_path):
-    wd = tmp_path / "wd"
-    wd.mkdir()
+    wd = reachable.writable(tmp_path / "wd")  # confined tiers: a uid of their own
     env = env_for(tier, working_directory=str(wd))
     r = env.execute("import os\nprint(os.getcwd())\nopen('out.txt', 'w').write('data')")
     assert r.success and r.working_directory == str(wd)
@@ -223,8 +224,7 @@ def test_working_directory(env_for, tier, tmp_path):
 
 @pytest.mark.parametrize("tier", RUN_TIERS)
 def test_copy_in_and_out(env_for, tier, tmp_path):
-    wd = tmp_path / "wd"
-    wd.mkdir()
+    wd = reachable.writable(tmp_path / "wd")  # confined tiers: a uid of their own
     env = env_for(tier, working_directory=str(wd))
     src = tmp_path / "in.bin"
     src.write_bytes(b"\x00payload\xff")
@@ -248,8 +248,7 @@ def test_copy_in_out_not_in_static(env_for, tmp_path):
 
 @pytest.mark.parametrize("tier", RUN_TIERS)
 def test_allowlist_precheck_skips_and_runs_nothing(env_for, tier, tmp_path):
-    wd = tmp_path / "wd"
-    wd.mkdir()
+    wd = reachable.writable(tmp_path / "wd")  # confined tiers: a uid of their own
     env = env_for(tier, allowed_imports=["math"], working_directory=str(wd))
     r = env.execute("open('ran', 'w').write('x')\n__import__('socket')")
     assert r.skipped and not r.success and r.stdout is None
@@ -338,8 +337,7 @@ def test_default_policy_blocks_network(env_for, tier):
 
 @pytest.mark.parametrize("tier", ("local",) + SANDBOX_TIERS)
 def test_policy_limits_enforced(env_for, tier, tmp_path):
-    roots = tmp_path / "w"
-    roots.mkdir()
+    roots = reachable.writable(tmp_path / "w")
     pol = CapabilityPolicy(subprocess_execution=False, memory_bytes=256 << 20,
                            filesystem_write_roots=[roots], timeout=30)
     env = env_for(tier, policy=pol, working_directory=str(roots))

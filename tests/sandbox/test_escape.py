@@ -16,6 +16,8 @@ import textwrap
 
 import pytest
 
+import reachable  # tests/reachable.py, on sys.path via conftest
+
 # ctypes helpers the attempts share: call libc, raise OSError on failure.
 PRELUDE = textwrap.dedent("""
     import ctypes, errno as _errno, os
@@ -115,8 +117,7 @@ def test_escape_local(make_daemon, tmp_path, monkeypatch):
     monkeypatch.setenv("CTXD_ESCAPE_SECRET", SECRET)
     d = make_daemon("--max-output", "1M")
     c = d.client()
-    write_root = tmp_path / "w"
-    write_root.mkdir()
+    write_root = reachable.writable(tmp_path / "w")  # the context's own uid writes it
     # Another context with a file of its own.
     other_dir = tmp_path / "other"
     other_dir.mkdir()

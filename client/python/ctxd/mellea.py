@@ -60,7 +60,6 @@ import json
 import mimetypes
 import os
 import shutil
-import tempfile
 import threading
 import uuid
 import warnings
@@ -501,7 +500,7 @@ class ExecutionEnvironment:
 
     def _result(self, **kw: Any) -> ExecutionResult:
         kw.setdefault("execution_mode", self.tier)
-        kw.setdefault("working_directory", self.working_directory)
+        kw.setdefault("working_directory", self._cwd or self.working_directory)
         return ExecutionResult(**kw)
 
     def execute(self, code: str, timeout: Optional[float] = None) -> ExecutionResult:
@@ -871,11 +870,8 @@ def python_tool(tier: Optional[ExecutionTier] = None, packages: Optional[Sequenc
         merged = list(base.packages) + [p for p in pkgs if p not in base.packages]
         policy = dataclasses.replace(base, packages=merged, package_installation=True)
     env = make_execution_environment(tier, policy, allowed_imports, None, **ctxd_options)
-    if working_directory is None and TIERS[tier] != "static":
-        if env.client.endpoint.startswith("ipc://"):
-            tmp = tempfile.mkdtemp(prefix="ctxd-mellea-")
-            env._owned.tmpdirs.append(tmp)
-            working_directory = tmp
+    # Without one, the daemon gives the context a private directory of its
+    # own (owned by the context's uid on confined tiers), removed with it.
     if working_directory is not None:
         env.working_directory = os.path.abspath(os.fspath(working_directory))
     adir = None
