@@ -304,8 +304,10 @@ static void mask_proc(void)
 {
     static const char *const masked[] = {
         "acpi",        "asound", "kcore",    "keys", "latency_stats", "timer_list", "timer_stats",
-        "sched_debug", "scsi",   "kallsyms", "kmsg", "sysrq-trigger", "config.gz",  NULL};
-    static const char *const readonly[] = {"bus", "fs", "irq", "sys", NULL};
+        "sched_debug", "scsi",   "kallsyms", "kmsg", "config.gz",     NULL};
+    /* sysrq-trigger: read-only, so a write fails (EROFS) instead of
+     * vanishing into /dev/null */
+    static const char *const readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger", NULL};
     char path[128];
     struct stat st;
     for (size_t i = 0; masked[i]; i++) {
