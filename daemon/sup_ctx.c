@@ -1007,6 +1007,10 @@ void sup_ctx_broken(sup_ctx *c, const char *why)
 void sup_ctx_delete(sup_ctx *c)
 {
     discard_worker(c, "aborted", "context deleted");
+    /* Its private directory is gone when the reply says so (unless a
+     * ctx.fork copy still works in it). */
+    sup_ident_unref(c->ident);
+    c->ident = NULL;
     reply_waiters_err(c, "unknown_context", "the context was deleted before it was ready");
     sup_ctx **pos = &contexts;
     while (*pos != c)

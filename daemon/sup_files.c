@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "mem.h"
+#include "sbx_path.h"
 
 static const proto_val *get(const proto_val *msg, const char *key)
 {
@@ -56,7 +57,7 @@ static int open_confined(const sup_ctx *c, const proto_val *path, int flags, con
         start = i + 1;
     }
     char *p = proto_strdup(path);
-    int dir = open(c->cwd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dir = sbx_path_open(c->cwd, O_RDONLY | O_DIRECTORY, NULL, 0);
     if (dir < 0) {
         sup_reply_err(peer, "io", "context directory %s: %s", c->cwd, strerror(errno));
         free(p);

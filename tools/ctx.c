@@ -78,8 +78,9 @@ static const ctx_cmd ctx_commands[] = {
      "start a new context (prints its name)",
      "options:\n"
      "  NAME                 1-64 characters of [A-Za-z0-9_.-]; generated when absent\n"
-     "      --cwd DIR        working directory of the worker (default: the daemon's;\n"
-     "                       a sandbox gets a new private directory)\n"
+     "      --cwd DIR        working directory of the worker (no symbolic link in it; for\n"
+     "                       local/sandbox writable by the context's uid); default a new\n"
+     "                       private directory, removed with the context\n"
      "  -e, --env KEY=VAL    add a variable to the worker's environment (repeatable)\n"
      "  -p, --package PKG    install PKG into the new context first (repeatable; see\n"
      "                       'ctx pip')\n"

@@ -742,7 +742,7 @@ class PythonTool:
     as_json_tool: the OpenAI-style function schema ({"type": "function",
     "function": {name, description, parameters}}); parameters requires the
     str `code`. close() (or a with block, or garbage collection) deletes the
-    tool's context and its temporary working directory."""
+    tool's context (and with it its private working directory)."""
 
     def __init__(self, env: ExecutionEnvironment, name: str, description: str,
                  artifact_dir: Optional[Path]) -> None:
@@ -812,7 +812,7 @@ class PythonTool:
         return json.dumps(self.run(code).to_dict(), default=str)
 
     def close(self) -> None:
-        """Deletes the tool's context and its temporary working directory."""
+        """Deletes the tool's context (and its private working directory)."""
         self.environment.close()
 
     def __enter__(self) -> "PythonTool":
@@ -841,9 +841,9 @@ def python_tool(tier: Optional[ExecutionTier] = None, packages: Optional[Sequenc
     run's new or changed files (in the context's working directory) are
     copied there (file.get), keeping their relative paths, and listed in
     ExecutionResult.artifacts; without it the artifacts are the files in the
-    working directory itself. The working directory is a temporary directory
-    owned by the tool (for a daemon on this host, i.e. an ipc:// endpoint),
-    removed by close(). suppress_agg: accepted; ctxd never rewrites the code
+    working directory itself. Without working_directory the context works
+    in the private directory the daemon gives it (owned by the context's
+    uid on the confined tiers), removed with the context by close(). suppress_agg: accepted; ctxd never rewrites the code
     (matplotlib's backend is Agg through MPLBACKEND in every context, which
     code may change with matplotlib.use()). ctxd_options: as for
     make_execution_environment (working_directory included).
