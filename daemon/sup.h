@@ -46,6 +46,7 @@ typedef struct sup_config {
     const char *package_cache; /* --package-cache: default STATE_DIR/packages */
     const char *pip_python;    /* --pip-python: the Python that runs pip */
     bool verbose;
+    bool no_cgroup_tuning; /* --no-cgroup-tuning: leave the v2 mount as it is */
 } sup_config;
 
 extern sup_config sup_cfg;

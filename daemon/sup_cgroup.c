@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* Removals still waiting for a cgroup's last task to be gone. */
@@ -96,8 +98,50 @@ static bool live_daemon(long pid)
     return read_file(path, comm, sizeof comm) == 0 && strncmp(comm, "ctxd\n", 5) == 0;
 }
 
+/* Moving a task between cgroups waits for an RCU grace period (5-10 ms
+ * here) unless the hierarchy is mounted with favordynmods, which moves
+ * that cost onto forks and exits (a few ns each). A daemon that puts every
+ * new worker into a cgroup of its own wants the trade: it remounts the v2
+ * tree so (as root, unless --no-cgroup-tuning), keeping the mount's flags. */
+static void favor_dynmods(void)
+{
+    const char *v2 = sbx_cgroup_v2_root();
+    if (!v2 || geteuid() != 0 || sup_cfg.no_cgroup_tuning)
+        return;
+    FILE *f = fopen("/proc/self/mounts", "re");
+    char line[1024];
+    bool found = false, set = false;
+    while (f && fgets(line, sizeof line, f)) {
+        char dev[256], dir[256], type[64], opts[512];
+        if (sscanf(line, "%255s %255s %63s %511s", dev, dir, type, opts) == 4 && !strcmp(dir, v2) &&
+            !strcmp(type, "cgroup2")) {
+            found = true;
+            set = strstr(opts, "favordynmods") != NULL;
+        }
+    }
+    if (f)
+        fclose(f);
+    if (!found || set)
+        return;
+    struct statvfs sv;
+    unsigned long flags = MS_REMOUNT;
+    if (statvfs(v2, &sv) == 0) {
+        flags |= (sv.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (sv.f_flag & ST_NODEV ? MS_NODEV : 0) |
+                 (sv.f_flag & ST_NOEXEC ? MS_NOEXEC : 0) | (sv.f_flag & ST_RDONLY ? MS_RDONLY : 0);
+        flags |= sv.f_flag & ST_RELATIME ? MS_RELATIME : 0;
+    }
+    if (mount(NULL, v2, NULL, flags, "favordynmods") == 0)
+        fprintf(stderr,
+                "ctxd: remounted %s with favordynmods (cheap cgroup moves; "
+                "--no-cgroup-tuning leaves it)\n",
+                v2);
+    else
+        sup_log("cgroup: cannot remount %s with favordynmods: %s", v2, strerror(errno));
+}
+
 void sup_cgroup_init(void)
 {
+    favor_dynmods();
     const char *r[3];
     size_t n = roots(r);
     for (size_t i = 0; i < n; i++) {

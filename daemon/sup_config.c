@@ -158,6 +158,13 @@ static int set_verbose(const char *v, char *err, size_t n)
 
 static int set_config(const char *v, char *err, size_t n);
 
+static int set_no_cgroup_tuning(const char *v, char *err, size_t n)
+{
+    (void)v, (void)err, (void)n;
+    sup_cfg.no_cgroup_tuning = true;
+    return 0;
+}
+
 static int set_worker_uids(const char *v, char *err, size_t n)
 {
     return sup_ident_parse_range(v, err, n);
@@ -225,6 +232,10 @@ static const option_def options[] = {
      "524288:65536. Directories given as cwd or write roots must be writable by it\n"
      "(e.g. group FIRST, g+rwx)",
      set_worker_uids},
+    {"no-cgroup-tuning", 0, ARG_NONE, NULL,
+     "do not remount the cgroup v2 tree with favordynmods (a root daemon does, so\n"
+     "putting each new worker into its cgroup costs microseconds, not a 5-10 ms RCU wait)",
+     set_no_cgroup_tuning},
     {"verbose", 'v', ARG_NONE, NULL, "also log worker events", set_verbose},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])

@@ -517,7 +517,7 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
     int go[2] = {-1, -1};
     if (pipe2(go, O_CLOEXEC) < 0) {
         char msg[160];
-        snprintf(msg, sizeof msg, "sandbox: pipe: %s", strerror(errno));
+        snprintf(msg, sizeof msg, "pipe: %s", strerror(errno));
         reply(0, msg);
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
