@@ -620,7 +620,7 @@ static void on_error(sup_ctx *c, const proto_val *msg)
         const proto_val *line = &tb->as.items[i];
         if (line->kind != PROTO_STR || line->n > TRACEBACK_LINE_MAX ||
             !proto_utf8_valid(line->as.s, line->n, true)) {
-            worker_broken(c, "traceback line is not a str");
+            worker_broken(c, "a traceback line is not a str of at most 8 MiB");
             return;
         }
     }
