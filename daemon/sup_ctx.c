@@ -202,9 +202,18 @@ static int spawn(sup_ctx *c, proto_error *err)
     /* The spawned worker is the supervisor's child, not yet reaped (only
      * the loop reaps): the pid names it until then. */
     c->pidfd = sup_proc_open(pid);
-    if (c->pidfd < 0)
-        sup_log("ctx=%s pid=%d: pidfd_open: %s; the worker gets no signal", c->name, (int)pid,
-                strerror(errno));
+    if (c->pidfd < 0) {
+        /* A worker the supervisor could not signal safely is no worker:
+         * it is ended by the pid of its own fresh, unreaped child. */
+        int e = errno;
+        kill(pid, SIGKILL);
+        int fds[] = {fd, c->out_rd[0], c->out_rd[1]};
+        for (size_t i = 0; i < 3; i++)
+            close(fds[i]);
+        c->out_rd[0] = c->out_rd[1] = -1;
+        proto_error_set(err, "spawn", "cannot hold the new worker by a pidfd: %s", strerror(e));
+        return -1;
+    }
     c->pid = pid;
     c->fd = fd;
     c->incarnation++;
@@ -1068,6 +1077,7 @@ void sup_ctx_dispatch(sup_ctx *c)
     dispatch(c);
 }
 
+/* For sup_fork.c: a `forked` pid must not be a worker already known. */
 bool sup_ctx_is_worker(pid_t pid)
 {
     for (sup_ctx *c = contexts; c; c = c->next)
@@ -1076,6 +1086,9 @@ bool sup_ctx_is_worker(pid_t pid)
     return false;
 }
 
+/* Called by the loop for an exited child not yet reaped: what a worker's
+ * code left in its process group dies with it, while the group id cannot
+ * have been reused. */
 void sup_ctx_before_reap(pid_t pid)
 {
     for (sup_ctx *c = contexts; c; c = c->next)

@@ -8,12 +8,13 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
 #include <time.h>
 #include <unistd.h>
 
+/* The handle by which a worker is signalled; never for pid 0, 1 or a
+ * negative (group) number. */
 int sup_proc_open(pid_t pid)
 {
     if (pid <= 1)
@@ -78,6 +79,7 @@ static int read_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
     return 0;
 }
 
+/* The uid a process runs as, for comparing a fork copy with its source. */
 int sup_proc_uid(pid_t pid, uid_t *uid)
 {
     char path[64], line[256];
@@ -102,6 +104,8 @@ int sup_proc_uid(pid_t pid, uid_t *uid)
     return rc;
 }
 
+/* Now, in the unit and clock of /proc/PID/stat's start time, so a process
+ * can be told to be younger than an event. */
 uint64_t sup_proc_boot_ticks(void)
 {
     struct timespec ts;
@@ -113,6 +117,9 @@ uint64_t sup_proc_boot_ticks(void)
            (uint64_t)ts.tv_nsec / (1000000000ull / (uint64_t)hz);
 }
 
+/* The checks a pid named by a worker must pass before the supervisor holds
+ * it as a worker: its own child, of that uid, new; the pidfd is taken first
+ * and checked alive last, so /proc was read about that very process. */
 int sup_proc_adopt_child(pid_t pid, uid_t uid, uint64_t since, char *why, size_t n)
 {
     if (pid <= 1 || pid == getpid()) {
