@@ -411,6 +411,9 @@ _forge({"t": "answer", "run_id": RID, "data": {"status": "complete", "indent": "
     ("not a map", "_send(struct.pack('>I', 1) + b'\\x01')", ""),
     ("unknown frame type", "_forge({'t': 'launch_missiles'})", "unknown frame type"),
     ("done without run id", "_forge({'t': 'done', 'status': 'ok'})", "run_id"),
+    ("done with the right id and an unknown status",
+     "_forge({'t': 'done', 'run_id': _my_run_id(MARK), 'status': 'perfect'})",
+     "unknown run status"),
 ])
 def test_bad_frames_kill_only_their_worker(daemon, what, body, cause):
     run_a, run_b = run_with_victim(daemon, body)
