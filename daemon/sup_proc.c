@@ -42,13 +42,18 @@ void sup_proc_signal(int pidfd, int sig)
 
 /* Signals the process group a worker leads (what its code started), only
  * while the pidfd shows the leader alive, so the group id is still the
- * worker's; then the leader itself through the pidfd (it may have left its
- * group). */
+ * worker's. The leader itself gets it by its pidfd when it left its group,
+ * and always for SIGKILL (a second SIGINT could hit the handling of the
+ * first). */
 void sup_proc_signal_group(int pidfd, pid_t leader, int sig)
 {
-    if (leader > 1 && leader != getpid() && leader != getpgrp() && sup_proc_alive(pidfd))
+    bool leads = false;
+    if (leader > 1 && leader != getpid() && leader != getpgrp() && sup_proc_alive(pidfd)) {
+        leads = getpgid(leader) == leader;
         (void)kill(-leader, sig);
-    sup_proc_signal(pidfd, sig);
+    }
+    if (!leads || sig == SIGKILL)
+        sup_proc_signal(pidfd, sig);
 }
 
 /* Reads /proc/PID/stat: the parent pid and the start time (clock ticks

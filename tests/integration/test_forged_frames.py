@@ -155,22 +155,29 @@ def died_of_forgery(done):
 
 
 def forked_forger(pid, right_id, fork_name):
-    """User code that leaves a thread behind: once the run is over and the
-    test has asked for a fork, it holds the GIL (so the fork frame is read
-    but the fork waits), finds the fork's run id in memory (or uses a wrong
-    one) and writes `forked {pid}`: a forged answer while the fork is
-    pending."""
+    """User code that leaves a thread behind. Once the run is over (the main
+    thread runs no Python), it takes the GIL and keeps it (ctypes.PyDLL
+    calls only) while it looks in memory for the `fork` frame the test asks
+    for next: the worker has then read the frame and waits for the GIL to
+    fork. It writes `forked {pid}` with that fork's run id (or a wrong one):
+    a forged answer while the fork is pending."""
     name = fork_name.encode()
     suffix = repr(b"\xa4name" + bytes([0xA0 + len(name)]) + name)
-    rid = (f"_find_id(b'\\xa1t\\xa4fork\\xa6run_id\\xcf', re.escape({suffix}))"
-           if right_id else "0x5eed5eed5eed5eed")
+    rid = "rid" if right_id else "0x5eed5eed5eed5eed"
     body = f"""
 sys.setswitchinterval(600)
+_main = threading.main_thread().ident
 def _forger():
-    time.sleep(0.5)
-    _libc.usleep(2500000)
-    rid = {rid}
-    _forge({{"t": "forked", "run_id": rid, "pid": {pid}}})
+    while _main in sys._current_frames():
+        time.sleep(0.01)
+    time.sleep(0.1)  # done goes out
+    rid = 0
+    for _ in range(1000):  # GIL held from here on
+        rid = _find_id(b'\\xa1t\\xa4fork\\xa6run_id\\xcf', re.escape({suffix}))
+        if rid:
+            break
+        _libc.usleep(20000)
+    _forge({{"t": "forked", "run_id": {rid}, "pid": {pid}}})
 threading.Thread(target=_forger, daemon=True).start()
 """
     return forging_code(marker(), body)
@@ -210,7 +217,7 @@ def forge_forked(daemon, client, pid_of, right_id=True):
     pid = pid_of(infos)
     r = client.execute(forked_forger(pid, right_id, "copy"), ctx="src")
     assert r.status == "ok", r
-    time.sleep(1.0)  # the forger holds the GIL from 0.5 s to 3 s
+    time.sleep(0.6)  # the forger holds the GIL by then
     reply = client.request("ctx.fork", ctx="src", name="copy")
     # A daemon that adopted the forged pid must not get to signal it.
     listed = client.contexts()
@@ -309,7 +316,7 @@ def run_with_victim(daemon, forger_body, right_id=False):
     mark = marker()
     rid_expr = "_my_run_id(MARK)" if right_id else "0x0123456789abcdef"
     code = forging_code(mark, f"MARK = {mark!r}\n"
-                              f"time.sleep(0.7)\nRID = {rid_expr}\nFORGED = {FORGED!r}\n"
+                              f"time.sleep(1.0)\nRID = {rid_expr}\nFORGED = {FORGED!r}\n"
                               f"{forger_body}\ntime.sleep(5)\n")
     a_rid = a.submit(code, ctx="shared")
     a.wait_event(a_rid, "accepted")
