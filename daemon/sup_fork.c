@@ -5,9 +5,11 @@
  * comes, the source worker gets a `fork` frame carrying the new worker's
  * channel and pipe descriptors (SCM_RIGHTS over the channel socketpair). It
  * forks twice, so the copy's parent is the supervisor, and answers `forked
- * {pid}`; the source then goes on with its queue. The new context enters the
- * table with that pid and waits for the copy's `ready`, which answers the
- * request with `ok {ctx: INFO}` (as for ctx.create). */
+ * {pid}`; the source then goes on with its queue. The pid is believed only
+ * after the supervisor's own checks (verify_copy; PROTOCOL.md 9.4); the new
+ * context enters the table with it and its pidfd and waits for the copy's
+ * `ready`, which answers the request with `ok {ctx: INFO}` (as for
+ * ctx.create). */
 #include "sup.h"
 
 #include "mem.h"
