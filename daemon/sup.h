@@ -380,6 +380,8 @@ void sup_pkgs_put_result(proto_buf *b, const sup_pkgs_result *res);
 sup_site *sup_pkgs_site_new(void); /* NULL when disabled or on failure (logged) */
 sup_site *sup_pkgs_site_ref(sup_site *s);
 void sup_pkgs_site_unref(sup_site *s);
+/* A child about to be reaped (a zombie): a pip run's group is killed. */
+void sup_pkgs_before_reap(pid_t pid);
 /* A reaped child: true when it was a pip run. */
 bool sup_pkgs_on_exit(pid_t pid, int status);
 /* Kills pip runs past their time; returns the next deadline (0 none). */

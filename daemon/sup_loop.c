@@ -242,6 +242,7 @@ static void read_signals(void)
         if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid <= 0)
             break;
         sup_ctx_before_reap(si.si_pid);
+        sup_pkgs_before_reap(si.si_pid);
         int status;
         if (waitpid(si.si_pid, &status, WNOHANG) != si.si_pid)
             break;
