@@ -89,6 +89,11 @@ typedef struct sup_run {
      * the `query` frame. */
     const char *query_op;
     uint64_t cursor, detail_level;
+    /* Chosen by the supervisor (random, never 0) when the run, query or
+     * fork is sent; the worker echoes it in start, done, answer, forked
+     * and fork_failed. */
+    uint64_t run_id;
+    uint64_t fork_since; /* boot ticks when the `fork` frame went out */
 } sup_run;
 
 /* A FIFO of client messages that could not go out yet (the client's queue
@@ -120,9 +125,12 @@ typedef struct sup_ctx {
     double created;            /* Unix time */
     double last_active;        /* monotonic; for --idle-ttl */
 
-    /* The current incarnation's worker; pid 0 and fd -1 when there is none. */
+    /* The current incarnation's worker; pid 0 and fd -1 when there is none.
+     * pidfd: the supervisor's own handle on it (sup_proc.c), -1 when none;
+     * every signal to the worker goes through it. */
     pid_t pid;
     int fd;
+    int pidfd;
     /* Its cgroup (sup_cgroup.c; "" when none): killed with the worker. */
     char cgroup[SBX_CGROUP_NAME_MAX];
     double cpu0;       /* the cgroup's CPU seconds when the running run started; -1 none */
@@ -266,11 +274,16 @@ void sup_ctx_fork(sup_ctx *src, const char *name, const sup_peer *peer);
 /* For sup_fork.c. */
 void sup_ctx_dispatch(sup_ctx *c);
 void sup_ctx_broken(sup_ctx *c, const char *why);
-/* Enters a context whose worker (pid, channel fd, pipe read ends) was forked
- * from src: same cwd, env and execution count, incarnation 1, waiting for
- * `ready`. */
-sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd,
+/* Enters a context whose worker (pid and its verified pidfd, channel fd,
+ * pipe read ends) was forked from src: same cwd, env and execution count,
+ * incarnation 1, waiting for `ready`. */
+sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidfd, int fd,
                        const int out_rd[2]);
+/* True when pid is the worker of some context. */
+bool sup_ctx_is_worker(pid_t pid);
+/* A child is about to be reaped (it is a zombie): the group of a context
+ * worker is killed now, while its id cannot have been reused. */
+void sup_ctx_before_reap(pid_t pid);
 
 /* ---- sup_fork.c: the supervisor's half of ctx.fork -------------------- */
 /* The fork at the head of c's queue became c->running: sends the `fork`
@@ -294,6 +307,24 @@ void sup_query_on_answer(sup_ctx *c, const proto_val *msg);
 /* A queued or running query that ends without an answer (the context was
  * deleted, restarted, died, timed out or the daemon stops): its `err`. */
 void sup_query_abort(const sup_run *r, const char *status, const char *cause);
+
+/* ---- sup_proc.c: signalling workers by pidfd only ------------------- */
+/* A pidfd for pid (a process the supervisor knows by its own means), or -1. */
+int sup_proc_open(pid_t pid);
+/* True while the process has not been reaped. */
+bool sup_proc_alive(int pidfd);
+void sup_proc_signal(int pidfd, int sig);
+/* kill(-leader) only while the pidfd shows the leader alive, then the
+ * leader itself by its pidfd. */
+void sup_proc_signal_group(int pidfd, pid_t leader, int sig);
+/* The uid of pid (real, effective, saved and fs uid all equal); -1 if
+ * unreadable or they differ. */
+int sup_proc_uid(pid_t pid, uid_t *uid);
+/* CLOCK_BOOTTIME in clock ticks, the unit of /proc/PID/stat's start time. */
+uint64_t sup_proc_boot_ticks(void);
+/* Verifies that pid is a child of the supervisor, runs as uid and started
+ * at or after since (boot ticks): returns its pidfd, or -1 with why set. */
+int sup_proc_adopt_child(pid_t pid, uid_t uid, uint64_t since, char *why, size_t n);
 
 /* ---- sup_spawn.c: starting a worker ----------------------------------- */
 /* The one place that makes a worker process: forked by the zygote, or by
@@ -352,6 +383,8 @@ int sup_cgroup_kill(const char *name);
 double sup_cgroup_cpu(const char *name);
 /* True when the kernel's OOM killer struck in the cgroup. */
 bool sup_cgroup_oom(const char *name);
+/* 1 when pid is in the cgroup (v2), 0 when not, -1 when it cannot tell. */
+int sup_cgroup_holds(const char *name, pid_t pid);
 /* Moves pid (a ctx.fork copy) into a new cgroup with limits. 0 or -1. */
 int sup_cgroup_move(pid_t pid, const char *name, unsigned long long memory_bytes,
                     unsigned long long max_tasks);
@@ -403,6 +436,8 @@ void sup_pkgs_put_result(proto_buf *b, const sup_pkgs_result *res);
 sup_site *sup_pkgs_site_new(void); /* NULL when disabled or on failure (logged) */
 sup_site *sup_pkgs_site_ref(sup_site *s);
 void sup_pkgs_site_unref(sup_site *s);
+/* A child about to be reaped (a zombie): a pip run's group is killed. */
+void sup_pkgs_before_reap(pid_t pid);
 /* A reaped child: true when it was a pip run. */
 bool sup_pkgs_on_exit(pid_t pid, int status);
 /* Kills pip runs past their time; returns the next deadline (0 none). */

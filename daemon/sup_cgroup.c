@@ -222,6 +222,19 @@ bool sup_cgroup_oom(const char *name)
     return line && sscanf(line, "oom_kill %llu", &kills) == 1 && kills > 0;
 }
 
+int sup_cgroup_holds(const char *name, pid_t pid)
+{
+    char path[64], buf[1024], want[SBX_CGROUP_NAME_MAX + 8];
+    if (!name[0] || !sbx_cgroup_v2_root())
+        return -1;
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    snprintf(want, sizeof want, "\n0::/%s\n", name);
+    buf[0] = '\n';
+    if (read_file(path, buf + 1, sizeof buf - 1) < 0)
+        return -1;
+    return strstr(buf, want) != NULL;
+}
+
 int sup_cgroup_move(pid_t pid, const char *name, unsigned long long memory_bytes,
                     unsigned long long max_tasks)
 {

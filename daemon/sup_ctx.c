@@ -10,16 +10,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define READ_CHUNK (256 * 1024)
+/* The most a context's channel input buffer holds: one whole frame of the
+ * largest size, its prefix, and one read. */
+#define IN_MAX ((size_t)PROTO_MAX_FRAME + 4 + READ_CHUNK)
+/* The longest traceback line a worker may send (its traceback budget). */
+#define TRACEBACK_LINE_MAX (8u * 1024 * 1024)
 
 static sup_ctx *contexts;  /* sorted by name */
 static sup_ctx *graveyard; /* deleted, freed at the next tick */
 static size_t ncontexts;
 
 static void dispatch(sup_ctx *c);
+static void worker_broken(sup_ctx *c, const char *why);
 
 sup_ctx *sup_ctx_first(void)
 {
@@ -168,6 +175,23 @@ static void finish_run(sup_ctx *c, const run_end *e)
 
 /* ---- the worker ------------------------------------------------------- */
 
+/* Every signal to a worker: its process group while the pidfd shows it
+ * alive, and the worker itself by its pidfd; never a bare pid number. */
+static void signal_worker(sup_ctx *c, int sig)
+{
+    sup_proc_signal_group(c->pidfd, c->pid, sig);
+}
+
+/* A run id the worker cannot guess: random, never 0. */
+static uint64_t new_run_id(void)
+{
+    uint64_t v = 0;
+    while (v == 0)
+        if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+            fatal("getrandom: %s", strerror(errno));
+    return v;
+}
+
 static int spawn(sup_ctx *c, proto_error *err)
 {
     pid_t pid;
@@ -175,6 +199,24 @@ static int spawn(sup_ctx *c, proto_error *err)
     sup_cgroup_new_name(c->cgroup);
     if (sup_spawn_worker(c, &pid, &fd, c->out_rd, err) < 0) {
         sup_cgroup_release(c->cgroup);
+        return -1;
+    }
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    /* The spawned worker is the supervisor's child, not yet reaped (only
+     * the loop reaps): the pid names it until then. */
+    c->pidfd = sup_proc_open(pid);
+    if (c->pidfd < 0) {
+        /* A worker the supervisor could not signal safely is no worker:
+         * it is ended by the pid of its own fresh, unreaped child. */
+        int e = errno;
+        kill(pid, SIGKILL);
+        sup_cgroup_release(c->cgroup);
+        int fds[] = {fd, c->out_rd[0], c->out_rd[1]};
+        for (size_t i = 0; i < 3; i++)
+            close(fds[i]);
+        c->out_rd[0] = c->out_rd[1] = -1;
+        proto_error_set(err, "spawn", "cannot hold the new worker by a pidfd: %s", strerror(e));
         return -1;
     }
     c->pid = pid;
@@ -225,10 +267,8 @@ static void reply_waiters_err(sup_ctx *c, const char *code, const char *why)
 static void kill_worker(sup_ctx *c)
 {
     (void)sup_cgroup_kill(c->cgroup);
-    if (c->pid > 0) {
-        kill(-c->pid, SIGKILL);
-        kill(c->pid, SIGKILL);
-    }
+    if (c->pid > 0)
+        signal_worker(c, SIGKILL);
 }
 
 /* Forgets the current worker after killing it and all it started: its
@@ -237,8 +277,8 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
 {
     kill_worker(c);
     sup_cgroup_release(c->cgroup);
-    int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1]};
-    for (size_t i = 0; i < 3; i++) {
+    int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1], &c->pidfd};
+    for (size_t i = 0; i < 4; i++) {
         if (*fds[i] >= 0)
             close(*fds[i]);
         *fds[i] = -1;
@@ -302,6 +342,12 @@ static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n);
 static bool read_channel(sup_ctx *c)
 {
     for (int rounds = 0; rounds < 64; rounds++) {
+        if (c->in.len + READ_CHUNK > IN_MAX) {
+            /* Cannot happen for a worker that keeps to the frame size
+             * cap (process_frames leaves less than one frame). */
+            worker_broken(c, "more unprocessed bytes than one frame of the largest size");
+            return true;
+        }
         proto_buf_reserve(&c->in, READ_CHUNK);
         ssize_t n = read(c->fd, c->in.data + c->in.len, READ_CHUNK);
         if (n > 0) {
@@ -328,6 +374,7 @@ static void worker_broken(sup_ctx *c, const char *why)
     char buf[300];
     snprintf(buf, sizeof buf, "worker broke the channel protocol: %s", why);
     c->kill_reason = mem_strdup(buf);
+    sup_log("ctx=%s pid=%d: %s", c->name, (int)c->pid, buf);
     kill_worker(c);
     c->broken = true;
 }
@@ -357,10 +404,10 @@ void sup_ctx_on_exit(pid_t pid, int status)
         sup_zygote_note_exit(pid, status);
         return;
     }
-    /* Children it left behind die with it (its cgroup; the group id cannot
-     * have been reused while members remain). */
+    /* Children it left behind were killed just before the reap
+     * (sup_ctx_before_reap), while the group id was still the worker's;
+     * its cgroup holds the ones that left the group (setsid). */
     (void)sup_cgroup_kill(c->cgroup);
-    kill(-pid, SIGKILL);
     c->pid = 0;
     if (!c->broken && c->fd >= 0) {
         /* Output written before the end is still in the socket. */
@@ -394,11 +441,22 @@ void sup_ctx_on_exit(pid_t pid, int status)
 
 /* ---- frames from the worker (table dispatch) --------------------------- */
 
+/* What a frame needs of the worker's state to be accepted (PROTOCOL.md
+ * section 9, "What the supervisor trusts"). */
+typedef enum frame_rule {
+    RULE_READY,  /* once per worker */
+    RULE_START,  /* a run or query was sent and has not started; its run_id */
+    RULE_EVENT,  /* the running run or query has started */
+    RULE_DONE,   /* the running run (not a query) has started; its run_id */
+    RULE_ANSWER, /* the running query has started; its run_id */
+    RULE_FORK,   /* a fork frame is out and unanswered; its run_id */
+} frame_rule;
+
 typedef struct frame_kind {
     const char *type;
     const proto_field *fields;
     size_t nfields;
-    bool needs_run;
+    frame_rule rule;
     void (*handle)(sup_ctx *c, const proto_val *msg);
 } frame_kind;
 
@@ -421,7 +479,7 @@ static void on_start(sup_ctx *c, const proto_val *msg)
     c->started = true;
     if (c->interrupt_wanted) {
         c->interrupt_wanted = false;
-        kill(-c->pid, SIGINT);
+        signal_worker(c, SIGINT);
     }
 }
 
@@ -594,8 +652,9 @@ static void on_error(sup_ctx *c, const proto_val *msg)
     const proto_val *tb = proto_map_get(msg, "traceback");
     for (uint32_t i = 0; i < tb->n; i++) {
         const proto_val *line = &tb->as.items[i];
-        if (line->kind != PROTO_STR || !proto_utf8_valid(line->as.s, line->n, true)) {
-            worker_broken(c, "traceback line is not a str");
+        if (line->kind != PROTO_STR || line->n > TRACEBACK_LINE_MAX ||
+            !proto_utf8_valid(line->as.s, line->n, true)) {
+            worker_broken(c, "a traceback line is not a str of at most 8 MiB");
             return;
         }
     }
@@ -669,7 +728,10 @@ static const proto_field display_fields[] = {
     {"update", PF_BOOL, true, 0},
 };
 static const proto_field clear_output_fields[] = {{"wait", PF_BOOL, true, 0}};
-static const proto_field answer_fields[] = {{"data", PF_MAP, true, 64}};
+static const proto_field answer_fields[] = {
+    {"run_id", PF_UINT, true, 0},
+    {"data", PF_MAP, true, 64},
+};
 static const proto_field input_request_fields[] = {
     {"prompt", PF_STR, true, 1u << 16},
     {"password", PF_BOOL, true, 0},
@@ -681,26 +743,87 @@ static const proto_field error_fields[] = {
     {"traceback", PF_ARRAY, true, 10000},
 };
 static const proto_field done_fields[] = {
+    {"run_id", PF_UINT, true, 0},
     {"status", PF_STR, true, 32},
     {"cpu_time", PF_NUM, false, 0},
     {"artifacts", PF_ARRAY, false, 1000},
 };
+static const proto_field ready_fields[] = {{"pid", PF_UINT, false, 0}};
+static const proto_field start_fields[] = {{"run_id", PF_UINT, true, 0}};
+static const proto_field forked_fields[] = {
+    {"run_id", PF_UINT, true, 0},
+    {"pid", PF_UINT, true, 0},
+};
+static const proto_field fork_failed_fields[] = {
+    {"run_id", PF_UINT, true, 0},
+    {"message", PF_STR, true, 4096},
+};
 
 #define FIELDS(a) a, sizeof a / sizeof a[0]
 static const frame_kind frame_kinds[] = {
-    {"ready", NULL, 0, false, on_ready},
-    {"start", NULL, 0, true, on_start},
-    {"stream", FIELDS(stream_fields), true, on_stream},
-    {"result", FIELDS(result_fields), true, on_result},
-    {"display", FIELDS(display_fields), true, on_display},
-    {"clear_output", FIELDS(clear_output_fields), true, on_clear_output},
-    {"input_request", FIELDS(input_request_fields), true, on_input_request},
-    {"error", FIELDS(error_fields), true, on_error},
-    {"done", FIELDS(done_fields), true, on_done},
-    {"answer", FIELDS(answer_fields), true, sup_query_on_answer},
-    {"forked", NULL, 0, false, sup_fork_on_forked},
-    {"fork_failed", NULL, 0, false, sup_fork_on_failed},
+    {"ready", FIELDS(ready_fields), RULE_READY, on_ready},
+    {"start", FIELDS(start_fields), RULE_START, on_start},
+    {"stream", FIELDS(stream_fields), RULE_EVENT, on_stream},
+    {"result", FIELDS(result_fields), RULE_EVENT, on_result},
+    {"display", FIELDS(display_fields), RULE_EVENT, on_display},
+    {"clear_output", FIELDS(clear_output_fields), RULE_EVENT, on_clear_output},
+    {"input_request", FIELDS(input_request_fields), RULE_EVENT, on_input_request},
+    {"error", FIELDS(error_fields), RULE_EVENT, on_error},
+    {"done", FIELDS(done_fields), RULE_DONE, on_done},
+    {"answer", FIELDS(answer_fields), RULE_ANSWER, sup_query_on_answer},
+    {"forked", FIELDS(forked_fields), RULE_FORK, sup_fork_on_forked},
+    {"fork_failed", FIELDS(fork_failed_fields), RULE_FORK, sup_fork_on_failed},
 };
+
+/* Checks a well-formed frame against the worker's state; NULL when it is
+ * acceptable, else the rule it breaks (in why). A worker's frames can be
+ * forged by its user code, so every one must fit what the supervisor
+ * itself sent. */
+static const char *frame_breaks_rule(const sup_ctx *c, const frame_kind *k, const proto_val *msg,
+                                     char *why, size_t n)
+{
+    const sup_run *r = c->running;
+    bool is_fork = r && r->fork_name;
+    bool is_query = r && r->query_op;
+    switch (k->rule) {
+    case RULE_READY:
+        return NULL; /* on_ready refuses a second one */
+    case RULE_START:
+        if (!r || is_fork)
+            snprintf(why, n, "`start` while no run or query is under way");
+        else if (c->started)
+            snprintf(why, n, "a second `start` for one run");
+        break;
+    case RULE_EVENT:
+        if (!r || is_fork)
+            snprintf(why, n, "`%s` while no run is under way", k->type);
+        else if (!c->started)
+            snprintf(why, n, "`%s` before `start`", k->type);
+        return n && why[0] ? why : NULL;
+    case RULE_DONE:
+        if (!r || is_fork || is_query)
+            snprintf(why, n, "`done` while no run is under way");
+        else if (!c->started)
+            snprintf(why, n, "`done` before `start`");
+        break;
+    case RULE_ANSWER:
+        if (!is_query)
+            snprintf(why, n, "`answer` while no query is under way");
+        else if (!c->started)
+            snprintf(why, n, "`answer` before `start`");
+        break;
+    case RULE_FORK:
+        if (!is_fork || r->fork_fd < 0)
+            snprintf(why, n, "`%s` while no fork is under way", k->type);
+        break;
+    }
+    if (why[0])
+        return why;
+    /* The frame carries an id: it must be the one sent for this run. */
+    if (proto_map_get(msg, "run_id")->as.u != r->run_id)
+        snprintf(why, n, "`%s` carries a run id that is not the running one's", k->type);
+    return why[0] ? why : NULL;
+}
 
 static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
 {
@@ -716,16 +839,14 @@ static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
     for (size_t i = 0; i < sizeof frame_kinds / sizeof frame_kinds[0] && !k; i++)
         if (proto_str_eq(t, frame_kinds[i].type))
             k = &frame_kinds[i];
+    char why[160] = "";
     if (!k)
         worker_broken(c, "unknown frame type");
     else if (proto_check(msg, k->fields, k->nfields, &err) < 0)
         worker_broken(c, err.msg);
-    else if (k->needs_run && !c->running)
-        worker_broken(c, "run event while no run is active");
-    else if (k->needs_run && strcmp(k->type, "start") != 0 && !c->started)
-        worker_broken(c, "run event before start");
-    else if (k->needs_run && c->running->query_op && k->handle != on_start &&
-             k->handle != sup_query_on_answer)
+    else if (frame_breaks_rule(c, k, msg, why, sizeof why))
+        worker_broken(c, why);
+    else if (k->rule == RULE_EVENT && c->running->query_op)
         ; /* a query has no output or result: whatever it made is dropped */
     else
         k->handle(c, msg);
@@ -818,6 +939,7 @@ static void dispatch(sup_ctx *c)
     c->queued--;
     r->next = NULL;
     c->running = r;
+    r->run_id = new_run_id();
     if (r->fork_name) { /* ctx.fork: its turn has come */
         sup_fork_start(c);
         return;
@@ -829,9 +951,11 @@ static void dispatch(sup_ctx *c)
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 7);
+    proto_put_map(&c->out, 8);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
+    proto_put_str(&c->out, "run_id");
+    proto_put_uint(&c->out, r->run_id);
     proto_put_str(&c->out, "code");
     proto_put_strn(&c->out, r->code, r->code_len);
     proto_put_str(&c->out, "execution_count");
@@ -886,7 +1010,7 @@ bool sup_ctx_interrupt(sup_ctx *c)
     if (!c->running || c->running->fork_name)
         return false;
     if (c->started)
-        kill(-c->pid, SIGINT);
+        signal_worker(c, SIGINT);
     else
         c->interrupt_wanted = true;
     return true;
@@ -936,7 +1060,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
-    c->fd = c->out_rd[0] = c->out_rd[1] = -1;
+    c->fd = c->out_rd[0] = c->out_rd[1] = c->pidfd = -1;
     c->creating = true;
     if (spawn(c, err) < 0) {
         c->env = NULL; /* still the caller's on failure */
@@ -954,7 +1078,8 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     return c;
 }
 
-sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, const int out_rd[2])
+sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidfd, int fd,
+                       const int out_rd[2])
 {
     sup_ctx *c = mem_calloc(1, sizeof *c);
     c->name = mem_strdup(name);
@@ -984,6 +1109,7 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, 
     sup_stats.contexts_created++;
     sup_stats.workers_spawned++;
     c->pid = pid;
+    c->pidfd = pidfd;
     c->fd = fd;
     c->out_rd[0] = out_rd[0];
     c->out_rd[1] = out_rd[1];
@@ -997,6 +1123,25 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, 
 void sup_ctx_dispatch(sup_ctx *c)
 {
     dispatch(c);
+}
+
+/* For sup_fork.c: a `forked` pid must not be a worker already known. */
+bool sup_ctx_is_worker(pid_t pid)
+{
+    for (sup_ctx *c = contexts; c; c = c->next)
+        if (pid > 0 && c->pid == pid)
+            return true;
+    return false;
+}
+
+/* Called by the loop for an exited child not yet reaped: what a worker's
+ * code left in its process group dies with it, while the group id cannot
+ * have been reused. */
+void sup_ctx_before_reap(pid_t pid)
+{
+    for (sup_ctx *c = contexts; c; c = c->next)
+        if (pid > 0 && c->pid == pid)
+            signal_worker(c, SIGKILL);
 }
 
 void sup_ctx_broken(sup_ctx *c, const char *why)
@@ -1045,6 +1190,8 @@ static void free_ctx(sup_ctx *c)
     free(c->kill_reason);
     proto_buf_free(&c->in);
     proto_buf_free(&c->out);
+    if (c->pidfd >= 0)
+        close(c->pidfd);
     free(c);
 }
 
@@ -1090,7 +1237,7 @@ static bool check_cpu_budget(sup_ctx *c, double now)
     c->cpu_check = 0;
     c->timed_out = c->cpu_exceeded = true;
     c->deadline = 0;
-    kill(-c->pid, SIGINT);
+    signal_worker(c, SIGINT);
     c->kill_at = now + sup_cfg.kill_grace;
     c->kill_why = "killed after exceeding cpu_seconds: did not stop within the grace period";
     return true;
@@ -1117,7 +1264,7 @@ double sup_ctx_tick(double now)
             c->timed_out = true;
             c->deadline = 0;
             if (c->started)
-                kill(-c->pid, SIGINT);
+                signal_worker(c, SIGINT);
             else
                 c->interrupt_wanted = true;
             c->kill_at = now + sup_cfg.kill_grace;

@@ -5,9 +5,11 @@
  * comes, the source worker gets a `fork` frame carrying the new worker's
  * channel and pipe descriptors (SCM_RIGHTS over the channel socketpair). It
  * forks twice, so the copy's parent is the supervisor, and answers `forked
- * {pid}`; the source then goes on with its queue. The new context enters the
- * table with that pid and waits for the copy's `ready`, which answers the
- * request with `ok {ctx: INFO}` (as for ctx.create). */
+ * {pid}`; the source then goes on with its queue. The pid is believed only
+ * after the supervisor's own checks (verify_copy; PROTOCOL.md 9.4); the new
+ * context enters the table with it and its pidfd and waits for the copy's
+ * `ready`, which answers the request with `ok {ctx: INFO}` (as for
+ * ctx.create). */
 #include "sup.h"
 
 #include "mem.h"
@@ -102,12 +104,16 @@ void sup_fork_start(sup_ctx *c)
     proto_buf b;
     proto_buf_init(&b);
     size_t start = proto_frame_begin(&b);
-    proto_put_map(&b, 2);
+    proto_put_map(&b, 3);
     proto_put_str(&b, "t");
     proto_put_str(&b, "fork");
+    proto_put_str(&b, "run_id");
+    proto_put_uint(&b, r->run_id);
     proto_put_str(&b, "name");
     proto_put_str(&b, r->fork_name);
     proto_frame_end(&b, start);
+    /* The copy is made after this moment: an older process is not it. */
+    r->fork_since = sup_proc_boot_ticks();
     /* Between runs nothing is waiting to be written; if something is, the
      * descriptors cannot be attached to the frame's first byte. */
     if (c->out.len)
@@ -141,20 +147,62 @@ static sup_run *running_fork(sup_ctx *c, const char *frame)
     return r;
 }
 
+/* Checks the pid a `forked` frame names by the supervisor's own means: the
+ * copy is a child of the supervisor (the double fork reparents it to the
+ * subreaper), made after the `fork` frame went out, with the source's uid,
+ * in the source's cgroup, and no context's worker. Returns its pidfd, or -1 with why set. */
+static int verify_copy(const sup_ctx *c, const sup_run *r, pid_t pid, char *why, size_t n)
+{
+    uid_t uid;
+    if (pid == c->pid || sup_ctx_is_worker(pid)) {
+        snprintf(why, n, "`forked` names pid %d, a worker the supervisor already knows", (int)pid);
+        return -1;
+    }
+    if (!sup_proc_alive(c->pidfd) || sup_proc_uid(c->pid, &uid) < 0 || !sup_proc_alive(c->pidfd)) {
+        snprintf(why, n, "the source worker's uid cannot be read");
+        return -1;
+    }
+    char detail[200];
+    int fd = sup_proc_adopt_child(pid, uid, r->fork_since, detail, sizeof detail);
+    if (fd < 0) {
+        snprintf(why, n, "`forked` names no copy of this worker: %s", detail);
+        return -1;
+    }
+    /* ... and in the source's cgroup, where every process it makes starts
+     * (checked with the pidfd held, so the pid is still that process). */
+    if (sup_cgroup_holds(c->cgroup, pid) == 0) {
+        snprintf(why, n, "`forked` names pid %d, which is not in the source's cgroup", (int)pid);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
 {
     sup_run *r = running_fork(c, "forked");
     if (!r)
         return;
-    const proto_val *p = proto_map_get(msg, "pid");
-    if (!p || p->kind != PROTO_UINT || p->as.u == 0 || p->as.u >= (1u << 30) ||
-        (pid_t)p->as.u == c->pid) {
-        sup_ctx_broken(c, "`forked` without a valid pid");
+    uint64_t u = proto_map_get(msg, "pid")->as.u;
+    pid_t pid = u > 0 && u < (1u << 30) ? (pid_t)u : 0;
+    int status;
+    if (pid > 0 && sup_zygote_take_exit(pid, &status)) {
+        /* A child of the supervisor with that pid was reaped before the
+         * frame was read: nothing is left to verify or adopt (whatever it
+         * was, it is gone); the fork did not happen. */
+        end_fork(c, "spawn", "the copy of '%s' ended before it was ready", c->name);
         return;
     }
-    pid_t pid = (pid_t)p->as.u;
-    int status;
-    bool gone = sup_zygote_take_exit(pid, &status);
+    char why[300];
+    int pidfd = pid > 0 ? verify_copy(c, r, pid, why, sizeof why) : -1;
+    if (pid == 0)
+        snprintf(why, sizeof why, "`forked` without a valid pid");
+    if (pidfd < 0) {
+        /* The reply is the fork's `err aborted` when the source's death is
+         * reported (it is still the running request). */
+        sup_ctx_broken(c, why);
+        return;
+    }
     const char *code = NULL;
     if (sup_ctx_find(r->fork_name, strlen(r->fork_name)))
         code = "exists";
@@ -162,8 +210,8 @@ void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
         code = "limit";
     if (code) {
         /* The name was taken (or the table filled up) while the fork ran. */
-        if (!gone)
-            kill(pid, SIGKILL);
+        sup_proc_signal(pidfd, SIGKILL);
+        close(pidfd);
         end_fork(c, code,
                  strcmp(code, "exists") == 0 ? "a context named '%s' was created meanwhile"
                                              : "too many contexts to add '%s' (max_contexts)",
@@ -171,13 +219,11 @@ void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
         return;
     }
     c->running = NULL;
-    sup_ctx *n = sup_ctx_adopt(c, r->fork_name, pid, r->fork_fd, r->fork_out_rd);
+    sup_ctx *n = sup_ctx_adopt(c, r->fork_name, pid, pidfd, r->fork_fd, r->fork_out_rd);
     r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1; /* n owns them now */
     sup_ctx_add_waiter(n, &r->peer);
     sup_log("fork ctx=%s into %s: pid=%d", c->name, n->name, (int)pid);
     sup_run_free(r);
-    if (gone)
-        sup_ctx_on_exit(pid, status); /* the copy died before we knew it */
     sup_ctx_dispatch(c);
 }
 
@@ -187,7 +233,7 @@ void sup_fork_on_failed(sup_ctx *c, const proto_val *msg)
     if (!r)
         return;
     const proto_val *m = proto_map_get(msg, "message");
-    bool ok = m && m->kind == PROTO_STR && proto_utf8_valid(m->as.s, m->n, false);
+    bool ok = m && m->kind == PROTO_STR;
     end_fork(c, "spawn", "the worker of '%s' could not fork: %.*s", c->name,
              ok ? (int)(m->n > 300 ? 300 : m->n) : 1, ok ? m->as.s : "?");
 }

@@ -234,10 +234,20 @@ static void read_signals(void)
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
             stopping = true;
     }
-    int status;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-        sup_ctx_on_exit(pid, status);
+    /* Each exited child is looked at before it is reaped: a worker's
+     * process group is killed while the zombie leader keeps its id. */
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid <= 0)
+            break;
+        sup_ctx_before_reap(si.si_pid);
+        sup_pkgs_before_reap(si.si_pid);
+        int status;
+        if (waitpid(si.si_pid, &status, WNOHANG) != si.si_pid)
+            break;
+        sup_ctx_on_exit(si.si_pid, status);
+    }
 }
 
 static void *new_router(void)

@@ -549,6 +549,15 @@ static void job_end(job *j, const char *error)
     free(wants);
 }
 
+/* Anything pip left behind dies with it, while its group id (its
+ * unreaped pid) cannot have been reused. */
+void sup_pkgs_before_reap(pid_t pid)
+{
+    for (job *j = jobs; j; j = j->next)
+        if (j->pid == pid && pid > 1)
+            kill(-pid, SIGKILL);
+}
+
 bool sup_pkgs_on_exit(pid_t pid, int status)
 {
     job *j = jobs;
@@ -556,7 +565,6 @@ bool sup_pkgs_on_exit(pid_t pid, int status)
         j = j->next;
     if (!j)
         return false;
-    kill(-pid, SIGKILL); /* anything pip left behind */
     char final[TREE_MAX], msg[PIP_MESSAGE_MAX + 512], pipmsg[PIP_MESSAGE_MAX];
     snprintf(final, sizeof final, "%s/%s", source_dir, j->req);
     const char *error = NULL;

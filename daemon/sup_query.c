@@ -155,9 +155,11 @@ void sup_query_start(sup_ctx *c)
 {
     sup_run *r = c->running;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 5);
+    proto_put_map(&c->out, 6);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "query");
+    proto_put_str(&c->out, "run_id");
+    proto_put_uint(&c->out, r->run_id);
     proto_put_str(&c->out, "op");
     proto_put_str(&c->out, r->query_op);
     proto_put_str(&c->out, "code");

@@ -184,6 +184,9 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
         _exit(2);
     }
     const proto_val *msg = &doc->nodes[0];
+    /* Every request carries the supervisor's run id (absent: 0). */
+    const proto_val *id = proto_map_get(msg, "run_id");
+    wrk_run_set_id(id && id->kind == PROTO_UINT ? id->as.u : 0);
     if (proto_str_eq(proto_map_get(msg, "t"), "fork"))
         return FRAME_FORK;
     if (proto_str_eq(proto_map_get(msg, "t"), "query")) {

@@ -27,6 +27,19 @@
 
 static PyObject *run_globals;
 static uint64_t silent_runs;
+/* The run id of the request being served (PROTOCOL.md section 9): kept in
+ * C only, echoed in start, done, answer, forked and fork_failed. */
+static uint64_t run_id;
+
+void wrk_run_set_id(uint64_t id)
+{
+    run_id = id;
+}
+
+uint64_t wrk_run_id(void)
+{
+    return run_id;
+}
 
 void wrk_run_init(PyObject *globals)
 {
@@ -221,9 +234,11 @@ static void put_error(proto_buf *b, PyObject *exc)
 void wrk_run_put_start(proto_buf *b)
 {
     size_t start = proto_frame_begin(b);
-    proto_put_map(b, 1);
+    proto_put_map(b, 2);
     proto_put_str(b, "t");
     proto_put_str(b, "start");
+    proto_put_str(b, "run_id");
+    proto_put_uint(b, run_id);
     proto_frame_end(b, start);
 }
 
@@ -231,9 +246,11 @@ void wrk_run_put_done(proto_buf *b, const char *status, double cpu, const proto_
 {
     bool with_arts = arts && arts->len;
     size_t start = proto_frame_begin(b);
-    proto_put_map(b, with_arts ? 4 : 3);
+    proto_put_map(b, with_arts ? 5 : 4);
     proto_put_str(b, "t");
     proto_put_str(b, "done");
+    proto_put_str(b, "run_id");
+    proto_put_uint(b, run_id);
     proto_put_str(b, "status");
     proto_put_str(b, status);
     proto_put_str(b, "cpu_time");

@@ -33,6 +33,11 @@ void wrk_run_execute(const wrk_run_req *req);
  * stops user code the query ran (the answer is then empty). */
 void wrk_run_query(const wrk_query_req *req);
 
+/* The run id the supervisor chose for the request being served (0 when it
+ * sent none); the frames below and the fork answer carry it. */
+void wrk_run_set_id(uint64_t id);
+uint64_t wrk_run_id(void);
+
 /* Frames every run and the static tier's analysis share (PROTOCOL.md
  * section 9). */
 void wrk_run_put_start(proto_buf *b);

@@ -27,6 +27,7 @@
 #include "wrk_chan.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
+#include "wrk_run.h"
 
 #define ZYGOTE_FD 3
 /* Largest spawn request (the environment dominates). */
@@ -727,9 +728,11 @@ static void send_fork_reply(pid_t pid, const char *failure)
     proto_buf b;
     proto_buf_init(&b);
     size_t start = proto_frame_begin(&b);
-    proto_put_map(&b, 2);
+    proto_put_map(&b, 3);
     proto_put_str(&b, "t");
     proto_put_str(&b, failure ? "fork_failed" : "forked");
+    proto_put_str(&b, "run_id");
+    proto_put_uint(&b, wrk_run_id());
     proto_put_str(&b, failure ? "message" : "pid");
     if (failure)
         proto_put_str(&b, failure);
@@ -778,6 +781,9 @@ bool wrk_zygote_fork_live(const proto_val *frame)
     PyGILState_Release(gil);
     for (int i = 0; i < NEW_FDS; i++)
         close(fds[i]);
+    /* Reaped first: the copy is then the supervisor's child, which the
+     * supervisor checks before it believes the pid. */
+    reap(a_pid);
     if (w > 0) {
         send_fork_reply(w, NULL);
     } else {
@@ -785,6 +791,5 @@ bool wrk_zygote_fork_live(const proto_val *frame)
         snprintf(msg, sizeof msg, "fork: %s", strerror(e));
         send_fork_reply(0, msg);
     }
-    reap(a_pid);
     return false;
 }

@@ -9,6 +9,7 @@ Run with the system interpreter:
 """
 
 import os
+import random
 import signal
 import socket
 import struct
@@ -83,8 +84,11 @@ class Worker:
         self.sock.sendall(struct.pack(">I", len(data)) + data)
 
     def submit(self, code, count=1, silent=False, env=None):
+        # The supervisor's run id (PROTOCOL.md section 9): echoed in start and done.
+        self.run_id = random.getrandbits(64) or 1
         self.send(
-            {"t": "run", "code": code, "execution_count": count, "silent": silent, "env": env or {}}
+            {"t": "run", "run_id": self.run_id, "code": code, "execution_count": count,
+             "silent": silent, "env": env or {}}
         )
 
     def collect(self, on_event=None, events=None):
@@ -96,6 +100,8 @@ class Worker:
             events.append(msg)
             if on_event:
                 on_event(msg)
+            if msg["t"] in ("start", "done"):
+                assert msg["run_id"] == self.run_id, msg
             if msg["t"] == "done":
                 return Run(events)
 
@@ -448,7 +454,7 @@ def test_sigint_interrupts_and_keeps_globals(worker):
     worker.run("kept = 'yes'")
     worker.submit("while True:\n    pass\n")
     start = worker.recv()
-    assert start == {"t": "start"}
+    assert start == {"t": "start", "run_id": worker.run_id}
     time.sleep(0.2)
     os.kill(worker.pid, signal.SIGINT)
     r = worker.collect(events=[start])
