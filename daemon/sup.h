@@ -370,8 +370,13 @@ sup_ident *sup_ident_new(bool confined, const char *name, bool want_dir, proto_e
 sup_ident *sup_ident_ref(sup_ident *id);
 /* The last reference removes the directory and frees the uid. */
 void sup_ident_unref(sup_ident *id);
-/* Removes a directory tree by descriptor, never following a link. */
+/* Removes a directory tree by descriptor, never following a link: moved
+ * into the trash at once, emptied by sup_ident_tick. */
 void sup_ident_rmtree(const char *path);
+/* Removes up to a few hundred trash entries; the next time to call it. */
+double sup_ident_tick(double now);
+/* Once the state directory is known: resumes a previous daemon's trash. */
+void sup_ident_start(void);
 
 /* ---- sup_cgroup.c: every worker in a cgroup of its own ---------------- */
 /* Kills and removes cgroups a dead daemon left behind. */

@@ -1295,6 +1295,9 @@ double sup_ctx_tick(double now)
     double z = sup_zygote_tick(now); /* restarts a dead zygote */
     if (z > 0 && (next == 0 || z < next))
         next = z;
+    double id = sup_ident_tick(now); /* empties deleted contexts' directories */
+    if (id > 0 && (next == 0 || id < next))
+        next = id;
     double g = sup_cgroup_tick(now); /* removes emptied cgroups */
     if (g > 0 && (next == 0 || g < next))
         next = g;

@@ -28,7 +28,6 @@
 
 #define DEFAULT_FIRST 524288u /* clear of the usual /etc/subuid ranges (100000 + 65536 k) */
 #define DEFAULT_COUNT 65536u
-#define RMTREE_DEPTH 64
 
 static struct {
     bool separated; /* root daemon: confined workers get their own uid */
@@ -61,6 +60,8 @@ void sup_ident_init(void)
     ids.separated = geteuid() == 0;
     ids.used = mem_calloc((ids.count + 7) / 8, 1);
 }
+
+
 
 bool sup_ident_separated(void)
 {
@@ -114,57 +115,126 @@ static void release_uid(uid_t uid)
     ids.in_use--;
 }
 
-/* Removes everything under the open directory fd without following a
- * symbolic link or crossing into another file system: each entry is
- * opened relative to its parent's descriptor, never by path. */
-static void clear_dir(int fd, dev_t dev, int depth)
+/* ---- removing private directories without blocking ------------------ */
+
+/* A deleted context's directory is renamed into STATE_DIR/contexts/.trash
+ * at once (its path is gone when ctx.delete answers) and emptied there a
+ * bounded number of entries per loop turn, by descriptor: files unlinked,
+ * subdirectories renamed into the trash to become items of their own, so
+ * no tree, however deep or large a worker made it, blocks the loop or
+ * grows the daemon's memory. Nothing is followed: a symbolic link is an
+ * entry like any other. */
+#define TRASH_BUDGET 512 /* entries removed per loop turn */
+
+static int trash_fd = -1;
+static bool trash_busy;
+static unsigned long trash_serial;
+
+/* The trash directory (0700), opened once. -1 if it cannot be made. */
+static int trash_dir(void)
 {
+    if (trash_fd >= 0)
+        return trash_fd;
+    char path[4096];
+    const char *state = sup_auth_state_dir();
+    if (!state || (size_t)snprintf(path, sizeof path, "%s/contexts/.trash", state) >= sizeof path)
+        return -1;
+    (void)mkdir(path, 0700);
+    trash_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (trash_fd >= 0 && (fstat(trash_fd, &st) < 0 || st.st_uid != geteuid())) {
+        close(trash_fd);
+        trash_fd = -1;
+    }
+    trash_busy = trash_fd >= 0; /* a previous daemon may have left work */
+    return trash_fd;
+}
+
+/* Moves the entry `name` of the open directory dir into the trash. */
+static int to_trash(int dir, const char *name)
+{
+    char item[32];
+    snprintf(item, sizeof item, "t%d.%lu", (int)getpid(), ++trash_serial);
+    if (renameat(dir, name, trash_dir(), item) < 0)
+        return -1;
+    trash_busy = true;
+    return 0;
+}
+
+/* Empties one trash item, within *budget entries; removes it once empty. */
+static void empty_item(const char *item, int *budget)
+{
+    int fd = openat(trash_fd, item, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) { /* not a directory (or gone): one entry */
+        (void)unlinkat(trash_fd, item, 0);
+        (*budget)--;
+        return;
+    }
     DIR *d = fdopendir(fd);
     if (!d) {
         close(fd);
         return;
     }
+    bool empty = true;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    while (*budget > 0 && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         struct stat st;
+        (*budget)--;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
-        if (S_ISDIR(st.st_mode) && st.st_dev == dev && depth < RMTREE_DEPTH) {
-            int sub = openat(dirfd(d), e->d_name,
-                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-            if (sub < 0)
-                sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub >= 0)
-                clear_dir(sub, dev, depth + 1);
-            (void)unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
-        } else if (!S_ISDIR(st.st_mode)) {
-            (void)unlinkat(dirfd(d), e->d_name, 0);
-        }
+        if (!S_ISDIR(st.st_mode) ? unlinkat(dirfd(d), e->d_name, 0) < 0
+                                 : to_trash(dirfd(d), e->d_name) < 0)
+            empty = false; /* (another file system: left, never followed) */
+    }
+    if (*budget > 0 && empty)
+        (void)unlinkat(trash_fd, item, AT_REMOVEDIR);
+    closedir(d);
+}
+
+double sup_ident_tick(double now)
+{
+    if (!trash_busy || trash_fd < 0)
+        return 0;
+    int budget = TRASH_BUDGET;
+    int fd = dup(trash_fd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return now + 1;
+    }
+    rewinddir(d);
+    bool any = false;
+    struct dirent *e;
+    while (budget > 0 && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        any = true;
+        empty_item(e->d_name, &budget);
     }
     closedir(d);
+    trash_busy = any;
+    return any ? now : 0;
+}
+
+void sup_ident_start(void)
+{
+    (void)trash_dir(); /* empties what a previous daemon left in the trash */
 }
 
 void sup_ident_rmtree(const char *path)
 {
     char *copy = mem_strdup(path);
     char *slash = strrchr(copy, '/');
-    if (!slash || slash == copy || !slash[1]) {
-        free(copy);
-        return;
-    }
-    *slash = '\0';
-    int parent = open(copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (parent >= 0) {
-        struct stat st;
-        int fd = openat(parent, slash + 1, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0 && fstat(fd, &st) == 0)
-            clear_dir(fd, st.st_dev, 0);
-        else if (fd >= 0)
-            close(fd);
-        (void)unlinkat(parent, slash + 1, AT_REMOVEDIR);
-        close(parent);
+    if (slash && slash != copy && slash[1]) {
+        *slash = '\0';
+        int parent = open(copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (parent >= 0 && trash_dir() >= 0 && to_trash(parent, slash + 1) < 0)
+            sup_log("context directory %s: cannot remove it: %s", path, strerror(errno));
+        if (parent >= 0)
+            close(parent);
     }
     free(copy);
 }
