@@ -418,3 +418,50 @@ def test_defaults(make_daemon, tmp_path, tier, table):
     assert cwd.startswith(os.path.realpath(cwd).rsplit("/contexts/", 1)[0])
     assert not os.path.exists("/var/tmp/ctxd-escape") and not os.path.exists("/etc/ctxd-escape")
     assert not [f for f in table.failures if f.startswith(tier)], "\n".join(table.failures)
+
+
+# ---- 3. the supervisor acts on nothing a worker says -----------------------
+
+FORGER = """
+import struct
+def _mp(o):
+    if isinstance(o, int):
+        return b'\\xcf' + struct.pack('>Q', o)
+    if isinstance(o, str):
+        b = o.encode()
+        return b'\\xdb' + struct.pack('>I', len(b)) + b
+    return b'\\xdf' + struct.pack('>I', len(o)) + b''.join(_mp(k) + _mp(v) for k, v in o.items())
+def forge(m):
+    b = _mp(m)
+    os.write(3, struct.pack('>I', len(b)) + b)
+"""
+
+
+@pytest.mark.parametrize("tier", ("unsafe",) + TIERS)
+def test_forged_frames_act_on_nothing(make_daemon, tmp_path, tier, table):
+    d = make_daemon()
+    c = d.client()
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        for name, forged, by in (
+                ("forged `forked` naming a host pid", {"t": "forked", "run_id": 1, "pid": victim.pid},
+                 "no fork pending: the worker is killed and reported; pids are never taken "
+                 "from a worker (pidfds, its cgroup)"),
+                ("forged `forked` naming pid 1", {"t": "forked", "run_id": 1, "pid": 1},
+                 "the same"),
+                ("forged `done` for another run", {"t": "done", "run_id": 12345, "status": "ok"},
+                 "run ids: a frame for no run in progress kills the worker")):
+            c.ok("ctx.create", name="f", tier=tier)
+            r = c.execute(PRELUDE + FORGER + f"forge({forged!r})\nimport time; time.sleep(5)",
+                          ctx="f", timeout=20)
+            c.ok("ctx.delete", ctx="f")  # what a forged pid would have been killed with
+            alive = victim.poll() is None and os.path.exists("/proc/1")
+            blocked = r.status == "died" and "channel protocol" in (r.done.get("cause") or "")
+            table.rows.append((name, tier, "blocked: died: " + (r.done.get("cause") or "")[:60]
+                               if blocked else "NOT BLOCKED: " + r.status, by,
+                               "daemon yes" if d.alive() else "DAEMON DEAD"))
+            assert blocked, r
+            assert alive, "a process outside the context was signalled"
+            assert c.request("hello")["t"] == "ok"
+    finally:
+        victim.kill()
