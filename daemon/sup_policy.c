@@ -73,6 +73,7 @@ static const struct {
  * never unbounded. */
 #define SANDBOX_MEMORY (1ULL << 30)
 #define SANDBOX_PROCESSES 64
+#define LOCAL_PROCESSES 512
 
 static bool tier_enforces(sup_tier t, const char *field)
 {
@@ -393,6 +394,10 @@ sup_policy *sup_policy_parse(const proto_val *tier, const proto_val *policy, pro
                 goto fail;
         }
     }
+    /* A local context cannot use up the host's pids (a fork bomb): a root
+     * daemon, which has cgroups to give, bounds it by default too. */
+    if (p->tier == SUP_TIER_LOCAL && !p->max_processes && geteuid() == 0)
+        p->max_processes = LOCAL_PROCESSES;
     if (p->tier == SUP_TIER_SANDBOX) {
         const struct {
             const char *field;

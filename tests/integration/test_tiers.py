@@ -80,8 +80,10 @@ def test_policy_shown_in_list(daemon):
     c.ok("ctx.create", name="a", tier="local", policy=pol)
     info = c.info("a")
     assert info["tier"] == "local"
+    # max_processes: a root daemon's default for local (the host's pids are bounded)
     assert info["policy"] == {"network_access": False, "memory_bytes": 1 << 46,
-                              "allowed_imports": ["math"], "timeout": 5.0, "cpu_seconds": 2.5}
+                              "allowed_imports": ["math"], "timeout": 5.0, "cpu_seconds": 2.5,
+                              "max_processes": 512}
 
 
 def test_permissive_values_accepted_in_unsafe(daemon):
