@@ -131,6 +131,7 @@ typedef struct sup_ctx {
     pid_t pid;
     int fd;
     int pidfd;
+    bool spawning; /* the zygote was asked for its worker: pid not known yet */
     /* Its cgroup (sup_cgroup.c; "" when none): killed with the worker. */
     char cgroup[SBX_CGROUP_NAME_MAX];
     double cpu0;       /* the cgroup's CPU seconds when the running run started; -1 none */
@@ -262,6 +263,12 @@ void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer);
 void sup_ctx_on_readable(sup_ctx *c);
 void sup_ctx_on_writable(sup_ctx *c);
 void sup_ctx_on_exit(pid_t pid, int status);
+/* The zygote's answers to sup_zygote_spawn: the worker's pid; or why it
+ * made none (held: it had the descriptors, so a worker may use them: new
+ * ones are made). Without the zygote a worker is started by exec (not for
+ * the sandbox tier). */
+void sup_ctx_spawned(sup_ctx *c, pid_t pid);
+void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held);
 /* Timers and stalled sends; returns the next deadline (monotonic), 0 = none. */
 double sup_ctx_tick(double now);
 void sup_ctx_shutdown_all(void);
@@ -327,12 +334,14 @@ uint64_t sup_proc_boot_ticks(void);
 int sup_proc_adopt_child(pid_t pid, uid_t uid, uint64_t since, char *why, size_t n);
 
 /* ---- sup_spawn.c: starting a worker ----------------------------------- */
-/* The one place that makes a worker process: forked by the zygote, or by
- * fork+exec when the zygote is not available. On success sets *pid, *fd
+/* The one place that makes a worker process: forked by the zygote (with
+ * use_zygote), or by fork+exec when the zygote is not available. Sets *fd
  * (the supervisor's channel end) and out_rd (read ends of the worker's
- * stdout/stderr pipes), all non-blocking and close-on-exec, and returns 0;
- * -1 with err set otherwise. */
-int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto_error *err);
+ * stdout/stderr pipes), all non-blocking and close-on-exec. Returns 0 with
+ * *pid set (started by exec), 1 when the zygote was asked (its answer
+ * comes later: sup_ctx_spawned / sup_ctx_spawn_failed), -1 with err set. */
+int sup_spawn_worker(sup_ctx *c, bool use_zygote, pid_t *pid, int *fd, int out_rd[2],
+                     proto_error *err);
 /* A worker's channel and pipes: *fd and out_rd are the supervisor's ends
  * (non-blocking); child[] = {channel, stdout write, stderr write, stdout
  * read, stderr read} are the worker's (close-on-exec; the caller closes
@@ -455,15 +464,23 @@ void sup_pkgs_shutdown(void);
  * the zygote with the preloads (sup_cfg.preload, else $CTXD_PRELOAD) and
  * waits until it is ready (bounded). Call after sup_loop_open. */
 void sup_zygote_init(void);
-/* Has the zygote fork a worker with the given descriptors (see
- * sup_spawn_fds) and complete environment. 0 with *pid set; -1 when the
- * zygote is unavailable or made no worker (the caller starts the worker by
- * exec); -2 when it failed after receiving the descriptors (a worker of its
- * may hold them: the caller must use new ones). */
+/* Asks the zygote for a worker for owner with the given descriptors (see
+ * sup_spawn_fds; copies are kept until sent) and complete environment,
+ * without waiting: the answer comes later, from the event loop, as
+ * sup_ctx_spawned or sup_ctx_spawn_failed. 0 asked; -1 the zygote cannot
+ * take it now (not running, and !wait_for_zygote; the caller starts the
+ * worker by exec). wait_for_zygote (the sandbox tier, which only the
+ * zygote can make): queued while the zygote (re)starts, at most 10 s. */
+int sup_zygote_spawn(sup_ctx *owner, const char *name, const char *cwd, const char *cgroup,
+                     char *const *env, const int fds[5], bool wait_for_zygote);
+/* owner no longer wants what it asked for (deleted, restarted): a worker
+ * made for it is killed with its cgroup. */
+void sup_zygote_cancel(const sup_ctx *owner);
+/* The zygote's socket while it starts or serves (poll it), else -1. */
+int sup_zygote_fd(void);
+void sup_zygote_on_readable(void);
 /* Why the last sup_zygote_spawn that did not return 0 failed. */
 const char *sup_zygote_last_failure(void);
-int sup_zygote_spawn(const char *name, const char *cwd, const char *cgroup, char *const *env,
-                     const int fds[5], pid_t *pid);
 /* Called for every reaped child: true when it was the zygote (restarted). */
 bool sup_zygote_on_exit(pid_t pid, int status);
 /* Remembers the exit of a pid no context knows yet, for sup_zygote_take_exit

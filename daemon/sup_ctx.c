@@ -48,7 +48,7 @@ sup_ctx *sup_ctx_find(const char *name, size_t len)
 
 const char *sup_ctx_state_name(const sup_ctx *c)
 {
-    if (c->pid == 0)
+    if (c->pid == 0 && !c->spawning)
         return "dead";
     return c->running ? "busy" : "idle";
 }
@@ -192,35 +192,58 @@ static uint64_t new_run_id(void)
     return v;
 }
 
-static int spawn(sup_ctx *c, proto_error *err)
+/* The new worker's pid is known: the supervisor takes its own handle on
+ * it (a pidfd; the worker is its child, not yet reaped, so the pid names
+ * it). -1 with err set after killing a worker it could not hold. */
+static int take_pid(sup_ctx *c, pid_t pid, proto_error *err)
 {
-    pid_t pid;
-    int fd;
-    sup_cgroup_new_name(c->cgroup);
-    if (sup_spawn_worker(c, &pid, &fd, c->out_rd, err) < 0) {
-        sup_cgroup_release(c->cgroup);
-        return -1;
-    }
     if (c->pidfd >= 0)
         close(c->pidfd);
-    /* The spawned worker is the supervisor's child, not yet reaped (only
-     * the loop reaps): the pid names it until then. */
     c->pidfd = sup_proc_open(pid);
     if (c->pidfd < 0) {
-        /* A worker the supervisor could not signal safely is no worker:
-         * it is ended by the pid of its own fresh, unreaped child. */
         int e = errno;
         kill(pid, SIGKILL);
-        sup_cgroup_release(c->cgroup);
-        int fds[] = {fd, c->out_rd[0], c->out_rd[1]};
-        for (size_t i = 0; i < 3; i++)
-            close(fds[i]);
-        c->out_rd[0] = c->out_rd[1] = -1;
         proto_error_set(err, "spawn", "cannot hold the new worker by a pidfd: %s", strerror(e));
         return -1;
     }
     c->pid = pid;
+    sup_log("spawned ctx=%s pid=%d incarnation=%u", c->name, (int)pid, c->incarnation);
+    return 0;
+}
+
+/* Starts the worker, in a new cgroup: asked of the zygote (answered later,
+ * c->spawning meanwhile) or by exec. -1 with err set. */
+static int start_worker(sup_ctx *c, bool use_zygote, proto_error *err)
+{
+    pid_t pid;
+    int fd;
+    sup_cgroup_new_name(c->cgroup);
+    int rc = sup_spawn_worker(c, use_zygote, &pid, &fd, c->out_rd, err);
+    if (rc < 0) {
+        sup_cgroup_release(c->cgroup);
+        return -1;
+    }
     c->fd = fd;
+    if (rc == 1) {
+        c->spawning = true;
+        return 0;
+    }
+    if (take_pid(c, pid, err) < 0) {
+        int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1]};
+        for (size_t i = 0; i < 3; i++) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+        sup_cgroup_release(c->cgroup);
+        return -1;
+    }
+    return 0;
+}
+
+static int spawn(sup_ctx *c, proto_error *err)
+{
+    if (start_worker(c, true, err) < 0)
+        return -1;
     c->incarnation++;
     c->ready = c->chan_eof = c->broken = false;
     c->execution_count = 0;
@@ -231,7 +254,6 @@ static int spawn(sup_ctx *c, proto_error *err)
     c->kill_at = 0;
     sup_stats.workers_spawned++;
     c->last_active = sup_now();
-    sup_log("spawned ctx=%s pid=%d incarnation=%u", c->name, (int)pid, c->incarnation);
     return 0;
 }
 
@@ -275,6 +297,10 @@ static void kill_worker(sup_ctx *c)
  * runs end with `status`/`cause`. The pid is reaped by the SIGCHLD path. */
 static void discard_worker(sup_ctx *c, const char *status, const char *cause)
 {
+    if (c->spawning) { /* the zygote's answer, when it comes, is nobody's */
+        sup_zygote_cancel(c);
+        c->spawning = false;
+    }
     kill_worker(c);
     sup_cgroup_release(c->cgroup);
     int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1], &c->pidfd};
@@ -391,6 +417,8 @@ static void relay_leftover_output(sup_ctx *c)
     }
 }
 
+static void worker_ended(sup_ctx *c, char *cause);
+
 void sup_ctx_on_exit(pid_t pid, int status)
 {
     if (sup_zygote_on_exit(pid, status) || sup_pkgs_on_exit(pid, status))
@@ -417,6 +445,14 @@ void sup_ctx_on_exit(pid_t pid, int status)
             relay_leftover_output(c);
     }
     char *cause = c->kill_reason ? mem_strdup(c->kill_reason) : describe_exit(c, pid, status);
+    worker_ended(c, cause);
+}
+
+/* The worker is gone (dead, or never started): its runs end, the reason
+ * (taken) is its context's last death, shown by the next incarnation; a
+ * context that never got ready is deleted, its creation answered err. */
+static void worker_ended(sup_ctx *c, char *cause)
+{
     const char *status_name = c->timed_out && c->kill_reason ? "timeout" : "died";
     char *queued_cause = mem_alloc(strlen(cause) + 32);
     sprintf(queued_cause, "worker died: %s", cause);
@@ -437,6 +473,44 @@ void sup_ctx_on_exit(pid_t pid, int status)
     sup_stats_event("worker-died ctx=%s cause=\"%s\"", c->name, c->last_death);
     if (failed_create)
         sup_ctx_delete(c);
+}
+
+void sup_ctx_spawned(sup_ctx *c, pid_t pid)
+{
+    c->spawning = false;
+    int status;
+    if (sup_zygote_take_exit(pid, &status)) { /* it died (and was reaped) first */
+        c->pid = pid;
+        sup_ctx_on_exit(pid, status);
+        return;
+    }
+    proto_error err;
+    if (take_pid(c, pid, &err) < 0)
+        worker_ended(c, mem_strdup(err.msg));
+}
+
+void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held)
+{
+    (void)held; /* the exec path below makes new descriptors anyway */
+    c->spawning = false;
+    int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1]};
+    for (size_t i = 0; i < 3; i++) {
+        if (*fds[i] >= 0)
+            close(*fds[i]);
+        *fds[i] = -1;
+    }
+    sup_cgroup_release(c->cgroup);
+    proto_error err;
+    char cause[400];
+    if (c->policy && c->policy->tier == SUP_TIER_SANDBOX) {
+        snprintf(cause, sizeof cause,
+                 "worker could not start: the sandbox tier needs the zygote: %s", why);
+    } else if (start_worker(c, false, &err) == 0) {
+        return; /* started by exec instead */
+    } else {
+        snprintf(cause, sizeof cause, "worker could not start: %s", err.msg);
+    }
+    worker_ended(c, mem_strdup(cause));
 }
 
 /* ---- frames from the worker (table dispatch) --------------------------- */
@@ -985,7 +1059,7 @@ static void dispatch(sup_ctx *c)
 
 void sup_ctx_submit(sup_ctx *c, sup_run *r)
 {
-    if (c->pid == 0) {
+    if (c->pid == 0 && !c->spawning) {
         proto_error err;
         if (spawn(c, &err) < 0) {
             c->running = r;

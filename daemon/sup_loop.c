@@ -368,7 +368,7 @@ void sup_loop_run(void)
         double next = sup_ctx_tick(now);
         if (!outbox_flush() && (next == 0 || now + 0.002 < next))
             next = now + 0.002;
-        size_t n = sup_ctx_count() + 2 + NSOCKS + 1;
+        size_t n = sup_ctx_count() + 3 + NSOCKS + 1;
         if (n > cap) {
             cap = n * 2;
             items = mem_realloc(items, cap * sizeof *items);
@@ -383,9 +383,15 @@ void sup_loop_run(void)
                 .socket = routers[s], .fd = -1, .events = routers[s] ? ZMQ_POLLIN : 0};
         void *zap = sup_auth_zap_socket();
         items[k++] = (zmq_pollitem_t){.socket = zap, .fd = -1, .events = zap ? ZMQ_POLLIN : 0};
+        /* The zygote's answers and hello (its spawns never wait). */
+        int zfd = sup_zygote_fd();
+        const size_t zygote_item = k;
+        items[k++] = (zmq_pollitem_t){.fd = zfd, .events = zfd >= 0 ? ZMQ_POLLIN : 0};
         const size_t first_ctx = k;
         for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
-            if (c->fd < 0)
+            /* a worker the zygote is still making is not read before its
+             * pid is known */
+            if (c->fd < 0 || c->spawning)
                 continue;
             short ev = 0;
             if (!c->chan_eof && !c->broken && !c->pending.head)
@@ -426,6 +432,8 @@ void sup_loop_run(void)
                 read_client(s);
         if (items[1 + NSOCKS].revents & ZMQ_POLLIN)
             sup_auth_handle();
+        if (items[zygote_item].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+            sup_zygote_on_readable();
     }
     free(items);
     free(owners);

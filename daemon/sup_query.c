@@ -110,7 +110,7 @@ static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
     sup_ctx *c = sup_request_ctx(msg, peer, true); /* `default` is made on first use */
     if (!c)
         return;
-    if (c->pid == 0) {
+    if (c->pid == 0 && !c->spawning) {
         sup_reply_err(peer, "dead",
                       "context '%s' has no live worker to ask; run something in it to start "
                       "a new one",

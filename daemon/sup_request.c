@@ -806,7 +806,7 @@ static void do_fork(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "exists", "a context named '%s' already exists", want);
         return;
     }
-    if (src->pid == 0) {
+    if (src->pid == 0 && !src->spawning) {
         sup_reply_err(peer, "dead",
                       "context '%s' has no live worker to fork%s%s; run something in it to "
                       "start a new one",

@@ -214,26 +214,21 @@ static void drop_fds(const int child_fds[5], int *fd, int out_rd[2])
     *fd = out_rd[0] = out_rd[1] = -1;
 }
 
-int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto_error *err)
+int sup_spawn_worker(sup_ctx *c, bool use_zygote, pid_t *pid, int *fd, int out_rd[2],
+                     proto_error *err)
 {
     int child_fds[5];
     if (sup_spawn_fds(fd, out_rd, child_fds, err) < 0)
         return -1;
     char **env = build_env(c);
-    pid_t child;
-    int zr = sup_zygote_spawn(c->name, c->cwd, c->cgroup, env, child_fds, &child);
-    if (zr == -2) {
-        /* The zygote failed after receiving the descriptors: a worker it
-         * may have forked must not share them with the one started now. */
-        drop_fds(child_fds, fd, out_rd);
-        if (sup_spawn_fds(fd, out_rd, child_fds, err) < 0) {
-            free_env(env);
-            return -1;
-        }
-    }
-    if (zr != 0 && c->policy && c->policy->tier == SUP_TIER_SANDBOX) {
-        /* Only the zygote makes the sandbox's namespaces: no fallback that
-         * could start it weaker (sbx_init would refuse it anyway). */
+    bool sandbox = c->policy && c->policy->tier == SUP_TIER_SANDBOX;
+    /* Only the zygote makes the sandbox's namespaces: no fallback that
+     * could start it weaker (sbx_init would refuse it anyway); its request
+     * waits while the zygote restarts. */
+    int zr =
+        use_zygote ? sup_zygote_spawn(c, c->name, c->cwd, c->cgroup, env, child_fds, sandbox) : -1;
+    pid_t child = 0;
+    if (zr != 0 && sandbox) {
         proto_error_set(err, "spawn", "the sandbox tier could not start its worker: %s",
                         sup_zygote_last_failure());
         free_env(env);
@@ -258,5 +253,5 @@ int sup_spawn_worker(const sup_ctx *c, pid_t *pid, int *fd, int out_rd[2], proto
     for (int i = 0; i < 3; i++) /* the read ends (3, 4) are the supervisor's own */
         close(child_fds[i]);
     *pid = child;
-    return 0;
+    return zr == 0 ? 1 : 0;
 }

@@ -70,6 +70,31 @@ static struct {
 } exits[NEXITS];
 static size_t exits_next;
 
+/* A spawn asked of the zygote: queued until the zygote is ready, then sent
+ * (its five descriptors, our own copies, go with it) and answered in
+ * order. owner NULL: its context gave up on it (deleted, restarted); the
+ * worker it gets, if any, is killed with its cgroup. */
+typedef struct zreq {
+    sup_ctx *owner;
+    char cgroup[SBX_CGROUP_NAME_MAX];
+    proto_buf msg;
+    int fds[5];
+    double since; /* queued, then sent */
+    bool sent;
+    bool must; /* only the zygote can make it (sandbox): waits for a restart */
+} zreq;
+
+#define QUEUE_MAX 4096
+/* How long a request may wait for a zygote that is (re)starting. */
+#define QUEUE_WAIT 10.0
+
+static zreq *queue;
+static size_t nqueue, capqueue;
+
+static void finish(size_t k, pid_t pid, const char *failure, bool held);
+static void fail_all(const char *why, bool keep_unsent);
+static void flush_queue(void);
+
 /* ---- preload list -------------------------------------------------------- */
 
 static void free_list(char **v, size_t n)
@@ -211,6 +236,8 @@ static void give_up(const char *why)
     forget();
     z.state = Z_DEAD;
     z.restart_at = 0; /* set when the exit is reaped */
+    /* A sandbox spawn waits for the next zygote; the others start by exec. */
+    fail_all(why, true);
 }
 
 /* Reads one message if there is one: 1 read, 0 none, -1 the socket failed
@@ -257,6 +284,7 @@ static void take_hello(const proto_val *m)
                     (int)skipped->as.items[i].n, skipped->as.items[i].as.s);
     z.state = Z_READY;
     sup_log("zygote: ready pid=%d after %.3f s", (int)z.pid, sup_now() - z.started);
+    flush_queue();
 }
 
 /* While starting: takes the hello if it has arrived, waiting up to wait
@@ -331,6 +359,7 @@ bool sup_zygote_on_exit(pid_t pid, int status)
     forget();
     z.pid = 0;
     z.state = Z_DEAD;
+    fail_all("the zygote died", true);
     /* The first death after a healthy life restarts at once; a zygote that
      * keeps dying young waits 0.25 s, 0.5 s, ... up to MAX_BACKOFF. */
     if (uptime >= HEALTHY_UPTIME)
@@ -344,6 +373,18 @@ double sup_zygote_tick(double now)
 {
     if (z.disabled)
         return 0;
+    /* The oldest request sent waits at most SPAWN_WAIT for its answer; a
+     * queued one at most QUEUE_WAIT for a zygote that is (re)starting. */
+    for (size_t k = 0; k < nqueue; k++) {
+        if (queue[k].sent && now - queue[k].since > SPAWN_WAIT) {
+            give_up("no answer to a spawn request");
+            break;
+        }
+        if (!queue[k].sent && now - queue[k].since > QUEUE_WAIT) {
+            finish(k, 0, "the zygote did not come back in time", false);
+            k--;
+        }
+    }
     if (z.state == Z_DEAD && z.pid == 0 && now >= z.restart_at)
         start();
     if (z.state == Z_STARTING) {
@@ -351,12 +392,16 @@ double sup_zygote_tick(double now)
         if (z.state == Z_STARTING)
             return now + 0.005; /* look again soon */
     }
-    if (z.state == Z_DEAD && z.pid == 0)
-        return z.restart_at;
-    return 0;
+    double next = z.state == Z_DEAD && z.pid == 0 ? z.restart_at : 0;
+    for (size_t k = 0; k < nqueue; k++) { /* when a request times out */
+        double t = queue[k].since + (queue[k].sent ? SPAWN_WAIT : QUEUE_WAIT) + 0.001;
+        if (next == 0 || t < next)
+            next = t;
+    }
+    return next;
 }
 
-/* ---- spawning ------------------------------------------------------------- */
+/* ---- spawning: a queue, never a wait -------------------------------- */
 
 /* Why the last spawn the zygote answered failed. */
 static char last_failure[256];
@@ -366,105 +411,208 @@ const char *sup_zygote_last_failure(void)
     return last_failure;
 }
 
-int sup_zygote_spawn(const char *name, const char *cwd, const char *cgroup, char *const *env,
-                     const int fds[5], pid_t *pid)
+static void close_fds(zreq *r)
 {
-    snprintf(last_failure, sizeof last_failure, "%s",
-             z.state == Z_READY ? "no answer" : "the zygote is not running");
-    if (z.state == Z_STARTING)
-        check_starting(0);
-    if (z.state != Z_READY)
+    for (int i = 0; i < 5; i++)
+        if (r->fds[i] >= 0)
+            close(r->fds[i]);
+    for (int i = 0; i < 5; i++)
+        r->fds[i] = -1;
+}
+
+/* Ends request k of the queue: with failure, its owner hears why (held:
+ * the zygote had its descriptors, so a worker of it may exist); with
+ * pid > 0, the worker it got. Removes it from the queue. */
+static void finish(size_t k, pid_t pid, const char *failure, bool held)
+{
+    zreq r = queue[k];
+    memmove(queue + k, queue + k + 1, (nqueue - k - 1) * sizeof *queue);
+    nqueue--;
+    close_fds(&r);
+    proto_buf_free(&r.msg);
+    if (!r.owner) { /* nobody wants it: whatever it made dies */
+        if (r.cgroup[0])
+            sup_cgroup_release(r.cgroup);
+        return;
+    }
+    if (pid > 0)
+        sup_ctx_spawned(r.owner, pid);
+    else
+        sup_ctx_spawn_failed(r.owner, failure, held);
+}
+
+/* Fails every request: the ones sent (their worker may exist, the zygote
+ * is gone or killed) and, unless keep_unsent, the queued ones. */
+static void fail_all(const char *why, bool keep_unsent)
+{
+    snprintf(last_failure, sizeof last_failure, "%s", why);
+    for (size_t k = 0; k < nqueue;)
+        if (queue[k].sent || !keep_unsent || !queue[k].must)
+            finish(k, 0, why, queue[k].sent);
+        else
+            k++;
+}
+
+/* Sends the queued requests the zygote has not seen, in order, while its
+ * socket takes them. */
+static void flush_queue(void)
+{
+    for (size_t k = 0; z.state == Z_READY && k < nqueue; k++) {
+        zreq *r = &queue[k];
+        if (r->sent)
+            continue;
+        union {
+            struct cmsghdr align;
+            char buf[CMSG_SPACE(5 * sizeof(int))];
+        } ctl;
+        memset(&ctl, 0, sizeof ctl);
+        struct iovec iov = {r->msg.data, r->msg.len};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
+                            .msg_controllen = sizeof ctl.buf};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(5 * sizeof(int));
+        memcpy(CMSG_DATA(cm), r->fds, 5 * sizeof(int));
+        ssize_t n;
+        do
+            n = sendmsg(z.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && errno == EAGAIN)
+            return; /* the rest when it has read these */
+        if (n < 0) {
+            if (errno == EMSGSIZE) { /* this one only: started by exec */
+                finish(k, 0, "spawn request too large for the zygote", false);
+                k--;
+                continue;
+            }
+            give_up(strerror(errno));
+            return;
+        }
+        r->sent = true;
+        r->since = sup_now();
+        close_fds(r); /* the zygote has them now */
+    }
+}
+
+int sup_zygote_spawn(sup_ctx *owner, const char *name, const char *cwd, const char *cgroup,
+                     char *const *env, const int fds[5], bool wait_for_zygote)
+{
+    if (z.disabled) {
+        snprintf(last_failure, sizeof last_failure, "no zygote (not a child subreaper)");
         return -1;
+    }
+    if (z.state != Z_READY && !wait_for_zygote) {
+        snprintf(last_failure, sizeof last_failure, "the zygote is not running");
+        return -1;
+    }
+    if (nqueue >= QUEUE_MAX) {
+        snprintf(last_failure, sizeof last_failure, "%d spawns already wait for the zygote",
+                 QUEUE_MAX);
+        return -1;
+    }
+    if (z.state == Z_DEAD && z.pid == 0)
+        z.restart_at = 0; /* a spawn that needs it: restart now, not after the back-off */
+    if (nqueue == capqueue) {
+        capqueue = capqueue ? capqueue * 2 : 16;
+        queue = mem_realloc(queue, capqueue * sizeof *queue);
+    }
+    zreq *r = &queue[nqueue];
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < 5; i++) {
+        r->fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+        if (r->fds[i] < 0) {
+            snprintf(last_failure, sizeof last_failure, "dup: %s", strerror(errno));
+            close_fds(r);
+            return -1;
+        }
+    }
+    r->owner = owner;
+    r->must = wait_for_zygote;
+    snprintf(r->cgroup, sizeof r->cgroup, "%s", cgroup);
+    r->since = sup_now();
     size_t nenv = 0;
     while (env[nenv])
         nenv++;
-    proto_buf b;
-    proto_buf_init(&b);
-    proto_put_map(&b, 5);
-    proto_put_str(&b, "t");
-    proto_put_str(&b, "spawn");
-    proto_put_str(&b, "cgroup");
-    proto_put_str(&b, cgroup);
-    proto_put_str(&b, "name");
-    proto_put_str(&b, name);
-    proto_put_str(&b, "cwd");
-    proto_put_str(&b, cwd);
-    proto_put_str(&b, "env");
-    proto_put_array(&b, (uint32_t)nenv);
+    proto_buf_init(&r->msg);
+    proto_put_map(&r->msg, 5);
+    proto_put_str(&r->msg, "t");
+    proto_put_str(&r->msg, "spawn");
+    proto_put_str(&r->msg, "cgroup");
+    proto_put_str(&r->msg, cgroup);
+    proto_put_str(&r->msg, "name");
+    proto_put_str(&r->msg, name);
+    proto_put_str(&r->msg, "cwd");
+    proto_put_str(&r->msg, cwd);
+    proto_put_str(&r->msg, "env");
+    proto_put_array(&r->msg, (uint32_t)nenv);
     for (size_t i = 0; i < nenv; i++)
-        proto_put_bin(&b, env[i], strlen(env[i]));
+        proto_put_bin(&r->msg, env[i], strlen(env[i]));
+    nqueue++;
+    flush_queue();
+    return 0;
+}
 
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(5 * sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct iovec iov = {b.data, b.len};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(5 * sizeof(int));
-    memcpy(CMSG_DATA(cm), fds, 5 * sizeof(int));
-    ssize_t n;
-    do
-        n = sendmsg(z.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    int e = errno;
-    proto_buf_free(&b);
-    if (n < 0) {
-        if (e == EMSGSIZE)
-            sup_log("zygote: spawn request for %s too large; starting it by exec", name);
-        else if (e != EAGAIN)
-            give_up(strerror(e));
-        return -1;
+void sup_zygote_cancel(const sup_ctx *owner)
+{
+    for (size_t k = 0; k < nqueue; k++)
+        if (queue[k].owner == owner)
+            queue[k].owner = NULL;
+}
+
+int sup_zygote_fd(void)
+{
+    return z.state == Z_STARTING || z.state == Z_READY ? z.fd : -1;
+}
+
+/* An answer to the oldest request sent. */
+static void take_answer(const proto_val *m)
+{
+    size_t k = 0;
+    while (k < nqueue && !queue[k].sent)
+        k++;
+    if (k == nqueue) {
+        give_up("an answer to no spawn request");
+        return;
     }
+    const proto_val *p = proto_map_get(m, "pid");
+    const proto_val *msg = proto_map_get(m, "message");
+    if (proto_str_eq(proto_map_get(m, "t"), "spawned") && p && p->kind == PROTO_UINT &&
+        p->as.u > 0 && p->as.u < (1u << 30)) {
+        finish(k, (pid_t)p->as.u, NULL, false);
+    } else if (proto_str_eq(proto_map_get(m, "t"), "failed")) {
+        snprintf(last_failure, sizeof last_failure, "%.*s",
+                 msg && msg->kind == PROTO_STR ? (int)msg->n : 1,
+                 msg && msg->kind == PROTO_STR ? msg->as.s : "?");
+        fprintf(stderr, "ctxd: zygote could not fork a worker: %s\n", last_failure);
+        finish(k, 0, last_failure, false);
+    } else {
+        give_up("unexpected answer to a spawn request");
+    }
+}
 
-    /* From here on the zygote holds copies of the descriptors: unless it
-     * says it made no worker, one may exist and use them (-2). */
-    double deadline = sup_now() + SPAWN_WAIT;
-    uint8_t buf[MAX_MSG];
-    for (;;) {
+void sup_zygote_on_readable(void)
+{
+    if (z.state == Z_STARTING) {
+        check_starting(0);
+        flush_queue();
+        return;
+    }
+    uint8_t *buf = mem_alloc(MAX_MSG);
+    for (int i = 0; i < 64 && z.state == Z_READY; i++) {
         proto_doc doc;
-        int r = recv_msg(&doc, buf, sizeof buf);
-        if (r < 0) {
+        int r = recv_msg(&doc, buf, MAX_MSG);
+        if (r < 0)
             give_up("it closed its socket or sent garbage");
-            return -2;
-        }
-        if (r > 0) {
-            const proto_val *m = &doc.nodes[0];
-            const proto_val *p = proto_map_get(m, "pid");
-            const proto_val *msg = proto_map_get(m, "message");
-            int rc = -1;
-            if (proto_str_eq(proto_map_get(m, "t"), "spawned") && p && p->kind == PROTO_UINT &&
-                p->as.u > 0 && p->as.u < (1u << 30)) {
-                *pid = (pid_t)p->as.u;
-                rc = 0;
-            } else if (proto_str_eq(proto_map_get(m, "t"), "failed")) {
-                snprintf(last_failure, sizeof last_failure, "%.*s",
-                         msg && msg->kind == PROTO_STR ? (int)msg->n : 1,
-                         msg && msg->kind == PROTO_STR ? msg->as.s : "?");
-                fprintf(stderr, "ctxd: zygote could not fork a worker for %s: %s\n", name,
-                        last_failure);
-            } else {
-                give_up("unexpected answer to a spawn request");
-                rc = -2;
-            }
-            proto_doc_free(&doc);
-            return rc;
-        }
-        double left = deadline - sup_now();
-        if (left <= 0) {
-            give_up("no answer to a spawn request");
-            return -2;
-        }
-        struct pollfd pf = {.fd = z.fd, .events = POLLIN};
-        if (poll(&pf, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR) {
-            give_up(strerror(errno));
-            return -2;
-        }
+        if (r <= 0)
+            break;
+        take_answer(&doc.nodes[0]);
+        proto_doc_free(&doc);
     }
+    free(buf);
+    flush_queue();
 }
 
 /* ---- exits of pids not known yet ------------------------------------------ */
