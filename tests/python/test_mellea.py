@@ -400,7 +400,8 @@ def test_policy_reaches_the_daemon(env_for, endpoint):
     assert info.policy == {"timeout": 9.0, "network_access": False,
                            "subprocess_execution": False, "env_var_access": True,
                            "memory_bytes": 1 << 30, "cpu_seconds": 5.0,
-                           "allowed_imports": ["math"]}
+                           "allowed_imports": ["math"],
+                           "max_processes": 512}  # a root daemon's default for local
     default = env_for("local")
     assert context_info(endpoint, default.context).policy["subprocess_execution"] is True
 
