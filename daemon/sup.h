@@ -92,6 +92,7 @@ typedef struct sup_run {
 typedef struct sup_outq {
     struct sup_outmsg *head, *tail;
     size_t n;
+    size_t bytes; /* bodies plus per-message overhead */
 } sup_outq;
 
 /* A request (ctx.create / ctx.restart) waiting for its worker's `ready`. */
@@ -136,6 +137,7 @@ typedef struct sup_ctx {
     sup_run *running;
     bool started;          /* `start` received for the running run */
     bool interrupt_wanted; /* interrupt asked before `start` arrived */
+    bool interrupt_sent;   /* SIGINT went to the running run */
     bool timed_out;
     bool input_waiting;               /* the running run waits for input.reply */
     uint64_t input_seq;               /* the worker's number of that input_request */
@@ -243,6 +245,9 @@ void sup_files_put(const proto_val *msg, const sup_peer *peer);
 void sup_files_get(const proto_val *msg, const sup_peer *peer);
 void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer);
 void sup_ctx_on_readable(sup_ctx *c);
+/* True while the worker's channel is not read because its client is slow
+ * (backpressure). */
+bool sup_ctx_held_back(const sup_ctx *c);
 void sup_ctx_on_writable(sup_ctx *c);
 void sup_ctx_on_exit(pid_t pid, int status);
 /* Timers and stalled sends; returns the next deadline (monotonic), 0 = none. */

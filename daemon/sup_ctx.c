@@ -14,6 +14,12 @@
 #include <unistd.h>
 
 #define READ_CHUNK (256 * 1024)
+/* After an interrupt (or a timeout's), a run's worker is read on although
+ * its client is slow, until this much is held for that client: the worker's
+ * blocked write completes, the interrupt lands (KeyboardInterrupt, globals
+ * kept) and the run ends. Code that goes on writing past it is held back
+ * again, and a timed-out run is then killed after the grace period. */
+#define INTERRUPT_HOLD_MAX ((size_t)8 << 20)
 
 static sup_ctx *contexts;  /* sorted by name */
 static sup_ctx *graveyard; /* deleted, freed at the next tick */
@@ -157,7 +163,7 @@ static void finish_run(sup_ctx *c, const run_end *e)
     send_done(c, r, e, sup_now() - c->run_t0);
     if (c->timed_out && !c->kill_reason)
         c->kill_at = 0; /* it stopped within the grace period */
-    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->started = c->interrupt_wanted = c->timed_out = c->interrupt_sent = false;
     c->input_waiting = false;
     c->deadline = 0;
     if (r->stop_on_error && strcmp(e->status, "ok") != 0)
@@ -287,7 +293,7 @@ static bool read_channel(sup_ctx *c)
             if ((size_t)n < READ_CHUNK)
                 return true;
             process_frames(c);
-            if (c->fd < 0 || c->pending.head)
+            if (c->fd < 0 || sup_ctx_held_back(c))
                 return true;
             continue;
         }
@@ -393,13 +399,27 @@ static void on_ready(sup_ctx *c, const proto_val *msg)
     dispatch(c);
 }
 
+/* Interrupts the running run (its worker's process group). */
+static void send_sigint(sup_ctx *c)
+{
+    kill(-c->pid, SIGINT);
+    c->interrupt_sent = true;
+}
+
+bool sup_ctx_held_back(const sup_ctx *c)
+{
+    if (!c->pending.head)
+        return false;
+    return !(c->running && c->interrupt_sent && c->pending.bytes < INTERRUPT_HOLD_MAX);
+}
+
 static void on_start(sup_ctx *c, const proto_val *msg)
 {
     (void)msg;
     c->started = true;
     if (c->interrupt_wanted) {
         c->interrupt_wanted = false;
-        kill(-c->pid, SIGINT);
+        send_sigint(c);
     }
 }
 
@@ -822,7 +842,7 @@ static void dispatch(sup_ctx *c)
     free(r->code); /* the frame holds it now */
     r->code = NULL;
     sup_ctx_on_writable(c);
-    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->started = c->interrupt_wanted = c->timed_out = c->interrupt_sent = false;
     c->run_t0 = sup_now();
     c->deadline = r->timeout > 0 ? c->run_t0 + r->timeout : 0;
     send_accepted(c, r);
@@ -855,7 +875,7 @@ bool sup_ctx_interrupt(sup_ctx *c)
     if (!c->running || c->running->fork_name)
         return false;
     if (c->started)
-        kill(-c->pid, SIGINT);
+        send_sigint(c);
     else
         c->interrupt_wanted = true;
     return true;
@@ -1046,7 +1066,7 @@ double sup_ctx_tick(double now)
             c->timed_out = true;
             c->deadline = 0;
             if (c->started)
-                kill(-c->pid, SIGINT);
+                send_sigint(c);
             else
                 c->interrupt_wanted = true;
             c->kill_at = now + sup_cfg.kill_grace;

@@ -84,6 +84,7 @@ void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
     sup_outmsg *m = mem_calloc(1, sizeof *m);
     m->peer = *peer;
     proto_buf_append(&m->body, body->data, body->len);
+    q->bytes += body->len + OUTMSG_OVERHEAD;
     if (q->tail)
         q->tail->next = m;
     else
@@ -108,6 +109,7 @@ bool sup_outq_flush(sup_outq *q)
         if (!q->head)
             q->tail = NULL;
         q->n--;
+        q->bytes -= m->body.len + OUTMSG_OVERHEAD;
         outmsg_free(m);
     }
     return true;
@@ -166,6 +168,7 @@ void sup_outq_adopt(sup_outq *q)
     outbox.n += q->n;
     q->head = q->tail = NULL;
     q->n = 0;
+    q->bytes = 0;
     while (outbox_bytes > OUTBOX_MAX_BYTES && outbox.head) {
         sup_outmsg *m = outbox.head;
         outbox.head = m->next;
@@ -374,7 +377,7 @@ void sup_loop_run(void)
             if (c->fd < 0)
                 continue;
             short ev = 0;
-            if (!c->chan_eof && !c->broken && !c->pending.head)
+            if (!c->chan_eof && !c->broken && !sup_ctx_held_back(c))
                 ev |= ZMQ_POLLIN;
             if (c->out.len)
                 ev |= ZMQ_POLLOUT;
