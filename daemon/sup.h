@@ -123,6 +123,13 @@ typedef struct sup_ctx {
     /* Read ends of the worker's stdout/stderr pipes (the worker reads them
      * too): raw output still in them when a worker dies is not lost. */
     int out_rd[2];
+    /* The worker's output memory (sup_outmem.c), mapped read-only, NULL
+     * when it sent none; the memfd received with the channel's bytes until
+     * `ready` maps it; the stream bytes of whole frames received from this
+     * worker, per stream (its sequence numbers). */
+    const void *outmem;
+    int outmem_fd;
+    uint64_t stream_recv[2];
     unsigned incarnation;
     bool ready;    /* `ready` frame received */
     bool chan_eof; /* worker closed its end; waiting for SIGCHLD */
@@ -267,6 +274,16 @@ void sup_ctx_broken(sup_ctx *c, const char *why);
  * `ready`. */
 sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd,
                        const int out_rd[2]);
+
+/* ---- sup_outmem.c: a worker's output memory (wrk_outmem.h) ------------ */
+/* Maps the memfd a worker sent (and closes fd); NULL when it is not the
+ * sealed memory of the expected size. */
+const void *sup_outmem_attach(int fd);
+void sup_outmem_detach(const void **map);
+typedef void (*sup_outmem_emit)(void *arg, int stream, const uint8_t *p, size_t n);
+/* After the worker's death: passes to emit, in order, stream s's bytes the
+ * memory holds past the recv bytes already received. */
+void sup_outmem_recover(const void *map, int s, uint64_t recv, sup_outmem_emit emit, void *arg);
 
 /* ---- sup_fork.c: the supervisor's half of ctx.fork -------------------- */
 /* The fork at the head of c's queue became c->running: sends the `fork`

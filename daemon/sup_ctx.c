@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,6 +186,7 @@ static int spawn(sup_ctx *c, proto_error *err)
     c->ready = c->chan_eof = c->broken = false;
     c->execution_count = 0;
     c->in.len = c->out.len = 0;
+    c->stream_recv[0] = c->stream_recv[1] = 0;
     free(c->kill_reason);
     c->kill_reason = NULL;
     c->kill_why = NULL;
@@ -235,6 +237,10 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
             close(*fds[i]);
         *fds[i] = -1;
     }
+    if (c->outmem_fd >= 0)
+        close(c->outmem_fd);
+    c->outmem_fd = -1;
+    sup_outmem_detach(&c->outmem);
     c->pid = 0;
     c->ready = false;
     if (c->running) {
@@ -282,12 +288,43 @@ static char *describe_exit(const sup_ctx *c, pid_t pid, int status)
 static void process_frames(sup_ctx *c);
 static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n);
 
+/* One read of the channel. recvmsg, so that the output memory a worker
+ * sends with `ready` is kept (until on_ready maps it); any other descriptor
+ * is closed. */
+static ssize_t read_chan_once(sup_ctx *c, uint8_t *buf, size_t len)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {buf, len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0)
+        return n;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof fd, sizeof fd);
+            if (!c->ready && c->outmem_fd < 0 && !c->outmem)
+                c->outmem_fd = fd;
+            else
+                close(fd);
+        }
+    }
+    return n;
+}
+
 /* Reads everything the channel holds now. Returns false on EOF. */
 static bool read_channel(sup_ctx *c)
 {
     for (int rounds = 0; rounds < 64; rounds++) {
         proto_buf_reserve(&c->in, READ_CHUNK);
-        ssize_t n = read(c->fd, c->in.data + c->in.len, READ_CHUNK);
+        ssize_t n = read_chan_once(c, c->in.data + c->in.len, READ_CHUNK);
         if (n > 0) {
             c->in.len += (size_t)n;
             if ((size_t)n < READ_CHUNK)
@@ -317,10 +354,20 @@ static void worker_broken(sup_ctx *c, const char *why)
     c->broken = true;
 }
 
-/* Raw output the dead worker wrote to fd 1/2 but never read back: it is
- * output of the run, so it goes out before the run's `done`. */
+/* sup_outmem_recover's emit: output of the running run. */
+static void relay_recovered(void *arg, int stream, const uint8_t *p, size_t n)
+{
+    send_stream(arg, stream, p, n);
+}
+
+/* Output the dead worker had not sent: first what its output memory held
+ * (Python-level buffers, a chunk read from a pipe), then raw output it
+ * wrote to fd 1/2 but never read back. It is output of the run, so it goes
+ * out before the run's `done`. */
 static void relay_leftover_output(sup_ctx *c)
 {
+    for (int s = 0; s < 2 && c->running && !c->running->query_op; s++)
+        sup_outmem_recover(c->outmem, s, c->stream_recv[s], relay_recovered, c);
     uint8_t chunk[PROTO_STREAM_CHUNK];
     for (int s = 0; s < 2 && c->running; s++) {
         ssize_t n;
@@ -395,6 +442,14 @@ static void on_ready(sup_ctx *c, const proto_val *msg)
     }
     c->ready = true;
     c->creating = false;
+    if (c->outmem_fd >= 0) {
+        c->outmem = sup_outmem_attach(c->outmem_fd);
+        c->outmem_fd = -1;
+        if (!c->outmem) {
+            worker_broken(c, "its output memory is not a sealed memfd of the expected size");
+            return;
+        }
+    }
     reply_waiters_ok(c);
     dispatch(c);
 }
@@ -508,6 +563,18 @@ static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n)
         ctx_send(c, &r->peer, &b);
         proto_buf_free(&b);
     }
+}
+
+/* Counts a stream frame's bytes (the worker's sequence numbers, for
+ * recovery after its death), also when the frame is then dropped. */
+static bool count_stream(sup_ctx *c, const proto_val *msg)
+{
+    const proto_val *name = proto_map_get(msg, "name");
+    int stream = proto_str_eq(name, "stdout") ? 0 : proto_str_eq(name, "stderr") ? 1 : -1;
+    if (stream < 0)
+        return false;
+    c->stream_recv[stream] += proto_map_get(msg, "data")->n;
+    return true;
 }
 
 static void on_stream(sup_ctx *c, const proto_val *msg)
@@ -711,6 +778,8 @@ static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
         worker_broken(c, "unknown frame type");
     else if (proto_check(msg, k->fields, k->nfields, &err) < 0)
         worker_broken(c, err.msg);
+    else if ((k->handle == on_stream && !count_stream(c, msg)))
+        worker_broken(c, "stream name is not stdout or stderr");
     else if (k->needs_run && !c->running)
         worker_broken(c, "run event while no run is active");
     else if (k->needs_run && strcmp(k->type, "start") != 0 && !c->started)
@@ -924,7 +993,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
-    c->fd = c->out_rd[0] = c->out_rd[1] = -1;
+    c->fd = c->out_rd[0] = c->out_rd[1] = c->outmem_fd = -1;
     c->creating = true;
     if (spawn(c, err) < 0) {
         c->env = NULL; /* still the caller's on failure */
@@ -962,6 +1031,7 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int fd, 
     c->fd = fd;
     c->out_rd[0] = out_rd[0];
     c->out_rd[1] = out_rd[1];
+    c->outmem_fd = -1;
     c->incarnation = 1;
     c->execution_count = src->execution_count;
     c->creating = true;
@@ -1018,6 +1088,9 @@ static void free_ctx(sup_ctx *c)
     sup_pkgs_site_unref(c->site);
     free(c->last_death);
     free(c->kill_reason);
+    if (c->outmem_fd >= 0)
+        close(c->outmem_fd);
+    sup_outmem_detach(&c->outmem);
     proto_buf_free(&c->in);
     proto_buf_free(&c->out);
     free(c);

@@ -3,7 +3,9 @@
  * out_mu, never the other way round, and nobody holding either lock waits for
  * the GIL. Everything that sends stream data holds the channel lock from the
  * moment it takes data out of a buffer or a pipe until it has written it, so
- * stream data leaves in the order it was taken. */
+ * stream data leaves in the order it was taken. Every byte not yet sent
+ * lives in the output memory shared with the supervisor (wrk_outmem.h), so
+ * a worker that dies loses none of it. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +29,7 @@
 #include "mem.h"
 #include "wrk_chan.h"
 #include "wrk_log.h"
+#include "wrk_outmem.h"
 
 /* How long Python-level output may wait in its buffer (the protocol allows
  * 5 ms); waiting at all lets a loop of small prints share frames. */
@@ -33,6 +37,10 @@
 /* Size of the pipes (Linux caps unprivileged requests at 1 MiB). */
 #define PIPE_SIZE (1024 * 1024)
 #define CHUNK ((size_t)PROTO_STREAM_CHUNK)
+/* A Python-level write looks for raw data still unread in its pipe when
+ * os.write wrote to its fd since the last look, or when this long has passed
+ * since then; see forward_unread_raw. */
+#define RAW_CHECK_NS (50L * 1000)
 
 enum { OUT_STDOUT, OUT_STDERR, OUT_NSTREAMS };
 
@@ -44,9 +52,20 @@ static int pipe_rd[OUT_NSTREAMS] = {-1, -1};
 static int pipe_keep[OUT_NSTREAMS] = {-1, -1};
 static int wake_fd = -1;
 
-/* Python-level output not yet sent, per stream; guarded by out_mu. */
+/* Output not yet sent: per stream the Python-level buffer (`pend`, guarded
+ * by out_mu), the buffer being sent and the chunk read from the pipe (both
+ * owned by the holder of the channel lock). Shared with the supervisor
+ * through om_fd (sent with `ready`); a private mapping when no memfd can be
+ * made. */
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
-static proto_buf pending[OUT_NSTREAMS];
+static wrk_outmem *om;
+static int om_fd = -1;
+/* Stores a field of the output memory after the data it describes. The
+ * supervisor reads the memory only once the worker is gone, so program
+ * order of the stores is all that matters. */
+#define OM_SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
+/* Marks the start of the raw area before each pipe read (flusher state). */
+static uint64_t nonce = 0x9e3779b97f4a7c15ULL;
 /* A run is active: output is forwarded, not discarded. Changed only while
  * holding both the channel lock and out_mu. */
 static atomic_bool running;
@@ -58,9 +77,12 @@ static atomic_bool forked;
  * channel lock); see forward_unread_raw. */
 static atomic_bool pumping[OUT_NSTREAMS];
 
-/* Scratch space of whoever holds the channel lock. */
-static proto_buf spare, frame;
-static uint8_t rawbuf[PROTO_STREAM_CHUNK];
+/* When a Python-level write last looked for unread raw data, per stream
+ * (GIL); os.write to fd 1 or 2 has written since (set by the wrapper). */
+static long long last_raw_check[OUT_NSTREAMS];
+static atomic_bool raw_written[OUT_NSTREAMS];
+/* Frame headers, built by whoever holds the channel lock. */
+static proto_buf frame;
 
 /* ---- helpers shared by all senders (channel lock held) ----------------- */
 
@@ -72,10 +94,26 @@ static long long now_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Sends n bytes of stream s as frames of at most PROTO_STREAM_CHUNK bytes. */
-static void send_stream_locked(int s, const void *p, size_t n)
+/* Appends a msgpack bin header for n bytes (the smallest form). */
+static void put_bin_header(proto_buf *b, size_t n)
 {
-    const uint8_t *q = p;
+    uint8_t h[5];
+    size_t hl;
+    if (n < 256) {
+        h[0] = 0xc4, h[1] = (uint8_t)n, hl = 2;
+    } else if (n < 65536) {
+        h[0] = 0xc5, h[1] = (uint8_t)(n >> 8), h[2] = (uint8_t)n, hl = 3;
+    } else {
+        h[0] = 0xc6, h[1] = (uint8_t)(n >> 24), h[2] = (uint8_t)(n >> 16);
+        h[3] = (uint8_t)(n >> 8), h[4] = (uint8_t)n, hl = 5;
+    }
+    proto_buf_append(b, h, hl);
+}
+
+/* Sends n bytes of stream s as frames of at most PROTO_STREAM_CHUNK bytes,
+ * each written as its header plus the data in place (no copy). */
+static void send_stream_locked(int s, const uint8_t *p, size_t n)
+{
     while (n > 0) {
         size_t k = n < CHUNK ? n : CHUNK;
         frame.len = 0;
@@ -86,51 +124,93 @@ static void send_stream_locked(int s, const void *p, size_t n)
         proto_put_str(&frame, "name");
         proto_put_str(&frame, stream_names[s]);
         proto_put_str(&frame, "data");
-        proto_put_bin(&frame, q, k);
-        proto_frame_end(&frame, start);
-        wrk_chan_write_locked(frame.data, frame.len);
-        q += k;
+        put_bin_header(&frame, k);
+        size_t body = frame.len - start - 4 + k;
+        uint8_t *h = frame.data + start;
+        h[0] = (uint8_t)(body >> 24), h[1] = (uint8_t)(body >> 16);
+        h[2] = (uint8_t)(body >> 8), h[3] = (uint8_t)body;
+        wrk_chan_write2_locked(frame.data, frame.len, p, k);
+        p += k;
         n -= k;
     }
 }
 
-/* Sends stream s's Python-level buffer. The buffer is swapped with a spare
- * so writers can go on appending while the data is written. */
+/* Sends stream s's Python-level buffer: it becomes the buffer being sent
+ * (sequence numbers taken) and the other buffer takes new writes, so writers
+ * can go on appending while the data is written. Dropped when no run is
+ * active. */
 static void flush_pending_locked(int s)
 {
+    wrk_outmem_stream *m = &om->s[s];
     pthread_mutex_lock(&out_mu);
-    if (pending[s].len == 0) {
+    uint32_t len = m->pend_len, idx = m->pend_idx;
+    if (len == 0) {
         pthread_mutex_unlock(&out_mu);
         return;
     }
-    proto_buf tmp = pending[s];
-    pending[s] = spare;
-    spare = tmp;
     bool live = atomic_load(&running);
-    pthread_mutex_unlock(&out_mu);
+    if (live) {
+        OM_SET(m->send_seq, m->taken);
+        OM_SET(m->send_idx, idx);
+        OM_SET(m->send_len, len);
+    }
+    OM_SET(m->pend_len, 0);
+    OM_SET(m->pend_idx, idx ^ 1);
     if (live)
-        send_stream_locked(s, spare.data, spare.len);
-    spare.len = 0;
+        OM_SET(m->taken, m->taken + len);
+    pthread_mutex_unlock(&out_mu);
+    if (live) {
+        send_stream_locked(s, m->buf[idx], len);
+        OM_SET(m->send_len, 0);
+    }
 }
 
 /* Reads one chunk (at most max bytes) from stream s's pipe and forwards it,
  * after the Python-level data written before it. Returns the bytes read, 0
  * when the pipe is empty. Reading under the channel lock means data taken
- * from a pipe is always sent before a run's `done`. */
+ * from a pipe is always sent before a run's `done`; reading into the output
+ * memory means a worker killed before sending it loses nothing. */
 static size_t pump_pipe_locked(int s, size_t max)
 {
-    if (max > sizeof rawbuf)
-        max = sizeof rawbuf;
+    wrk_outmem_stream *m = &om->s[s];
+    if (max > WRK_OUTMEM_AREA)
+        max = WRK_OUTMEM_AREA;
     atomic_store(&pumping[s], true);
+    /* Exactly what the pipe holds (up to max), announced before the read:
+     * a worker killed inside read(2) has taken all of it or none, and the
+     * nonce over the start of the area tells which. */
+    int avail = 0;
+    if (ioctl(pipe_rd[s], FIONREAD, &avail) < 0)
+        fatal("FIONREAD on the stream pipe: %s", strerror(errno));
+    if (avail <= 0) {
+        atomic_store(&pumping[s], false);
+        return 0;
+    }
+    size_t want = (size_t)avail < max ? (size_t)avail : max;
+    nonce = nonce * 6364136223846793005ULL + 1442695040888963407ULL;
+    memcpy(m->raw, &nonce, sizeof nonce);
+    OM_SET(m->raw_nonce, nonce);
+    OM_SET(m->raw_len, (uint32_t)want);
+    OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_READING);
     ssize_t r;
     do
-        r = read(pipe_rd[s], rawbuf, max);
+        r = read(pipe_rd[s], m->raw, want);
     while (r < 0 && errno == EINTR);
     if (r < 0 && errno != EAGAIN)
         fatal("read from the stream pipe: %s", strerror(errno));
-    if (r > 0 && atomic_load(&running)) {
-        flush_pending_locked(s);
-        send_stream_locked(s, rawbuf, (size_t)r);
+    if (r <= 0)
+        OM_SET(m->raw_len, 0);
+    if (r > 0) {
+        OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_READ);
+        OM_SET(m->raw_len, (uint32_t)r);
+        if (atomic_load(&running)) {
+            flush_pending_locked(s);
+            OM_SET(m->raw_seq, m->taken);
+            OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_SEQ);
+            OM_SET(m->taken, m->taken + (uint64_t)r);
+            send_stream_locked(s, m->raw, (size_t)r);
+        }
+        OM_SET(m->raw_len, 0);
     }
     atomic_store(&pumping[s], false);
     return r > 0 ? (size_t)r : 0;
@@ -224,14 +304,43 @@ static void *flusher_main(void *arg)
 /* ---- set-up --------------------------------------------------------------- */
 
 /* In a forked child the flusher does not exist and the channel is closed:
- * writes go straight to the pipes, the parent's buffered data is dropped
- * (the parent sends it), and locks held by other threads are reset. */
+ * writes go straight to the pipes and locks held by other threads are reset.
+ * The output memory is still the parent's (it sends what it holds): the
+ * child never touches it. */
 static void output_after_fork_child(void)
 {
     pthread_mutex_init(&out_mu, NULL);
-    for (int s = 0; s < OUT_NSTREAMS; s++)
-        pending[s].len = 0;
     atomic_store(&forked, true);
+}
+
+/* The output memory: a memfd sealed at its size, so the supervisor's
+ * read-only mapping of it can never shrink under it; a private mapping when
+ * no memfd can be made (nothing is then recovered after a death). */
+static void make_outmem(void)
+{
+    size_t size = sizeof(wrk_outmem);
+    int fd = memfd_create("ctxd-output", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            fatal("mmap of the output memory: %s", strerror(errno));
+    }
+    om = p;
+    om_fd = fd;
+    om->magic = WRK_OUTMEM_MAGIC;
+    om->size = (uint32_t)size;
+}
+
+int wrk_output_memfd(void)
+{
+    return om_fd;
 }
 
 /* The pipe whose write end is fd `target`. The supervisor passes the read
@@ -271,10 +380,8 @@ static void make_pipe(int s, int target, int given)
  * SIGINT is only ever handled by the main thread. */
 void wrk_output_init(bool supervised)
 {
-    for (int s = 0; s < OUT_NSTREAMS; s++)
-        proto_buf_reserve(&pending[s], 2 * CHUNK);
-    proto_buf_reserve(&spare, 2 * CHUNK);
-    proto_buf_reserve(&frame, CHUNK + 64);
+    make_outmem();
+    proto_buf_reserve(&frame, 64);
     make_pipe(OUT_STDOUT, 1, supervised ? 4 : -1);
     make_pipe(OUT_STDERR, 2, supervised ? 5 : -1);
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -329,13 +436,21 @@ void wrk_output_restart(void)
         if (pipe_rd[s] > 5)
             close(pipe_rd[s]);
         pipe_keep[s] = pipe_rd[s] = -1;
-        pending[s].len = 0;
         atomic_store(&pumping[s], false);
+        atomic_store(&raw_written[s], false);
+        last_raw_check[s] = 0;
     }
     if (wake_fd >= 0)
         close(wake_fd);
     wake_fd = -1;
-    spare.len = frame.len = 0;
+    /* The previous worker's output memory (this copy's is made anew). */
+    if (om)
+        munmap(om, sizeof *om);
+    if (om_fd >= 0)
+        close(om_fd);
+    om = NULL;
+    om_fd = -1;
+    frame.len = 0;
     atomic_store(&running, false);
     atomic_store(&armed, false);
     atomic_store(&forked, false);
@@ -354,7 +469,7 @@ void wrk_output_begin_run(const proto_buf *start)
         drain_pipe_locked(s);
     pthread_mutex_lock(&out_mu);
     for (int s = 0; s < OUT_NSTREAMS; s++)
-        pending[s].len = 0;
+        OM_SET(om->s[s].pend_len, 0);
     atomic_store(&running, true);
     pthread_mutex_unlock(&out_mu);
     wrk_chan_write_locked(start->data, start->len);
@@ -377,7 +492,7 @@ void wrk_output_end_run(const proto_buf *tail)
     pthread_mutex_lock(&out_mu);
     atomic_store(&running, false);
     for (int s = 0; s < OUT_NSTREAMS; s++)
-        pending[s].len = 0;
+        OM_SET(om->s[s].pend_len, 0);
     pthread_mutex_unlock(&out_mu);
     wrk_chan_unlock();
 }
@@ -436,13 +551,23 @@ static void send_now_nogil(int s, bool drain)
  * print(), os.system('ls') then print('done')). That output is either
  * unread in the pipe or has just been read by the flusher, which then holds
  * the channel lock until it has sent it; either way this writer forwards or
- * waits for it before appending. Raw output written after this check comes
+ * waits for it before appending. Raw output written after the check comes
  * after the appended data: the flusher sends the buffer before any chunk it
- * reads. One ioctl per write (measured: within the noise of the print-loop
- * benchmark), so the order holds for every write, not only for writes far
- * enough apart. */
+ * reads. The check costs an ioctl, a third of a print's cost, so it is made
+ * when os.write wrote to the stream's fd since the last check (exact order
+ * for os.write and Python-level writes, however close) and otherwise at
+ * most every RAW_CHECK_NS: raw output of C code or of other processes (a
+ * subprocess that has ended) is ordered before a Python-level write made
+ * that long after the previous check. */
 static void forward_unread_raw(int s)
 {
+    long long now = 0;
+    if (!atomic_exchange(&raw_written[s], false)) {
+        now = now_ns();
+        if (now - last_raw_check[s] < RAW_CHECK_NS)
+            return;
+    }
+    last_raw_check[s] = now ? now : now_ns();
     int avail = 0;
     if (ioctl(pipe_rd[s], FIONREAD, &avail) < 0)
         return;
@@ -450,16 +575,29 @@ static void forward_unread_raw(int s)
         send_now_nogil(s, true);
 }
 
-/* A large write is sent straight from the caller's memory, after what was
- * written before it. */
+/* A large write is sent chunk by chunk through the free buffer of the
+ * output memory (so a death in the middle loses no chunk taken), after what
+ * was written before it. */
 static void send_large_nogil(int s, const char *p, size_t n)
 {
     PyThreadState *ts = PyEval_SaveThread();
     wrk_chan_lock();
     drain_pipe_locked(s);
     flush_pending_locked(s);
-    if (atomic_load(&running))
-        send_stream_locked(s, p, n);
+    wrk_outmem_stream *m = &om->s[s];
+    while (n > 0 && atomic_load(&running)) {
+        size_t k = n < WRK_OUTMEM_AREA ? n : WRK_OUTMEM_AREA;
+        uint32_t idx = m->pend_idx ^ 1; /* free while the channel lock is held */
+        memcpy(m->buf[idx], p, k);
+        OM_SET(m->send_seq, m->taken);
+        OM_SET(m->send_idx, idx);
+        OM_SET(m->send_len, (uint32_t)k);
+        OM_SET(m->taken, m->taken + k);
+        send_stream_locked(s, m->buf[idx], k);
+        OM_SET(m->send_len, 0);
+        p += k;
+        n -= k;
+    }
     wrk_chan_unlock();
     PyEval_RestoreThread(ts);
 }
@@ -486,8 +624,9 @@ static void out_write(int s, const char *p, size_t n)
         return;
     }
     forward_unread_raw(s);
+    wrk_outmem_stream *m = &om->s[s];
     pthread_mutex_lock(&out_mu);
-    if (pending[s].len + n > CHUNK) {
+    while (m->pend_len + n > WRK_OUTMEM_AREA) {
         /* Send what is there first, so frames are full-size. */
         pthread_mutex_unlock(&out_mu);
         send_now_nogil(s, false);
@@ -497,10 +636,11 @@ static void out_write(int s, const char *p, size_t n)
         pthread_mutex_unlock(&out_mu);
         return;
     }
-    bool was_empty = pending[s].len == 0;
-    proto_buf_append(&pending[s], p, n);
+    uint32_t len = m->pend_len;
+    memcpy(m->buf[m->pend_idx] + len, p, n);
+    OM_SET(m->pend_len, len + (uint32_t)n);
     pthread_mutex_unlock(&out_mu);
-    if (was_empty && !atomic_exchange(&armed, true))
+    if (len == 0 && !atomic_exchange(&armed, true))
         wake_flusher();
 }
 
@@ -511,7 +651,7 @@ static void out_flush(int s)
     if (atomic_load(&forked))
         return;
     pthread_mutex_lock(&out_mu);
-    bool empty = pending[s].len == 0;
+    bool empty = om->s[s].pend_len == 0;
     pthread_mutex_unlock(&out_mu);
     if (!empty)
         send_now_nogil(s, false);
@@ -763,6 +903,41 @@ static int register_abc(PyObject *io, const char *abc, PyTypeObject *type)
     return 0;
 }
 
+/* os.write as it was (posix.write). */
+static PyObject *posix_write;
+
+/* os.write: the original, then a note that fd 1 or 2 was written, so the
+ * next Python-level write of that stream first forwards it (order). */
+static PyObject *os_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    long fd = nargs > 0 && PyLong_Check(args[0]) ? PyLong_AsLong(args[0]) : -1;
+    if (fd == -1 && PyErr_Occurred())
+        PyErr_Clear(); /* the original reports a bad fd */
+    PyObject *r = PyObject_Vectorcall(posix_write, args, (size_t)nargs, NULL);
+    if (fd == 1 || fd == 2)
+        atomic_store(&raw_written[fd - 1], true);
+    return r;
+}
+
+static PyMethodDef os_write_def = {"write", (PyCFunction)(void (*)(void))os_write, METH_FASTCALL,
+                                   "Write a bytes object to a file descriptor."};
+
+/* Replaces os.write by os_write. */
+static int wrap_os_write(void)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    if (!os)
+        return -1;
+    if (!posix_write)
+        posix_write = PyObject_GetAttrString(os, "write");
+    PyObject *fn = posix_write ? PyCFunction_NewEx(&os_write_def, NULL, NULL) : NULL;
+    int rc = fn ? PyObject_SetAttrString(os, "write", fn) : -1;
+    Py_XDECREF(fn);
+    Py_DECREF(os);
+    return rc;
+}
+
 int wrk_output_install(void)
 {
     if (PyType_Ready(&text_type) < 0 || PyType_Ready(&bin_type) < 0)
@@ -774,6 +949,8 @@ int wrk_output_install(void)
     if (rc == 0)
         rc = register_abc(io, "BufferedIOBase", &bin_type);
     Py_DECREF(io);
+    if (rc == 0)
+        rc = wrap_os_write();
     if (rc < 0)
         return -1;
     static const char *const names[OUT_NSTREAMS][2] = {{"stdout", "__stdout__"},

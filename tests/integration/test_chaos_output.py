@@ -82,20 +82,21 @@ def test_last_words_before_sigkill(client):
     assert r.stderr == b"b" * 70000
 
 
-def test_sigkill_from_outside_loses_no_python_output(client):
-    # The run prints a marker, then waits; the test kills the worker from
-    # outside while the marker may still be in the worker's buffer.
+def test_sigkill_from_outside_loses_no_python_output(client, tmp_path):
+    # The run writes (Python-level, not flushed), then tells the test its
+    # pid through a file, then waits; the test kills the worker from outside.
+    flag = tmp_path / "pid"
     rid = client.submit("import os, sys, time\n"
-                        "sys.stdout.write('pid %d\\n' % os.getpid())\n"
-                        "sys.stdout.flush()\n"
+                        "sys.stdout.write('first line\\n')\n"
                         "sys.stdout.write('unflushed tail')\n"
+                        f"open({str(flag)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+                        f"os.rename({str(flag)!r} + '.tmp', {str(flag)!r})\n"
                         "time.sleep(60)")
-    got = client.wait_event(rid, "stream")
-    pid = int(got[-1]["data"].split()[1])
-    os.kill(pid, signal.SIGKILL)
+    assert wait_until(flag.exists, 30)
+    os.kill(int(flag.read_text()), signal.SIGKILL)
     r = client.wait(rid)
     assert r.status == "died", r.done
-    assert r.stdout == b"pid %d\nunflushed tail" % pid
+    assert r.stdout == b"first line\nunflushed tail"
 
 
 def test_raw_output_before_sigkill_has_no_hole(client):
