@@ -130,6 +130,11 @@ typedef struct sup_ctx {
     const void *outmem;
     int outmem_fd;
     uint64_t stream_recv[2];
+    /* Read ends of new pipes received with a `start` (the worker replaced
+     * its pipes: output of processes an earlier run left behind stays in the
+     * old ones), until on_start takes them as out_rd. */
+    int new_rd[2];
+    int nnew_rd;
     unsigned incarnation;
     bool ready;    /* `ready` frame received */
     bool chan_eof; /* worker closed its end; waiting for SIGCHLD */
@@ -200,6 +205,7 @@ const char *sup_auth_state_dir(void);
 typedef struct sup_counters {
     uint64_t requests, refused, runs, by_status[SUP_NSTATUS];
     uint64_t stdout_bytes, stderr_bytes, truncated_bytes;
+    uint64_t between_runs_bytes; /* output written while no run was active */
     uint64_t contexts_created, workers_spawned, worker_deaths;
     uint64_t pip_runs, pip_failures, pip_cached; /* sup_pkgs.c */
 } sup_counters;

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@ static sup_ctx *graveyard; /* deleted, freed at the next tick */
 static size_t ncontexts;
 
 static void dispatch(sup_ctx *c);
+static void drop_new_rd(sup_ctx *c);
 
 sup_ctx *sup_ctx_first(void)
 {
@@ -241,6 +244,7 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
         close(c->outmem_fd);
     c->outmem_fd = -1;
     sup_outmem_detach(&c->outmem);
+    drop_new_rd(c);
     c->pid = 0;
     c->ready = false;
     if (c->running) {
@@ -312,6 +316,8 @@ static ssize_t read_chan_once(sup_ctx *c, uint8_t *buf, size_t len)
             memcpy(&fd, CMSG_DATA(cm) + i * sizeof fd, sizeof fd);
             if (!c->ready && c->outmem_fd < 0 && !c->outmem)
                 c->outmem_fd = fd;
+            else if (c->ready && c->nnew_rd < 2)
+                c->new_rd[c->nnew_rd++] = fd;
             else
                 close(fd);
         }
@@ -468,9 +474,44 @@ bool sup_ctx_held_back(const sup_ctx *c)
     return !(c->running && c->interrupt_sent && c->pending.bytes < INTERRUPT_HOLD_MAX);
 }
 
+/* Closes descriptors received from the worker and not taken. */
+static void drop_new_rd(sup_ctx *c)
+{
+    for (int i = 0; i < c->nnew_rd; i++)
+        close(c->new_rd[i]);
+    c->nnew_rd = 0;
+}
+
+/* A `start` that came with two descriptors: the read ends of the worker's
+ * new stdout and stderr pipes, kept (in place of the old ones) to recover
+ * raw output if the worker dies. Anything else is closed. */
+static void take_new_pipes(sup_ctx *c)
+{
+    struct stat st[2];
+    if (c->nnew_rd == 2 && fstat(c->new_rd[0], &st[0]) == 0 && S_ISFIFO(st[0].st_mode) &&
+        fstat(c->new_rd[1], &st[1]) == 0 && S_ISFIFO(st[1].st_mode)) {
+        for (int s = 0; s < 2; s++) {
+            if (c->out_rd[s] >= 0)
+                close(c->out_rd[s]);
+            c->out_rd[s] = c->new_rd[s];
+            fcntl(c->out_rd[s], F_SETFL, fcntl(c->out_rd[s], F_GETFL) | O_NONBLOCK);
+        }
+        c->nnew_rd = 0;
+    }
+    drop_new_rd(c);
+}
+
+/* `between {bytes}`: output written while no run was active, counted. */
+static void on_between(sup_ctx *c, const proto_val *msg)
+{
+    (void)c;
+    sup_stats.between_runs_bytes += proto_map_get(msg, "bytes")->as.u;
+}
+
 static void on_start(sup_ctx *c, const proto_val *msg)
 {
     (void)msg;
+    take_new_pipes(c);
     c->started = true;
     if (c->interrupt_wanted) {
         c->interrupt_wanted = false;
@@ -727,6 +768,7 @@ static const proto_field display_fields[] = {
     {"update", PF_BOOL, true, 0},
 };
 static const proto_field clear_output_fields[] = {{"wait", PF_BOOL, true, 0}};
+static const proto_field between_fields[] = {{"bytes", PF_UINT, true, 0}};
 static const proto_field answer_fields[] = {{"data", PF_MAP, true, 64}};
 static const proto_field input_request_fields[] = {
     {"prompt", PF_STR, true, 1u << 16},
@@ -748,6 +790,7 @@ static const proto_field done_fields[] = {
 static const frame_kind frame_kinds[] = {
     {"ready", NULL, 0, false, on_ready},
     {"start", NULL, 0, true, on_start},
+    {"between", FIELDS(between_fields), false, on_between},
     {"stream", FIELDS(stream_fields), true, on_stream},
     {"result", FIELDS(result_fields), true, on_result},
     {"display", FIELDS(display_fields), true, on_display},

@@ -110,7 +110,7 @@ void sup_stats_put(proto_buf *b)
     proto_put_str(b, "created");
     proto_put_uint(b, sup_stats.contexts_created);
     proto_put_str(b, "counters");
-    proto_put_map(b, 11 + SUP_NSTATUS);
+    proto_put_map(b, 12 + SUP_NSTATUS);
     proto_put_str(b, "requests");
     proto_put_uint(b, sup_stats.requests);
     proto_put_str(b, "refused");
@@ -129,6 +129,8 @@ void sup_stats_put(proto_buf *b)
     proto_put_uint(b, sup_stats.stderr_bytes);
     proto_put_str(b, "truncated_bytes");
     proto_put_uint(b, sup_stats.truncated_bytes);
+    proto_put_str(b, "between_runs_bytes");
+    proto_put_uint(b, sup_stats.between_runs_bytes);
     proto_put_str(b, "workers_spawned");
     proto_put_uint(b, sup_stats.workers_spawned);
     proto_put_str(b, "worker_deaths");

@@ -136,37 +136,47 @@ void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb)
     }
 }
 
-/* Sends frames with one descriptor attached (the output memory, with
- * `ready`): the first sendmsg carries it, the rest is written as usual. */
-void wrk_chan_send_fd(const proto_buf *frames, int fd)
+/* Writes whole frames with descriptors attached to their first byte
+ * (SCM_RIGHTS): the first sendmsg carries them, the rest is written as
+ * usual. */
+void wrk_chan_write_fds_locked(const void *p, size_t n, const int *fds, int nfds)
 {
-    if (fd < 0) {
-        wrk_chan_send(frames);
+    if (nfds <= 0 || nfds > 4 || chan_fd < 0) {
+        wrk_chan_write_locked(p, n);
         return;
     }
-    wrk_chan_lock();
     union {
         struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(4 * sizeof(int))];
     } ctl;
     memset(&ctl, 0, sizeof ctl);
-    struct iovec iov = {frames->data, frames->len};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    struct iovec iov = {(void *)p, n};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.buf,
+                        .msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int))};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
     ssize_t w;
     do
-        w = chan_fd < 0 ? (ssize_t)frames->len : sendmsg(chan_fd, &mh, MSG_NOSIGNAL);
+        w = sendmsg(chan_fd, &mh, MSG_NOSIGNAL);
     while (w < 0 && errno == EINTR);
     if (w < 0) {
         wrk_log("channel write failed: %s; exiting", strerror(errno));
         wrk_chan_gone(1);
     }
-    wrk_chan_write_locked(frames->data + w, frames->len - (size_t)w);
+    wrk_chan_write_locked((const uint8_t *)p + w, n - (size_t)w);
+}
+
+/* Sends frames with one descriptor attached (the output memory, with
+ * `ready`). */
+void wrk_chan_send_fd(const proto_buf *frames, int fd)
+{
+    wrk_chan_lock();
+    wrk_chan_write_fds_locked(frames->data, frames->len, &fd, fd >= 0 ? 1 : 0);
     wrk_chan_unlock();
 }
 

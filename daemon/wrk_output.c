@@ -22,7 +22,9 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +43,10 @@
  * os.write wrote to its fd since the last look, or when this long has passed
  * since then; see forward_unread_raw. */
 #define RAW_CHECK_NS (50L * 1000)
+/* Pipes replaced at a run's start whose write ends other processes may still
+ * hold (a background child of an earlier run), per stream: drained and
+ * counted as between-run output until their last writer is gone. */
+#define MAX_STALE 8
 
 enum { OUT_STDOUT, OUT_STDERR, OUT_NSTREAMS };
 
@@ -51,6 +57,17 @@ static int pipe_rd[OUT_NSTREAMS] = {-1, -1};
  * code closes fd 1 or 2. */
 static int pipe_keep[OUT_NSTREAMS] = {-1, -1};
 static int wake_fd = -1;
+/* Read ends of replaced pipes (both streams), owned by the flusher; new ones
+ * are handed over in stale_new (under out_mu) and pipes_gen tells the
+ * flusher to look again at pipe_rd and stale_new. */
+static int stale[2 * MAX_STALE], nstale;
+static int stale_new[2 * MAX_STALE], nstale_new;
+static atomic_uint pipes_gen;
+/* Output written while no run was active (counted, dropped), not yet
+ * reported to the supervisor; CHILD_USAGE: what the worker's reaped
+ * children had used at the last run's start. */
+static atomic_ullong between_bytes;
+static long long child_usage;
 
 /* Output not yet sent: per stream the Python-level buffer (`pend`, guarded
  * by out_mu), the buffer being sent and the chunk read from the pipe (both
@@ -162,6 +179,8 @@ static void flush_pending_locked(int s)
     if (live) {
         send_stream_locked(s, m->buf[idx], len);
         OM_SET(m->send_len, 0);
+    } else {
+        atomic_fetch_add(&between_bytes, len);
     }
 }
 
@@ -209,6 +228,8 @@ static size_t pump_pipe_locked(int s, size_t max)
             OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_SEQ);
             OM_SET(m->taken, m->taken + (uint64_t)r);
             send_stream_locked(s, m->raw, (size_t)r);
+        } else {
+            atomic_fetch_add(&between_bytes, (unsigned long long)r);
         }
         OM_SET(m->raw_len, 0);
     }
@@ -243,19 +264,63 @@ static void wake_flusher(void)
         fatal("eventfd write: %s", strerror(errno));
 }
 
+/* Drains a replaced pipe: its data is between-run output (counted,
+ * dropped). False once its last writer is gone (the caller closes it). */
+static bool drain_stale(int fd)
+{
+    static uint8_t sink[WRK_OUTMEM_AREA];
+    for (int i = 0; i < 16; i++) {
+        ssize_t r = read(fd, sink, sizeof sink);
+        if (r > 0) {
+            atomic_fetch_add(&between_bytes, (unsigned long long)r);
+            continue;
+        }
+        return r < 0 && (errno == EAGAIN || errno == EINTR);
+    }
+    return true;
+}
+
+/* Takes the pipes replaced since the last look; more than MAX_STALE per
+ * worker: the oldest is closed (its writers then get EPIPE). */
+static void take_stale(void)
+{
+    pthread_mutex_lock(&out_mu);
+    for (int i = 0; i < nstale_new; i++) {
+        if (nstale == 2 * MAX_STALE) {
+            close(stale[0]);
+            memmove(stale, stale + 1, (size_t)(--nstale) * sizeof *stale);
+        }
+        stale[nstale++] = stale_new[i];
+    }
+    nstale_new = 0;
+    pthread_mutex_unlock(&out_mu);
+}
+
 /* Forwards pipe data as it arrives and Python-level buffers FLUSH_DELAY_NS
- * after they became non-empty. Runs with every signal blocked. */
+ * after they became non-empty, and drains replaced pipes. Runs with every
+ * signal blocked. */
 static void *flusher_main(void *arg)
 {
     (void)arg;
-    struct pollfd pfd[3] = {
-        {.fd = pipe_rd[OUT_STDOUT], .events = POLLIN},
-        {.fd = pipe_rd[OUT_STDERR], .events = POLLIN},
-        {.fd = wake_fd, .events = POLLIN},
-    };
+    struct pollfd pfd[3 + 2 * MAX_STALE];
+    unsigned gen = ~0u;
+    int npfd = 0;
     bool timed = false;
     long long deadline = 0;
     for (;;) {
+        unsigned g = atomic_load(&pipes_gen);
+        if (g != gen) { /* the pipes were replaced: poll the new set */
+            gen = g;
+            take_stale();
+            pthread_mutex_lock(&out_mu);
+            pfd[0] = (struct pollfd){.fd = pipe_rd[OUT_STDOUT], .events = POLLIN};
+            pfd[1] = (struct pollfd){.fd = pipe_rd[OUT_STDERR], .events = POLLIN};
+            pthread_mutex_unlock(&out_mu);
+            pfd[2] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+            for (int i = 0; i < nstale; i++)
+                pfd[3 + i] = (struct pollfd){.fd = stale[i], .events = POLLIN};
+            npfd = 3 + nstale;
+        }
         struct timespec ts, *tp = NULL;
         if (timed) {
             long long left = deadline - now_ns();
@@ -265,7 +330,7 @@ static void *flusher_main(void *arg)
             ts.tv_nsec = (long)(left % 1000000000LL);
             tp = &ts;
         }
-        if (ppoll(pfd, 3, tp, NULL) < 0) {
+        if (ppoll(pfd, (nfds_t)npfd, tp, NULL) < 0) {
             if (errno == EINTR)
                 continue;
             fatal("flusher poll: %s", strerror(errno));
@@ -282,9 +347,26 @@ static void *flusher_main(void *arg)
         for (int s = 0; s < OUT_NSTREAMS; s++) {
             if (pfd[s].revents) {
                 wrk_chan_lock();
-                pump_pipe_locked(s, CHUNK);
+                if (pfd[s].fd == pipe_rd[s]) /* else replaced: polled anew */
+                    pump_pipe_locked(s, CHUNK);
                 wrk_chan_unlock();
             }
+        }
+        bool closed = false;
+        for (int i = 0; i < nstale; i++) {
+            if (pfd[3 + i].revents && !drain_stale(stale[i])) {
+                close(stale[i]);
+                stale[i] = -1;
+                closed = true;
+            }
+        }
+        if (closed) {
+            int k = 0;
+            for (int i = 0; i < nstale; i++)
+                if (stale[i] >= 0)
+                    stale[k++] = stale[i];
+            nstale = k;
+            gen = ~0u; /* rebuild the poll set */
         }
         if (timed && now_ns() >= deadline) {
             timed = false;
@@ -443,6 +525,15 @@ void wrk_output_restart(void)
     if (wake_fd >= 0)
         close(wake_fd);
     wake_fd = -1;
+    /* Replaced pipes of the previous worker (its flusher is gone). */
+    for (int i = 0; i < nstale; i++)
+        close(stale[i]);
+    for (int i = 0; i < nstale_new; i++)
+        close(stale_new[i]);
+    nstale = nstale_new = 0;
+    atomic_store(&between_bytes, 0);
+    atomic_fetch_add(&pipes_gen, 1);
+    child_usage = 0;
     /* The previous worker's output memory (this copy's is made anew). */
     if (om)
         munmap(om, sizeof *om);
@@ -459,20 +550,98 @@ void wrk_output_restart(void)
 
 /* ---- run boundaries -------------------------------------------------------- */
 
-/* Left-over output of idle time is dropped so it cannot be attributed to
- * this run; `start` goes out under the same lock so it precedes any stream
- * frame of the run. */
+/* True when a process other than this one may hold the write ends of the
+ * pipes: a child is alive, or children were reaped since the last run's
+ * start (one may have left a grandchild behind, reparented to the
+ * supervisor), or something wrote while no run was active. */
+static bool other_writers_possible(bool idle_output)
+{
+    siginfo_t si = {0};
+    bool kids = waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) == 0;
+    struct rusage ru;
+    long long usage = 0;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+        usage = ru.ru_minflt + ru.ru_majflt + ru.ru_nvcsw + ru.ru_nivcsw + ru.ru_utime.tv_sec +
+                ru.ru_utime.tv_usec + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec;
+    bool reaped = usage != child_usage;
+    child_usage = usage;
+    return kids || reaped || idle_output;
+}
+
+/* Gives stream s a new pipe (fd s + 1 now writes into it) and hands the old
+ * read end to the flusher, which drains it as between-run output until its
+ * last writer is gone: a background process of an earlier run writes into
+ * that run's pipe, never into a later run's. Returns the new read end (for
+ * the supervisor), or -1 when no pipe could be made (the old one stays). */
+static int rotate_pipe_locked(int s)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    (void)fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE);
+    if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0 || dup2(p[1], s + 1) < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    pthread_mutex_lock(&out_mu);
+    int old_rd = pipe_rd[s], old_keep = pipe_keep[s];
+    pipe_rd[s] = p[0];
+    pipe_keep[s] = p[1];
+    if (nstale_new < 2 * MAX_STALE)
+        stale_new[nstale_new++] = old_rd;
+    else
+        close(old_rd);
+    pthread_mutex_unlock(&out_mu);
+    close(old_keep);
+    return p[0];
+}
+
+/* Output of idle time (and of processes an earlier run left behind) is
+ * counted as between-run output, never attributed to this run: the pipes
+ * are drained, and replaced when another process may still write into
+ * them. The count goes out first (`between`), then `start`, carrying the
+ * new pipes' read ends for the supervisor, under the same lock, so `start`
+ * precedes any stream frame of the run. */
 void wrk_output_begin_run(const proto_buf *start)
 {
     wrk_chan_lock();
     for (int s = 0; s < OUT_NSTREAMS; s++)
         drain_pipe_locked(s);
     pthread_mutex_lock(&out_mu);
-    for (int s = 0; s < OUT_NSTREAMS; s++)
+    for (int s = 0; s < OUT_NSTREAMS; s++) {
+        atomic_fetch_add(&between_bytes, om->s[s].pend_len);
         OM_SET(om->s[s].pend_len, 0);
+    }
+    pthread_mutex_unlock(&out_mu);
+    unsigned long long between = atomic_exchange(&between_bytes, 0);
+    int fds[OUT_NSTREAMS] = {-1, -1};
+    if (other_writers_possible(between > 0)) {
+        for (int s = 0; s < OUT_NSTREAMS; s++)
+            fds[s] = rotate_pipe_locked(s);
+        atomic_fetch_add(&pipes_gen, 1);
+        wake_flusher();
+    }
+    pthread_mutex_lock(&out_mu);
     atomic_store(&running, true);
     pthread_mutex_unlock(&out_mu);
-    wrk_chan_write_locked(start->data, start->len);
+    if (between) {
+        proto_buf b;
+        proto_buf_init(&b);
+        size_t at = proto_frame_begin(&b);
+        proto_put_map(&b, 2);
+        proto_put_str(&b, "t");
+        proto_put_str(&b, "between");
+        proto_put_str(&b, "bytes");
+        proto_put_uint(&b, between);
+        proto_frame_end(&b, at);
+        wrk_chan_write_locked(b.data, b.len);
+        proto_buf_free(&b);
+    }
+    if (fds[0] >= 0 && fds[1] >= 0)
+        wrk_chan_write_fds_locked(start->data, start->len, fds, 2);
+    else
+        wrk_chan_write_locked(start->data, start->len);
     wrk_chan_unlock();
 }
 
@@ -617,8 +786,10 @@ static void out_write(int s, const char *p, size_t n)
         PyEval_RestoreThread(ts);
         return;
     }
-    if (!atomic_load(&running))
+    if (!atomic_load(&running)) {
+        atomic_fetch_add(&between_bytes, n); /* a thread writing between runs */
         return;
+    }
     if (n >= CHUNK) {
         send_large_nogil(s, p, n);
         return;

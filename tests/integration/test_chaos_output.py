@@ -141,3 +141,47 @@ def test_interrupt_lands_while_client_is_slow(daemon):
     r = slow.wait(rid, 60)
     assert r.status == "interrupted", r.done
     assert other.execute("x").text == "1"
+
+
+# ---- item 6: output written between runs is never another run's ----------
+
+_BG = ("import subprocess\n"
+       "p = subprocess.Popen(['sh', '-c', 'i=0; while [ $i -lt 300 ]; do echo bg$i; "
+       "echo err$i >&2; i=$((i+1)); sleep 0.005; done'])\n"
+       "print('A done')\n")
+
+
+def test_background_child_output_not_in_next_run(client):
+    ra = client.execute(_BG)
+    assert ra.status == "ok", ra.done
+    # B runs while A's background child is still writing.
+    rb = client.execute("import time\nfor i in range(25):\n    print('B%d' % i)\n"
+                        "    time.sleep(0.02)")
+    assert rb.status == "ok", rb.done
+    assert rb.stdout == b"".join(b"B%d\n" % i for i in range(25)), rb.stdout[:300]
+    assert rb.stderr == b"", rb.stderr[:300]
+
+
+def test_forked_child_output_not_in_next_run(client):
+    ra = client.execute("import os, time\npid = os.fork()\nif pid == 0:\n"
+                        "    for i in range(200):\n"
+                        "        print('child %d' % i, flush=True)\n"
+                        "        os.write(1, b'raw child\\n')\n"
+                        "        time.sleep(0.005)\n"
+                        "    os._exit(0)\n"
+                        "print('parent')")
+    assert ra.status == "ok", ra.done
+    rb = client.execute("import time\nfor i in range(25):\n    print('B%d' % i)\n"
+                        "    time.sleep(0.02)")
+    assert rb.status == "ok", rb.done
+    assert b"child" not in rb.stdout, rb.stdout[:300]
+    assert rb.stdout == b"".join(b"B%d\n" % i for i in range(25))
+
+
+def test_between_runs_output_is_counted(client):
+    before = _stats(client)["counters"]["between_runs_bytes"]
+    assert client.execute(_BG).status == "ok"
+    # The child writes for about 1.5 s while the context is idle; each run
+    # start reports what was written since the previous one.
+    assert wait_until(lambda: client.execute("1").status == "ok" and
+                      _stats(client)["counters"]["between_runs_bytes"] > before, 30, 0.2)
