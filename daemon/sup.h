@@ -27,6 +27,8 @@ typedef struct sup_config {
     size_t max_code_bytes;
     size_t max_request_bytes;
     uint64_t max_output;    /* stream bytes per run before truncation; 0 = none */
+    size_t max_held;        /* bytes held for clients that do not read, in total */
+    size_t max_client_held; /* ... for one client */
     double default_timeout; /* seconds; 0 = none */
     double kill_grace;      /* seconds between SIGINT and SIGKILL on timeout */
     double idle_ttl;        /* seconds; 0 = never reap idle contexts */
@@ -192,6 +194,21 @@ void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int sup_loop_open(const char **endpoints, size_t n);
 void sup_loop_run(void);
 
+/* libzmq's queue per client, in messages (at most 64 KiB for output):
+ * what libzmq holds for a client that does not read is bounded too. */
+#define SUP_ZMQ_SNDHWM 64
+
+/* ---- sup_held.c: bytes held for clients that do not read ---------------- */
+void sup_held_add(const sup_peer *p, size_t n);
+void sup_held_sub(const sup_peer *p, size_t n);
+size_t sup_held_client(const sup_peer *p);
+size_t sup_held_total(void);
+size_t sup_held_peak(void);
+/* True when p's client holds max_client_held or more, or everything held
+ * reaches max_held: its requests are refused and its runs' workers are not
+ * read until it reads. */
+bool sup_held_over(const sup_peer *p);
+
 /* ---- sup_auth.c: CurveZMQ keys and the ZAP handler -------------------- */
 int sup_auth_setup(void *zctx, void *curve_router);
 void *sup_auth_zap_socket(void);
@@ -206,6 +223,7 @@ typedef struct sup_counters {
     uint64_t requests, refused, runs, by_status[SUP_NSTATUS];
     uint64_t stdout_bytes, stderr_bytes, truncated_bytes;
     uint64_t between_runs_bytes; /* output written while no run was active */
+    uint64_t requests_unread;    /* dropped: their client held too much unread */
     uint64_t contexts_created, workers_spawned, worker_deaths;
     uint64_t pip_runs, pip_failures, pip_cached; /* sup_pkgs.c */
 } sup_counters;

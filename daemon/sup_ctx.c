@@ -469,9 +469,12 @@ static void send_sigint(sup_ctx *c)
 
 bool sup_ctx_held_back(const sup_ctx *c)
 {
-    if (!c->pending.head)
+    if (c->running && c->interrupt_sent && c->pending.bytes < INTERRUPT_HOLD_MAX &&
+        sup_held_total() < sup_cfg.max_held)
         return false;
-    return !(c->running && c->interrupt_sent && c->pending.bytes < INTERRUPT_HOLD_MAX);
+    /* Held for this run's client, or its client (or everyone) holds too
+     * much already: the worker waits. */
+    return c->pending.head || (c->running && sup_held_over(&c->running->peer));
 }
 
 /* Closes descriptors received from the worker and not taken. */

@@ -72,11 +72,12 @@ typedef struct sup_outmsg {
 } sup_outmsg;
 
 /* Messages for clients whose queue was full, not tied to a live context.
- * Bounded in bytes: a client that never reads loses its oldest replies past
- * OUTBOX_MAX_BYTES (logged), and the daemon's memory stays bounded. */
+ * Bounded: a client past max_client_held gets no more replies queued (its
+ * requests are refused, sup_request.c); what deleted contexts leave here is
+ * cut, oldest first and logged, past twice max_held, the last safety. */
 static sup_outq outbox;
 static size_t outbox_bytes;
-#define OUTBOX_MAX_BYTES ((size_t)256 << 20)
+#define OUTBOX_MAX_BYTES (2 * sup_cfg.max_held)
 #define OUTMSG_OVERHEAD sizeof(sup_outmsg)
 
 void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
@@ -85,6 +86,7 @@ void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
     m->peer = *peer;
     proto_buf_append(&m->body, body->data, body->len);
     q->bytes += body->len + OUTMSG_OVERHEAD;
+    sup_held_add(peer, body->len + OUTMSG_OVERHEAD);
     if (q->tail)
         q->tail->next = m;
     else
@@ -95,6 +97,7 @@ void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
 
 static void outmsg_free(sup_outmsg *m)
 {
+    sup_held_sub(&m->peer, m->body.len + OUTMSG_OVERHEAD);
     proto_buf_free(&m->body);
     free(m);
 }
@@ -251,6 +254,8 @@ static void *new_router(void)
     zmq_setsockopt(r, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(r, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    int hwm = SUP_ZMQ_SNDHWM;
+    zmq_setsockopt(r, ZMQ_SNDHWM, &hwm, sizeof hwm);
     return r;
 }
 

@@ -185,3 +185,90 @@ def test_between_runs_output_is_counted(client):
     # start reports what was written since the previous one.
     assert wait_until(lambda: client.execute("1").status == "ok" and
                       _stats(client)["counters"]["between_runs_bytes"] > before, 30, 0.2)
+
+
+# ---- item 4: what the daemon holds for clients that do not read is bounded --
+
+def _rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_held_bytes_and_limits_reported(daemon):
+    lim = daemon.hello["limits"]
+    assert lim["max_held"] == 256 << 20 and lim["max_client_held"] == 16 << 20, lim
+    admin = daemon.client()
+    st = _stats(admin)
+    assert set(st["held_bytes"]) == {"current", "peak"}, st
+    assert st["limits"]["max_held"] == lim["max_held"]
+    slow = daemon.client(rcvhwm=2)
+    rid = slow.submit("import sys\nfor i in range(200000):\n"
+                      "    sys.stdout.write('h' * 200 + '\\n')\n")
+    assert wait_until(lambda: _stats(admin)["held_bytes"]["current"] > 0, 30)
+    r = slow.wait(rid, 120)
+    assert r.status == "ok" and r.stdout == (b"h" * 200 + b"\n") * 200000
+    st = _stats(admin)
+    assert st["held_bytes"]["peak"] > 0
+    assert wait_until(lambda: _stats(admin)["held_bytes"]["current"] == 0, 30)
+
+
+def test_stalled_clients_do_not_grow_the_daemon(daemon):
+    admin = daemon.client()
+    n = 6
+    for i in range(n):
+        admin.ok("ctx.create", name=f"flood{i}")
+    assert admin.execute("1", ctx="flood0").status == "ok"
+    base = _rss(daemon.proc.pid)
+    slow = [daemon.client(rcvhwm=2) for _ in range(n)]
+    code = "import sys\nfor i in range(400):\n    sys.stdout.write('f' * 65536)\n"
+    rids = [c.submit(code, ctx=f"flood{i}") for i, c in enumerate(slow)]
+    # Every flood is held back (its client reads nothing): the daemon holds
+    # a bounded amount per client, libzmq's queue included.
+    time.sleep(3)
+    grown = _rss(daemon.proc.pid) - base
+    assert grown < 96 << 20, f"the daemon grew by {grown >> 20} MiB for {n} stalled clients"
+    held = _stats(admin)["held_bytes"]
+    assert 0 < held["current"] <= n * (17 << 20), held
+    for c, rid in zip(slow, rids):
+        r = c.wait(rid, 120)
+        assert r.status == "ok" and len(r.stdout) == 400 * 65536
+
+
+def test_unread_replies_are_bounded(make_daemon):
+    d = make_daemon("--max-client-held", "1M")
+    admin = d.client()
+    assert d.hello["limits"]["max_client_held"] == 1 << 20
+    base = _rss(d.proc.pid)
+    slow = d.client(rcvhwm=2)
+    n = 20000
+    ids = [slow.send("hello") for _ in range(n)]
+    # Wait until the daemon has seen every request: answered, refused or
+    # dropped unread.
+    def seen():
+        c = _stats(admin)["counters"]
+        return c["requests_unread"] > 0 and c["requests"] + c["requests_unread"] >= n
+    assert wait_until(seen, 60, 0.1)
+    held = _stats(admin)["held_bytes"]["current"]
+    assert held <= (1 << 20) + (64 << 10) + (8 << 10), held
+    assert _rss(d.proc.pid) - base < 32 << 20
+    unread = _stats(admin)["counters"]["requests_unread"]
+    # Reading now: each request got at most one reply; the ones past the
+    # bound were refused with `busy` or not read at all.
+    ok = busy = 0
+    while True:
+        m = slow._recv_one(2.0)
+        if m is None:
+            break
+        if m["t"] == "ok":
+            ok += 1
+        else:
+            assert m["t"] == "err" and m["code"] == "busy", m
+            assert "max_client_held" in m["message"]
+            busy += 1
+    assert ok > 0 and busy > 0
+    assert ok + busy + unread == n, (ok, busy, unread)
+    assert slow.ok("hello")  # it reads again: served again
+    assert len(ids) == n
