@@ -166,6 +166,7 @@ typedef struct sup_ctx {
     /* Client messages held back by a client's full queue. While any are
      * held, the worker is not read: backpressure reaches it. */
     sup_outq pending;
+    double flush_retry; /* seconds until pending is tried again; 0 = not failing */
 } sup_ctx;
 
 /* ---- sup_config.c ------------------------------------------------------ */
@@ -194,7 +195,7 @@ void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int sup_loop_open(const char **endpoints, size_t n);
 void sup_loop_run(void);
 
-/* libzmq's queue per client, in messages (at most 64 KiB for output):
+/* libzmq's queue per client, in messages (output: at most 64 KiB each):
  * what libzmq holds for a client that does not read is bounded too. */
 #define SUP_ZMQ_SNDHWM 64
 

@@ -1179,8 +1179,18 @@ double sup_ctx_tick(double now)
         c_next = c->next;
         if (reap_if_idle(c, now, &next))
             continue;
-        if (c->pending.head && !sup_outq_flush(&c->pending))
-            next = next == 0 || now + 0.002 < next ? now + 0.002 : next;
+        if (c->pending.head) {
+            /* A reader only momentarily behind (libzmq's queue per client
+             * is short, SUP_ZMQ_SNDHWM) is retried after 1 ms (the poll's
+             * resolution), one that stays full every 2 ms. */
+            if (sup_outq_flush(&c->pending)) {
+                c->flush_retry = 0;
+            } else {
+                c->flush_retry = c->flush_retry == 0 ? 1e-3 : 2e-3;
+                double t = now + c->flush_retry;
+                next = next == 0 || t < next ? t : next;
+            }
+        }
         if (c->running && c->deadline && now >= c->deadline && !c->timed_out) {
             c->timed_out = true;
             c->deadline = 0;

@@ -394,7 +394,7 @@ void sup_loop_run(void)
         long timeout = -1;
         if (next > 0) {
             double ms = (next - now) * 1000.0;
-            timeout = ms < 0 ? 0 : (long)ms + 1;
+            timeout = ms <= 0 ? 0 : (long)ms + ((double)(long)ms < ms ? 1 : 0); /* rounded up */
         }
         sup_stats_flush();
         if (zmq_poll(items, (int)k, timeout) < 0) {

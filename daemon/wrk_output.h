@@ -9,7 +9,9 @@
  * (the flusher, which never touches Python objects) forwards pipe data as
  * `stream` frames and sends the buffers within a few milliseconds; writers
  * send themselves once a buffer holds PROTO_STREAM_CHUNK bytes. Output that
- * appears while no run is active is discarded. */
+ * appears while no run is active is counted (`between`, sent before the next
+ * `start`) and discarded; a run that may have left processes behind makes
+ * the next run start on new pipes (the old ones are drained). */
 #ifndef CTXD_WRK_OUTPUT_H
 #define CTXD_WRK_OUTPUT_H
 
@@ -24,10 +26,14 @@
  * makes its own pipes. */
 void wrk_output_init(bool supervised);
 /* GIL held: installs the capturing objects as sys.stdout, sys.stderr and
- * sys.__stdout__, sys.__stderr__. Returns -1 with a Python error set. */
+ * sys.__stdout__, sys.__stderr__, and wraps os.write (a write to fd 1 or 2
+ * makes the next Python-level write of that stream keep the order). Returns
+ * -1 with a Python error set. */
 int wrk_output_install(void);
-/* GIL released: discards left-over output, marks a run active and sends
- * `start` (the frames in `start`) before any output of the run. */
+/* GIL released: counts and discards left-over output (sending `between`),
+ * replaces the pipes when another process may still write into them, marks
+ * a run active and sends `start` (the frames in `start`, with the new pipes'
+ * read ends) before any output of the run. */
 void wrk_output_begin_run(const proto_buf *start);
 /* GIL released: sends every byte written so far (C stdio, Python buffers,
  * both pipes drained), then the frames in `tail` (result/error/done), then
