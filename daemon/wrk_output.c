@@ -525,11 +525,14 @@ void wrk_output_restart(void)
     if (wake_fd >= 0)
         close(wake_fd);
     wake_fd = -1;
-    /* Replaced pipes of the previous worker (its flusher is gone). */
+    /* Replaced pipes of the previous worker (its flusher is gone); 4 and 5
+     * (the first pipes' read ends) already hold this worker's new ones. */
     for (int i = 0; i < nstale; i++)
-        close(stale[i]);
+        if (stale[i] > 5)
+            close(stale[i]);
     for (int i = 0; i < nstale_new; i++)
-        close(stale_new[i]);
+        if (stale_new[i] > 5)
+            close(stale_new[i]);
     nstale = nstale_new = 0;
     atomic_store(&between_bytes, 0);
     atomic_fetch_add(&pipes_gen, 1);
@@ -578,6 +581,21 @@ static int rotate_pipe_locked(int s)
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return -1;
+    /* Above the fixed descriptors 0-5, which a ctx.fork copy replaces. */
+    for (int i = 0; i < 2; i++) {
+        if (p[i] <= 5) {
+            int fd = fcntl(p[i], F_DUPFD_CLOEXEC, 6);
+            close(p[i]);
+            p[i] = fd;
+        }
+    }
+    if (p[0] < 0 || p[1] < 0) {
+        if (p[0] >= 0)
+            close(p[0]);
+        if (p[1] >= 0)
+            close(p[1]);
+        return -1;
+    }
     (void)fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE);
     if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0 || dup2(p[1], s + 1) < 0) {
         close(p[0]);

@@ -272,3 +272,15 @@ def test_unread_replies_are_bounded(make_daemon):
     assert ok + busy + unread == n, (ok, busy, unread)
     assert slow.ok("hello")  # it reads again: served again
     assert len(ids) == n
+
+
+def test_fork_of_a_context_whose_pipes_were_replaced(client):
+    # Run 2 starts on new pipes (run 1 left a child); the copy made after it
+    # and the source both keep capturing their own output.
+    assert client.execute(_BG).status == "ok"
+    assert client.execute("print('on new pipes')").stdout == b"on new pipes\n"
+    client.ok("ctx.fork", ctx="default", name="copy")
+    r = client.execute("import os\nprint('copy')\nos.write(1, b'raw copy\\n')", ctx="copy")
+    assert r.status == "ok" and r.stdout == b"copy\nraw copy\n", r.stdout
+    r = client.execute("import os\nprint('source')\nos.write(2, b'raw source\\n')")
+    assert r.status == "ok" and r.stdout == b"source\n" and r.stderr == b"raw source\n"
