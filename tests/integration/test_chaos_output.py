@@ -229,7 +229,10 @@ def test_stalled_clients_do_not_grow_the_daemon(daemon):
     # a bounded amount per client, libzmq's queue included.
     time.sleep(3)
     grown = _rss(daemon.proc.pid) - base
-    assert grown < 64 << 20, f"the daemon grew by {grown >> 20} MiB for {n} stalled clients"
+    # ASan's allocator (quarantine, shadow memory) about doubles what a
+    # freed-and-reused queue costs in RSS.
+    bound = (128 if os.environ.get("CTXD_SANITIZED") == "1" else 64) << 20
+    assert grown < bound, f"the daemon grew by {grown >> 20} MiB for {n} stalled clients"
     held = _stats(admin)["held_bytes"]
     assert 0 < held["current"] <= n * (17 << 20), held
     for c, rid in zip(slow, rids):
@@ -253,7 +256,7 @@ def test_unread_replies_are_bounded(make_daemon):
     assert wait_until(seen, 60, 0.1)
     held = _stats(admin)["held_bytes"]["current"]
     assert held <= (1 << 20) + (64 << 10) + (8 << 10), held
-    assert _rss(d.proc.pid) - base < 32 << 20
+    assert _rss(d.proc.pid) - base < (64 if os.environ.get("CTXD_SANITIZED") == "1" else 32) << 20
     unread = _stats(admin)["counters"]["requests_unread"]
     # Reading now: each request got at most one reply; the ones past the
     # bound were refused with `busy` or not read at all.
