@@ -42,6 +42,33 @@ def test_raw_and_python_writes_alternating_on_stderr(client):
     assert r.stderr == b"".join(b"P%d\nR%d\n" % (i, i) for i in range(4000))
 
 
+def test_raw_and_python_writes_in_order_under_backpressure(daemon):
+    # A slow reader and a thread flooding stderr keep the channel blocked,
+    # so raw output sits unread in the pipe while Python-level writes pile
+    # up in their buffer: the order must still be the order written.
+    slow = daemon.client(rcvhwm=2)
+    n = 4000
+    code = ("import os, sys, threading\n"
+            "def noise():\n"
+            "    for i in range(200):\n"
+            "        sys.stderr.write('e' * 65536)\n"
+            "t = threading.Thread(target=noise)\n"
+            "t.start()\n"
+            f"for i in range({n}):\n"
+            "    os.write(1, b'r%d\\n' % i)\n"
+            "    sys.stdout.write('p%d\\n' % i)\n"
+            "t.join()\n")
+    rid = slow.submit(code)
+    time.sleep(0.5)  # not reading yet
+    r = slow.wait(rid, 120)
+    assert r.status == "ok", r.done
+    want = b"".join(b"r%d\np%d\n" % (i, i) for i in range(n))
+    out = r.stdout
+    bad = sum(1 for a, b in zip(out.split(b"\n"), want.split(b"\n")) if a != b)
+    assert out == want, f"{bad} of {2 * n} lines out of order"
+    assert r.stderr == b"e" * (200 * 65536)
+
+
 def test_python_write_then_raw_write_in_order(client):
     # The other direction alone: a buffered Python write, then raw output
     # (C code, os.write) before the buffer is sent.
