@@ -374,11 +374,17 @@ static void relay_leftover_output(sup_ctx *c)
 {
     for (int s = 0; s < 2 && c->running && !c->running->query_op; s++)
         sup_outmem_recover(c->outmem, s, c->stream_recv[s], relay_recovered, c);
+    /* At most a pipe's worth (1 MiB): a process that outlived the worker
+     * (it left the process group) may still be writing. */
     uint8_t chunk[PROTO_STREAM_CHUNK];
     for (int s = 0; s < 2 && c->running; s++) {
         ssize_t n;
-        while (c->out_rd[s] >= 0 && (n = read(c->out_rd[s], chunk, sizeof chunk)) > 0)
+        size_t left = (size_t)1 << 20;
+        while (left > 0 && c->out_rd[s] >= 0 &&
+               (n = read(c->out_rd[s], chunk, left < sizeof chunk ? left : sizeof chunk)) > 0) {
             send_stream(c, s, chunk, (size_t)n);
+            left -= (size_t)n;
+        }
     }
 }
 
@@ -467,6 +473,9 @@ static void send_sigint(sup_ctx *c)
     c->interrupt_sent = true;
 }
 
+/* Whether the worker waits for its client: messages are held for it, or
+ * its client (or the daemon) holds as much as it may; after an interrupt
+ * it is read on (bounded) so the interrupt lands. */
 bool sup_ctx_held_back(const sup_ctx *c)
 {
     if (c->running && c->interrupt_sent && c->pending.bytes < INTERRUPT_HOLD_MAX &&

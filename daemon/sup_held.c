@@ -57,6 +57,7 @@ static held_entry *find(const sup_peer *p, bool make, held_entry ***link)
     return e;
 }
 
+/* A message of n bytes is now held for p's client. */
 void sup_held_add(const sup_peer *p, size_t n)
 {
     held_entry **link;
@@ -66,6 +67,7 @@ void sup_held_add(const sup_peer *p, size_t n)
         peak = total;
 }
 
+/* A held message of n bytes went out (or was dropped). */
 void sup_held_sub(const sup_peer *p, size_t n)
 {
     held_entry **link;
@@ -81,6 +83,7 @@ void sup_held_sub(const sup_peer *p, size_t n)
     }
 }
 
+/* Bytes held for p's client. */
 size_t sup_held_client(const sup_peer *p)
 {
     held_entry **link;
@@ -88,16 +91,19 @@ size_t sup_held_client(const sup_peer *p)
     return e ? e->bytes : 0;
 }
 
+/* Bytes held for all clients, now and at most (stats held_bytes). */
 size_t sup_held_total(void)
 {
     return total;
 }
 
+/* The most ever held at once. */
 size_t sup_held_peak(void)
 {
     return peak;
 }
 
+/* Whether p's client (or the daemon) holds as much as it may. */
 bool sup_held_over(const sup_peer *p)
 {
     return total >= sup_cfg.max_held || sup_held_client(p) >= sup_cfg.max_client_held;

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Maps a worker's output memory once its seals and size are right: a
+ * mapping the worker could shrink would crash the supervisor (SIGBUS). */
 const void *sup_outmem_attach(int fd)
 {
     struct stat st;
@@ -27,6 +29,7 @@ const void *sup_outmem_attach(int fd)
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* Unmaps a worker's output memory (its worker is gone or replaced). */
 void sup_outmem_detach(const void **map)
 {
     if (*map)
@@ -50,6 +53,8 @@ static void add(segment *v, size_t *n, uint64_t seq, const uint8_t *data, uint32
     v[(*n)++] = (segment){seq, data, len};
 }
 
+/* What a dead worker had not sent of stream s: the pieces of its output
+ * memory past the bytes the supervisor received, in the order sent. */
 void sup_outmem_recover(const void *map, int s, uint64_t recv, sup_outmem_emit emit, void *arg)
 {
     if (!map || s < 0 || s > 1)

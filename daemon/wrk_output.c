@@ -420,6 +420,7 @@ static void make_outmem(void)
     om->size = (uint32_t)size;
 }
 
+/* The memfd `ready` carries to the supervisor. */
 int wrk_output_memfd(void)
 {
     return om_fd;
