@@ -446,7 +446,9 @@ static void seccomp_filter(void)
          * socketpair end connected or sent to a path). */
         rc = seccomp_rule_add(f, eperm, SCMP_SYS(socket), 0);
         rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(connect), 0);
-        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendmsg), 0);
+        /* sendmsg carries descriptors to the supervisor on the channel
+         * (fd 3, a socketpair end: it reaches nothing else) */
+        rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendmsg), 1, SCMP_A0(SCMP_CMP_NE, 3));
         rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendmmsg), 0);
         rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_NE, 0));
     }

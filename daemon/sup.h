@@ -30,6 +30,8 @@ typedef struct sup_config {
     size_t max_code_bytes;
     size_t max_request_bytes;
     uint64_t max_output;    /* stream bytes per run before truncation; 0 = none */
+    size_t max_held;        /* bytes held for clients that do not read, in total */
+    size_t max_client_held; /* ... for one client */
     double default_timeout; /* seconds; 0 = none */
     double kill_grace;      /* seconds between SIGINT and SIGKILL on timeout */
     double idle_ttl;        /* seconds; 0 = never reap idle contexts */
@@ -101,6 +103,7 @@ typedef struct sup_run {
 typedef struct sup_outq {
     struct sup_outmsg *head, *tail;
     size_t n;
+    size_t bytes; /* bodies plus per-message overhead */
 } sup_outq;
 
 /* A request (ctx.create / ctx.restart) waiting for its worker's `ready`. */
@@ -140,6 +143,18 @@ typedef struct sup_ctx {
     /* Read ends of the worker's stdout/stderr pipes (the worker reads them
      * too): raw output still in them when a worker dies is not lost. */
     int out_rd[2];
+    /* The worker's output memory (sup_outmem.c), mapped read-only, NULL
+     * when it sent none; the memfd received with the channel's bytes until
+     * `ready` maps it; the stream bytes of whole frames received from this
+     * worker, per stream (its sequence numbers). */
+    const void *outmem;
+    int outmem_fd;
+    uint64_t stream_recv[2];
+    /* Read ends of new pipes received with a `start` (the worker replaced
+     * its pipes: output of processes an earlier run left behind stays in the
+     * old ones), until on_start takes them as out_rd. */
+    int new_rd[2];
+    int nnew_rd;
     unsigned incarnation;
     bool ready;    /* `ready` frame received */
     bool chan_eof; /* worker closed its end; waiting for SIGCHLD */
@@ -154,6 +169,7 @@ typedef struct sup_ctx {
     sup_run *running;
     bool started;          /* `start` received for the running run */
     bool interrupt_wanted; /* interrupt asked before `start` arrived */
+    bool interrupt_sent;   /* SIGINT went to the running run */
     bool timed_out;
     bool input_waiting;               /* the running run waits for input.reply */
     uint64_t input_seq;               /* the worker's number of that input_request */
@@ -168,6 +184,7 @@ typedef struct sup_ctx {
     /* Client messages held back by a client's full queue. While any are
      * held, the worker is not read: backpressure reaches it. */
     sup_outq pending;
+    double flush_retry; /* seconds until pending is tried again; 0 = not failing */
 } sup_ctx;
 
 /* ---- sup_config.c ------------------------------------------------------ */
@@ -196,6 +213,21 @@ void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int sup_loop_open(const char **endpoints, size_t n);
 void sup_loop_run(void);
 
+/* libzmq's queue per client, in messages (output: at most 64 KiB each):
+ * what libzmq holds for a client that does not read is bounded too. */
+#define SUP_ZMQ_SNDHWM 64
+
+/* ---- sup_held.c: bytes held for clients that do not read ---------------- */
+void sup_held_add(const sup_peer *p, size_t n);
+void sup_held_sub(const sup_peer *p, size_t n);
+size_t sup_held_client(const sup_peer *p);
+size_t sup_held_total(void);
+size_t sup_held_peak(void);
+/* True when p's client holds max_client_held or more, or everything held
+ * reaches max_held: its requests are refused and its runs' workers are not
+ * read until it reads. */
+bool sup_held_over(const sup_peer *p);
+
 /* ---- sup_auth.c: CurveZMQ keys and the ZAP handler -------------------- */
 int sup_auth_setup(void *zctx, void *curve_router);
 void *sup_auth_zap_socket(void);
@@ -209,6 +241,8 @@ const char *sup_auth_state_dir(void);
 typedef struct sup_counters {
     uint64_t requests, refused, runs, by_status[SUP_NSTATUS];
     uint64_t stdout_bytes, stderr_bytes, truncated_bytes;
+    uint64_t between_runs_bytes; /* output written while no run was active */
+    uint64_t requests_unread;    /* dropped: their client held too much unread */
     uint64_t contexts_created, workers_spawned, worker_deaths;
     uint64_t pip_runs, pip_failures, pip_cached; /* sup_pkgs.c */
 } sup_counters;
@@ -261,6 +295,9 @@ void sup_files_put(const proto_val *msg, const sup_peer *peer);
 void sup_files_get(const proto_val *msg, const sup_peer *peer);
 void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer);
 void sup_ctx_on_readable(sup_ctx *c);
+/* True while the worker's channel is not read because its client is slow
+ * (backpressure). */
+bool sup_ctx_held_back(const sup_ctx *c);
 void sup_ctx_on_writable(sup_ctx *c);
 void sup_ctx_on_exit(pid_t pid, int status);
 /* The zygote's answers to sup_zygote_spawn: the worker's pid; or why it
@@ -291,6 +328,16 @@ bool sup_ctx_is_worker(pid_t pid);
 /* A child is about to be reaped (it is a zombie): the group of a context
  * worker is killed now, while its id cannot have been reused. */
 void sup_ctx_before_reap(pid_t pid);
+
+/* ---- sup_outmem.c: a worker's output memory (wrk_outmem.h) ------------ */
+/* Maps the memfd a worker sent (and closes fd); NULL when it is not the
+ * sealed memory of the expected size. */
+const void *sup_outmem_attach(int fd);
+void sup_outmem_detach(const void **map);
+typedef void (*sup_outmem_emit)(void *arg, int stream, const uint8_t *p, size_t n);
+/* After the worker's death: passes to emit, in order, stream s's bytes the
+ * memory holds past the recv bytes already received. */
+void sup_outmem_recover(const void *map, int s, uint64_t recv, sup_outmem_emit emit, void *arg);
 
 /* ---- sup_fork.c: the supervisor's half of ctx.fork -------------------- */
 /* The fork at the head of c's queue became c->running: sends the `fork`

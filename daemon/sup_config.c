@@ -18,6 +18,8 @@ sup_config sup_cfg = {
     .max_request_bytes = PROTO_MAX_REQUEST,
     .default_timeout = 600,
     .kill_grace = 2,
+    .max_held = (size_t)256 << 20,
+    .max_client_held = (size_t)16 << 20,
 };
 
 typedef enum { ARG_NONE, ARG_STR, ARG_COUNT, ARG_BYTES, ARG_SECONDS } arg_kind;
@@ -90,6 +92,8 @@ NUMBER_SETTER(set_grace, ARG_SECONDS, kill_grace, double, 0)
 NUMBER_SETTER(set_idle_ttl, ARG_SECONDS, idle_ttl, double, 0)
 NUMBER_SETTER(set_max_output, ARG_BYTES, max_output, uint64_t, 0)
 NUMBER_SETTER(set_max_code, ARG_BYTES, max_code_bytes, size_t, 1)
+NUMBER_SETTER(set_max_held, ARG_BYTES, max_held, size_t, 1 << 20)
+NUMBER_SETTER(set_max_client_held, ARG_BYTES, max_client_held, size_t, 64 << 10)
 
 static int set_max_request(const char *v, char *err, size_t n)
 {
@@ -187,6 +191,12 @@ static const option_def options[] = {
     {"max-output", 0, ARG_BYTES, "SIZE",
      "output per run (stdout + stderr) before it is truncated, visibly (default 0 = no cap)",
      set_max_output},
+    {"max-held", 0, ARG_BYTES, "SIZE",
+     "messages held for clients that do not read, in total (default 256M)", set_max_held},
+    {"max-client-held", 0, ARG_BYTES, "SIZE",
+     "messages held for one client that does not read (default 16M); past it its requests "
+     "are refused and its runs wait",
+     set_max_client_held},
     {"timeout", 0, ARG_SECONDS, "SECONDS", "default run timeout (default 600; 0 = none)",
      set_timeout},
     {"kill-grace", 0, ARG_SECONDS, "SECONDS",

@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +23,12 @@
 #define IN_MAX ((size_t)PROTO_MAX_FRAME + 4 + READ_CHUNK)
 /* The longest traceback line a worker may send (its traceback budget). */
 #define TRACEBACK_LINE_MAX (8u * 1024 * 1024)
+/* After an interrupt (or a timeout's), a run's worker is read on although
+ * its client is slow, until this much is held for that client: the worker's
+ * blocked write completes, the interrupt lands (KeyboardInterrupt, globals
+ * kept) and the run ends. Code that goes on writing past it is held back
+ * again, and a timed-out run is then killed after the grace period. */
+#define INTERRUPT_HOLD_MAX ((size_t)8 << 20)
 
 static sup_ctx *contexts;  /* sorted by name */
 static sup_ctx *graveyard; /* deleted, freed at the next tick */
@@ -27,6 +36,7 @@ static size_t ncontexts;
 
 static void dispatch(sup_ctx *c);
 static void worker_broken(sup_ctx *c, const char *why);
+static void drop_new_rd(sup_ctx *c);
 
 sup_ctx *sup_ctx_first(void)
 {
@@ -165,6 +175,7 @@ static void finish_run(sup_ctx *c, const run_end *e)
     if (c->timed_out && !c->kill_reason)
         c->kill_at = 0; /* it stopped within the grace period */
     c->started = c->interrupt_wanted = c->timed_out = c->cpu_exceeded = false;
+    c->interrupt_sent = false;
     c->input_waiting = false;
     c->deadline = c->cpu_check = 0;
     c->cpu0 = -1;
@@ -248,6 +259,7 @@ static int spawn(sup_ctx *c, proto_error *err)
     c->ready = c->chan_eof = c->broken = false;
     c->execution_count = 0;
     c->in.len = c->out.len = 0;
+    c->stream_recv[0] = c->stream_recv[1] = 0;
     free(c->kill_reason);
     c->kill_reason = NULL;
     c->kill_why = NULL;
@@ -309,6 +321,11 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
             close(*fds[i]);
         *fds[i] = -1;
     }
+    if (c->outmem_fd >= 0)
+        close(c->outmem_fd);
+    c->outmem_fd = -1;
+    sup_outmem_detach(&c->outmem);
+    drop_new_rd(c);
     c->pid = 0;
     c->ready = false;
     if (c->running) {
@@ -364,6 +381,39 @@ static char *describe_exit(const sup_ctx *c, pid_t pid, int status)
 static void process_frames(sup_ctx *c);
 static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n);
 
+/* One read of the channel. recvmsg, so that the output memory a worker
+ * sends with `ready` is kept (until on_ready maps it); any other descriptor
+ * is closed. */
+static ssize_t read_chan_once(sup_ctx *c, uint8_t *buf, size_t len)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {buf, len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0)
+        return n;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof fd, sizeof fd);
+            if (!c->ready && c->outmem_fd < 0 && !c->outmem)
+                c->outmem_fd = fd;
+            else if (c->ready && c->nnew_rd < 2)
+                c->new_rd[c->nnew_rd++] = fd;
+            else
+                close(fd);
+        }
+    }
+    return n;
+}
+
 /* Reads everything the channel holds now. Returns false on EOF. */
 static bool read_channel(sup_ctx *c)
 {
@@ -375,13 +425,13 @@ static bool read_channel(sup_ctx *c)
             return true;
         }
         proto_buf_reserve(&c->in, READ_CHUNK);
-        ssize_t n = read(c->fd, c->in.data + c->in.len, READ_CHUNK);
+        ssize_t n = read_chan_once(c, c->in.data + c->in.len, READ_CHUNK);
         if (n > 0) {
             c->in.len += (size_t)n;
             if ((size_t)n < READ_CHUNK)
                 return true;
             process_frames(c);
-            if (c->fd < 0 || c->pending.head)
+            if (c->fd < 0 || sup_ctx_held_back(c))
                 return true;
             continue;
         }
@@ -405,15 +455,31 @@ static void worker_broken(sup_ctx *c, const char *why)
     c->broken = true;
 }
 
-/* Raw output the dead worker wrote to fd 1/2 but never read back: it is
- * output of the run, so it goes out before the run's `done`. */
+/* sup_outmem_recover's emit: output of the running run. */
+static void relay_recovered(void *arg, int stream, const uint8_t *p, size_t n)
+{
+    send_stream(arg, stream, p, n);
+}
+
+/* Output the dead worker had not sent: first what its output memory held
+ * (Python-level buffers, a chunk read from a pipe), then raw output it
+ * wrote to fd 1/2 but never read back. It is output of the run, so it goes
+ * out before the run's `done`. */
 static void relay_leftover_output(sup_ctx *c)
 {
+    for (int s = 0; s < 2 && c->running && !c->running->query_op; s++)
+        sup_outmem_recover(c->outmem, s, c->stream_recv[s], relay_recovered, c);
+    /* At most a pipe's worth (1 MiB): a process that outlived the worker
+     * (it left the process group) may still be writing. */
     uint8_t chunk[PROTO_STREAM_CHUNK];
     for (int s = 0; s < 2 && c->running; s++) {
         ssize_t n;
-        while (c->out_rd[s] >= 0 && (n = read(c->out_rd[s], chunk, sizeof chunk)) > 0)
+        size_t left = (size_t)1 << 20;
+        while (left > 0 && c->out_rd[s] >= 0 &&
+               (n = read(c->out_rd[s], chunk, left < sizeof chunk ? left : sizeof chunk)) > 0) {
             send_stream(c, s, chunk, (size_t)n);
+            left -= (size_t)n;
+        }
     }
 }
 
@@ -518,6 +584,7 @@ void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held)
 /* What a frame needs of the worker's state to be accepted (PROTOCOL.md
  * section 9, "What the supervisor trusts"). */
 typedef enum frame_rule {
+    RULE_ANY,    /* at any time (a count of output written between runs) */
     RULE_READY,  /* once per worker */
     RULE_START,  /* a run or query was sent and has not started; its run_id */
     RULE_EVENT,  /* the running run or query has started */
@@ -543,17 +610,80 @@ static void on_ready(sup_ctx *c, const proto_val *msg)
     }
     c->ready = true;
     c->creating = false;
+    if (c->outmem_fd >= 0) {
+        c->outmem = sup_outmem_attach(c->outmem_fd);
+        c->outmem_fd = -1;
+        if (!c->outmem) {
+            worker_broken(c, "its output memory is not a sealed memfd of the expected size");
+            return;
+        }
+    }
     reply_waiters_ok(c);
     dispatch(c);
+}
+
+/* Interrupts the running run (its worker's process group). */
+static void send_sigint(sup_ctx *c)
+{
+    signal_worker(c, SIGINT);
+    c->interrupt_sent = true;
+}
+
+/* Whether the worker waits for its client: messages are held for it, or
+ * its client (or the daemon) holds as much as it may; after an interrupt
+ * it is read on (bounded) so the interrupt lands. */
+bool sup_ctx_held_back(const sup_ctx *c)
+{
+    if (c->running && c->interrupt_sent && c->pending.bytes < INTERRUPT_HOLD_MAX &&
+        sup_held_total() < sup_cfg.max_held)
+        return false;
+    /* Held for this run's client, or its client (or everyone) holds too
+     * much already: the worker waits. */
+    return c->pending.head || (c->running && sup_held_over(&c->running->peer));
+}
+
+/* Closes descriptors received from the worker and not taken. */
+static void drop_new_rd(sup_ctx *c)
+{
+    for (int i = 0; i < c->nnew_rd; i++)
+        close(c->new_rd[i]);
+    c->nnew_rd = 0;
+}
+
+/* A `start` that came with two descriptors: the read ends of the worker's
+ * new stdout and stderr pipes, kept (in place of the old ones) to recover
+ * raw output if the worker dies. Anything else is closed. */
+static void take_new_pipes(sup_ctx *c)
+{
+    struct stat st[2];
+    if (c->nnew_rd == 2 && fstat(c->new_rd[0], &st[0]) == 0 && S_ISFIFO(st[0].st_mode) &&
+        fstat(c->new_rd[1], &st[1]) == 0 && S_ISFIFO(st[1].st_mode)) {
+        for (int s = 0; s < 2; s++) {
+            if (c->out_rd[s] >= 0)
+                close(c->out_rd[s]);
+            c->out_rd[s] = c->new_rd[s];
+            fcntl(c->out_rd[s], F_SETFL, fcntl(c->out_rd[s], F_GETFL) | O_NONBLOCK);
+        }
+        c->nnew_rd = 0;
+    }
+    drop_new_rd(c);
+}
+
+/* `between {bytes}`: output written while no run was active, counted. */
+static void on_between(sup_ctx *c, const proto_val *msg)
+{
+    (void)c;
+    sup_stats.between_runs_bytes += proto_map_get(msg, "bytes")->as.u;
 }
 
 static void on_start(sup_ctx *c, const proto_val *msg)
 {
     (void)msg;
+    take_new_pipes(c);
     c->started = true;
     if (c->interrupt_wanted) {
         c->interrupt_wanted = false;
-        signal_worker(c, SIGINT);
+        send_sigint(c);
     }
 }
 
@@ -642,6 +772,18 @@ static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n)
         ctx_send(c, &r->peer, &b);
         proto_buf_free(&b);
     }
+}
+
+/* Counts a stream frame's bytes (the worker's sequence numbers, for
+ * recovery after its death), also when the frame is then dropped. */
+static bool count_stream(sup_ctx *c, const proto_val *msg)
+{
+    const proto_val *name = proto_map_get(msg, "name");
+    int stream = proto_str_eq(name, "stdout") ? 0 : proto_str_eq(name, "stderr") ? 1 : -1;
+    if (stream < 0)
+        return false;
+    c->stream_recv[stream] += proto_map_get(msg, "data")->n;
+    return true;
 }
 
 static void on_stream(sup_ctx *c, const proto_val *msg)
@@ -806,6 +948,7 @@ static const proto_field answer_fields[] = {
     {"run_id", PF_UINT, true, 0},
     {"data", PF_MAP, true, 64},
 };
+static const proto_field between_fields[] = {{"bytes", PF_UINT, true, 0}};
 static const proto_field input_request_fields[] = {
     {"prompt", PF_STR, true, 1u << 16},
     {"password", PF_BOOL, true, 0},
@@ -837,6 +980,7 @@ static const proto_field fork_failed_fields[] = {
 static const frame_kind frame_kinds[] = {
     {"ready", FIELDS(ready_fields), RULE_READY, on_ready},
     {"start", FIELDS(start_fields), RULE_START, on_start},
+    {"between", FIELDS(between_fields), RULE_ANY, on_between},
     {"stream", FIELDS(stream_fields), RULE_EVENT, on_stream},
     {"result", FIELDS(result_fields), RULE_EVENT, on_result},
     {"display", FIELDS(display_fields), RULE_EVENT, on_display},
@@ -860,6 +1004,8 @@ static const char *frame_breaks_rule(const sup_ctx *c, const frame_kind *k, cons
     bool is_fork = r && r->fork_name;
     bool is_query = r && r->query_op;
     switch (k->rule) {
+    case RULE_ANY:
+        return NULL;
     case RULE_READY:
         return NULL; /* on_ready refuses a second one */
     case RULE_START:
@@ -920,6 +1066,8 @@ static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
         worker_broken(c, err.msg);
     else if (frame_breaks_rule(c, k, msg, why, sizeof why))
         worker_broken(c, why);
+    else if (k->handle == on_stream && !count_stream(c, msg))
+        worker_broken(c, "stream name is not stdout or stderr");
     else if (k->rule == RULE_EVENT && c->running->query_op)
         ; /* a query has no output or result: whatever it made is dropped */
     else
@@ -1049,7 +1197,7 @@ static void dispatch(sup_ctx *c)
     free(r->code); /* the frame holds it now */
     r->code = NULL;
     sup_ctx_on_writable(c);
-    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->started = c->interrupt_wanted = c->timed_out = c->interrupt_sent = false;
     c->run_t0 = sup_now();
     c->deadline = r->timeout > 0 ? c->run_t0 + r->timeout : 0;
     c->cpu0 = c->policy && c->policy->cpu_seconds > 0 ? sup_cgroup_cpu(c->cgroup) : -1;
@@ -1084,7 +1232,7 @@ bool sup_ctx_interrupt(sup_ctx *c)
     if (!c->running || c->running->fork_name)
         return false;
     if (c->started)
-        signal_worker(c, SIGINT);
+        send_sigint(c);
     else
         c->interrupt_wanted = true;
     return true;
@@ -1134,7 +1282,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->created = sup_unix_now();
     c->last_active = sup_now();
     sup_stats.contexts_created++;
-    c->fd = c->out_rd[0] = c->out_rd[1] = c->pidfd = -1;
+    c->fd = c->out_rd[0] = c->out_rd[1] = c->pidfd = c->outmem_fd = -1;
     c->creating = true;
     if (spawn(c, err) < 0) {
         c->env = NULL; /* still the caller's on failure */
@@ -1187,6 +1335,7 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidf
     c->fd = fd;
     c->out_rd[0] = out_rd[0];
     c->out_rd[1] = out_rd[1];
+    c->outmem_fd = -1;
     c->incarnation = 1;
     c->execution_count = src->execution_count;
     c->creating = true;
@@ -1262,6 +1411,9 @@ static void free_ctx(sup_ctx *c)
     sup_pkgs_site_unref(c->site);
     free(c->last_death);
     free(c->kill_reason);
+    if (c->outmem_fd >= 0)
+        close(c->outmem_fd);
+    sup_outmem_detach(&c->outmem);
     proto_buf_free(&c->in);
     proto_buf_free(&c->out);
     if (c->pidfd >= 0)
@@ -1311,7 +1463,7 @@ static bool check_cpu_budget(sup_ctx *c, double now)
     c->cpu_check = 0;
     c->timed_out = c->cpu_exceeded = true;
     c->deadline = 0;
-    signal_worker(c, SIGINT);
+    send_sigint(c);
     c->kill_at = now + sup_cfg.kill_grace;
     c->kill_why = "killed after exceeding cpu_seconds: did not stop within the grace period";
     return true;
@@ -1332,13 +1484,23 @@ double sup_ctx_tick(double now)
         c_next = c->next;
         if (reap_if_idle(c, now, &next))
             continue;
-        if (c->pending.head && !sup_outq_flush(&c->pending))
-            next = next == 0 || now + 0.002 < next ? now + 0.002 : next;
+        if (c->pending.head) {
+            /* A reader only momentarily behind (libzmq's queue per client
+             * is short, SUP_ZMQ_SNDHWM) is retried after 1 ms (the poll's
+             * resolution), one that stays full every 2 ms. */
+            if (sup_outq_flush(&c->pending)) {
+                c->flush_retry = 0;
+            } else {
+                c->flush_retry = c->flush_retry == 0 ? 1e-3 : 2e-3;
+                double t = now + c->flush_retry;
+                next = next == 0 || t < next ? t : next;
+            }
+        }
         if (c->running && c->deadline && now >= c->deadline && !c->timed_out) {
             c->timed_out = true;
             c->deadline = 0;
             if (c->started)
-                signal_worker(c, SIGINT);
+                send_sigint(c);
             else
                 c->interrupt_wanted = true;
             c->kill_at = now + sup_cfg.kill_grace;

@@ -72,11 +72,12 @@ typedef struct sup_outmsg {
 } sup_outmsg;
 
 /* Messages for clients whose queue was full, not tied to a live context.
- * Bounded in bytes: a client that never reads loses its oldest replies past
- * OUTBOX_MAX_BYTES (logged), and the daemon's memory stays bounded. */
+ * Bounded: a client past max_client_held gets no more replies queued (its
+ * requests are refused, sup_request.c); what deleted contexts leave here is
+ * cut, oldest first and logged, past twice max_held, the last safety. */
 static sup_outq outbox;
 static size_t outbox_bytes;
-#define OUTBOX_MAX_BYTES ((size_t)256 << 20)
+#define OUTBOX_MAX_BYTES (2 * sup_cfg.max_held)
 #define OUTMSG_OVERHEAD sizeof(sup_outmsg)
 
 void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
@@ -84,6 +85,8 @@ void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
     sup_outmsg *m = mem_calloc(1, sizeof *m);
     m->peer = *peer;
     proto_buf_append(&m->body, body->data, body->len);
+    q->bytes += body->len + OUTMSG_OVERHEAD;
+    sup_held_add(peer, body->len + OUTMSG_OVERHEAD);
     if (q->tail)
         q->tail->next = m;
     else
@@ -94,6 +97,7 @@ void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
 
 static void outmsg_free(sup_outmsg *m)
 {
+    sup_held_sub(&m->peer, m->body.len + OUTMSG_OVERHEAD);
     proto_buf_free(&m->body);
     free(m);
 }
@@ -108,6 +112,7 @@ bool sup_outq_flush(sup_outq *q)
         if (!q->head)
             q->tail = NULL;
         q->n--;
+        q->bytes -= m->body.len + OUTMSG_OVERHEAD;
         outmsg_free(m);
     }
     return true;
@@ -166,6 +171,7 @@ void sup_outq_adopt(sup_outq *q)
     outbox.n += q->n;
     q->head = q->tail = NULL;
     q->n = 0;
+    q->bytes = 0;
     while (outbox_bytes > OUTBOX_MAX_BYTES && outbox.head) {
         sup_outmsg *m = outbox.head;
         outbox.head = m->next;
@@ -258,6 +264,8 @@ static void *new_router(void)
     zmq_setsockopt(r, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(r, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    int hwm = SUP_ZMQ_SNDHWM;
+    zmq_setsockopt(r, ZMQ_SNDHWM, &hwm, sizeof hwm);
     return r;
 }
 
@@ -394,7 +402,7 @@ void sup_loop_run(void)
             if (c->fd < 0 || c->spawning)
                 continue;
             short ev = 0;
-            if (!c->chan_eof && !c->broken && !c->pending.head)
+            if (!c->chan_eof && !c->broken && !sup_ctx_held_back(c))
                 ev |= ZMQ_POLLIN;
             if (c->out.len)
                 ev |= ZMQ_POLLOUT;
@@ -406,7 +414,7 @@ void sup_loop_run(void)
         long timeout = -1;
         if (next > 0) {
             double ms = (next - now) * 1000.0;
-            timeout = ms < 0 ? 0 : (long)ms + 1;
+            timeout = ms <= 0 ? 0 : (long)ms + ((double)(long)ms < ms ? 1 : 0); /* rounded up */
         }
         sup_stats_flush();
         if (zmq_poll(items, (int)k, timeout) < 0) {

@@ -237,7 +237,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
 /* The configured limits, as `hello` and `stats` report them. */
 static void put_limits(proto_buf *b)
 {
-    proto_put_map(b, 9);
+    proto_put_map(b, 11);
     proto_put_str(b, "max_request_bytes");
     proto_put_uint(b, sup_cfg.max_request_bytes);
     proto_put_str(b, "max_code_bytes");
@@ -256,6 +256,10 @@ static void put_limits(proto_buf *b)
     proto_put_double(b, sup_cfg.idle_ttl);
     proto_put_str(b, "on_disconnect");
     proto_put_str(b, sup_cfg.interrupt_on_disconnect ? "interrupt" : "finish");
+    proto_put_str(b, "max_held");
+    proto_put_uint(b, sup_cfg.max_held);
+    proto_put_str(b, "max_client_held");
+    proto_put_uint(b, sup_cfg.max_client_held);
 }
 
 static void do_stats(const proto_val *msg, const sup_peer *peer)
@@ -263,7 +267,7 @@ static void do_stats(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 5);
+    sup_msg_begin(&b, "ok", peer, 6);
     sup_stats_put(&b);
     proto_put_str(&b, "limits");
     put_limits(&b);
@@ -934,6 +938,31 @@ static void log_request(const char *type, const proto_val *msg, double t0)
 
 /* Entry point for one client message: every path ends in exactly one
  * terminal reply (here for refusals, later for runs). */
+/* A client that does not read its replies cannot make the daemon hold
+ * more for it: past max_client_held (or max_held in total) a request is
+ * refused with `err busy` while those refusals fit in REFUSALS_MAX more
+ * bytes, and past that it is not read at all (dropped, counted in stats
+ * requests_unread). True when the request was refused or dropped. */
+#define REFUSALS_MAX ((size_t)64 << 10)
+static bool refuse_unread(const sup_peer *peer)
+{
+    if (!sup_held_over(peer))
+        return false;
+    size_t mine = sup_held_client(peer);
+    if (mine < sup_cfg.max_client_held + REFUSALS_MAX &&
+        sup_held_total() < sup_cfg.max_held + REFUSALS_MAX) {
+        sup_reply_err(peer, "busy",
+                      "%zu bytes of replies to this client are unread (max_client_held %zu, "
+                      "max_held %zu): read them before sending more requests",
+                      mine, sup_cfg.max_client_held, sup_cfg.max_held);
+        return true;
+    }
+    if (sup_stats.requests_unread++ % 1000 == 0)
+        sup_stats_event("request-unread held=%zu dropped=%llu", mine,
+                        (unsigned long long)sup_stats.requests_unread);
+    return true;
+}
+
 void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const uint8_t *data,
                         size_t len, bool multipart)
 {
@@ -970,6 +999,10 @@ void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const 
     }
     if (ok < 0) {
         reply_error(&peer, &err);
+        proto_doc_free(&doc);
+        return;
+    }
+    if (refuse_unread(&peer)) {
         proto_doc_free(&doc);
         return;
     }

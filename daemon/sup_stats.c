@@ -99,6 +99,12 @@ void sup_stats_put(proto_buf *b)
     }
     proto_put_str(b, "uptime");
     proto_put_double(b, sup_now() - started);
+    proto_put_str(b, "held_bytes");
+    proto_put_map(b, 2);
+    proto_put_str(b, "current");
+    proto_put_uint(b, sup_held_total());
+    proto_put_str(b, "peak");
+    proto_put_uint(b, sup_held_peak());
     proto_put_str(b, "contexts");
     proto_put_map(b, 4);
     proto_put_str(b, "live");
@@ -110,7 +116,7 @@ void sup_stats_put(proto_buf *b)
     proto_put_str(b, "created");
     proto_put_uint(b, sup_stats.contexts_created);
     proto_put_str(b, "counters");
-    proto_put_map(b, 11 + SUP_NSTATUS);
+    proto_put_map(b, 13 + SUP_NSTATUS);
     proto_put_str(b, "requests");
     proto_put_uint(b, sup_stats.requests);
     proto_put_str(b, "refused");
@@ -129,6 +135,10 @@ void sup_stats_put(proto_buf *b)
     proto_put_uint(b, sup_stats.stderr_bytes);
     proto_put_str(b, "truncated_bytes");
     proto_put_uint(b, sup_stats.truncated_bytes);
+    proto_put_str(b, "between_runs_bytes");
+    proto_put_uint(b, sup_stats.between_runs_bytes);
+    proto_put_str(b, "requests_unread");
+    proto_put_uint(b, sup_stats.requests_unread);
     proto_put_str(b, "workers_spawned");
     proto_put_uint(b, sup_stats.workers_spawned);
     proto_put_str(b, "worker_deaths");

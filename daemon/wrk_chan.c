@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +103,81 @@ void wrk_chan_write_locked(const void *p, size_t n)
         q += w;
         n -= (size_t)w;
     }
+}
+
+/* Writes a frame held in two pieces with one sendmsg where it can (stream
+ * frames: the header, then the data where it lies), retrying like
+ * wrk_chan_write_locked. */
+void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb)
+{
+    struct iovec iov[2] = {{(void *)a, na}, {(void *)b, nb}};
+    struct iovec *v = iov;
+    int nv = 2;
+    if (chan_fd < 0)
+        return;
+    while (nv > 0) {
+        struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)nv};
+        ssize_t w = sendmsg(chan_fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            wrk_log("channel write failed: %s; exiting", strerror(errno));
+            wrk_chan_gone(1);
+        }
+        while (nv > 0 && (size_t)w >= v->iov_len) {
+            w -= (ssize_t)v->iov_len;
+            v++;
+            nv--;
+        }
+        if (nv > 0) {
+            v->iov_base = (uint8_t *)v->iov_base + w;
+            v->iov_len -= (size_t)w;
+        }
+    }
+}
+
+/* Writes whole frames with descriptors attached to their first byte
+ * (SCM_RIGHTS): the first sendmsg carries them, the rest is written as
+ * usual. */
+void wrk_chan_write_fds_locked(const void *p, size_t n, const int *fds, int nfds)
+{
+    if (nfds <= 0 || nfds > 4 || chan_fd < 0) {
+        wrk_chan_write_locked(p, n);
+        return;
+    }
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {(void *)p, n};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.buf,
+                        .msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int))};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
+    ssize_t w;
+    do
+        w = sendmsg(chan_fd, &mh, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w < 0) {
+        wrk_log("channel write failed: %s; exiting", strerror(errno));
+        wrk_chan_gone(1);
+    }
+    wrk_chan_write_locked((const uint8_t *)p + w, n - (size_t)w);
+}
+
+/* Sends frames with one descriptor attached (the output memory, with
+ * `ready`). */
+void wrk_chan_send_fd(const proto_buf *frames, int fd)
+{
+    wrk_chan_lock();
+    wrk_chan_write_fds_locked(frames->data, frames->len, &fd, fd >= 0 ? 1 : 0);
+    wrk_chan_unlock();
 }
 
 /* The common case of sending one or more ready-made frames. */

@@ -30,8 +30,16 @@ void wrk_chan_unlock(void);
  * means the supervisor is gone: the worker exits. In a forked child (which
  * has no channel) this does nothing. */
 void wrk_chan_write_locked(const void *p, size_t n);
+/* The same for a frame given as two pieces (a header and data in place). */
+void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb);
 /* Lock, write one buffer of whole frames, unlock. */
 void wrk_chan_send(const proto_buf *frames);
+/* wrk_chan_write_locked with up to 4 descriptors attached to the first
+ * byte (SCM_RIGHTS). */
+void wrk_chan_write_fds_locked(const void *p, size_t n, const int *fds, int nfds);
+/* wrk_chan_send with descriptor fd attached to the frames' first byte
+ * (SCM_RIGHTS); plain wrk_chan_send when fd < 0. */
+void wrk_chan_send_fd(const proto_buf *frames, int fd);
 
 /* Takes up to n descriptors that arrived with SCM_RIGHTS (oldest first);
  * returns how many. */

@@ -129,7 +129,9 @@ static void send_ready(void)
     proto_put_str(&b, "pid");
     proto_put_uint(&b, (uint64_t)getpid());
     proto_frame_end(&b, start);
-    wrk_chan_send(&b);
+    /* The output memory goes with it: the supervisor recovers unsent
+     * output from it if this worker dies. */
+    wrk_chan_send_fd(&b, wrk_output_memfd());
     proto_buf_free(&b);
 }
 

@@ -3,7 +3,9 @@
  * out_mu, never the other way round, and nobody holding either lock waits for
  * the GIL. Everything that sends stream data holds the channel lock from the
  * moment it takes data out of a buffer or a pipe until it has written it, so
- * stream data leaves in the order it was taken. */
+ * stream data leaves in the order it was taken. Every byte not yet sent
+ * lives in the output memory shared with the supervisor (wrk_outmem.h), so
+ * a worker that dies loses none of it. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -19,13 +21,17 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mem.h"
 #include "wrk_chan.h"
 #include "wrk_log.h"
+#include "wrk_outmem.h"
 
 /* How long Python-level output may wait in its buffer (the protocol allows
  * 5 ms); waiting at all lets a loop of small prints share frames. */
@@ -33,9 +39,14 @@
 /* Size of the pipes (Linux caps unprivileged requests at 1 MiB). */
 #define PIPE_SIZE (1024 * 1024)
 #define CHUNK ((size_t)PROTO_STREAM_CHUNK)
-/* A Python-level write first forwards raw data still unread in its pipe if
- * this long has passed since its stream was last checked; see out_write. */
+/* A Python-level write looks for raw data still unread in its pipe when
+ * os.write wrote to its fd since the last look, or when this long has passed
+ * since then; see forward_unread_raw. */
 #define RAW_CHECK_NS (50L * 1000)
+/* Pipes replaced at a run's start whose write ends other processes may still
+ * hold (a background child of an earlier run), per stream: drained and
+ * counted as between-run output until their last writer is gone. */
+#define MAX_STALE 8
 
 enum { OUT_STDOUT, OUT_STDERR, OUT_NSTREAMS };
 
@@ -46,10 +57,32 @@ static int pipe_rd[OUT_NSTREAMS] = {-1, -1};
  * code closes fd 1 or 2. */
 static int pipe_keep[OUT_NSTREAMS] = {-1, -1};
 static int wake_fd = -1;
+/* Read ends of replaced pipes (both streams), owned by the flusher; new ones
+ * are handed over in stale_new (under out_mu) and pipes_gen tells the
+ * flusher to look again at pipe_rd and stale_new. */
+static int stale[2 * MAX_STALE], nstale;
+static int stale_new[2 * MAX_STALE], nstale_new;
+static atomic_uint pipes_gen;
+/* Output written while no run was active (counted, dropped), not yet
+ * reported to the supervisor; CHILD_USAGE: what the worker's reaped
+ * children had used at the last run's start. */
+static atomic_ullong between_bytes;
+static long long child_usage;
 
-/* Python-level output not yet sent, per stream; guarded by out_mu. */
+/* Output not yet sent: per stream the Python-level buffer (`pend`, guarded
+ * by out_mu), the buffer being sent and the chunk read from the pipe (both
+ * owned by the holder of the channel lock). Shared with the supervisor
+ * through om_fd (sent with `ready`); a private mapping when no memfd can be
+ * made. */
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
-static proto_buf pending[OUT_NSTREAMS];
+static wrk_outmem *om;
+static int om_fd = -1;
+/* Stores a field of the output memory after the data it describes. The
+ * supervisor reads the memory only once the worker is gone, so program
+ * order of the stores is all that matters. */
+#define OM_SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
+/* Marks the start of the raw area before each pipe read (flusher state). */
+static uint64_t nonce = 0x9e3779b97f4a7c15ULL;
 /* A run is active: output is forwarded, not discarded. Changed only while
  * holding both the channel lock and out_mu. */
 static atomic_bool running;
@@ -60,12 +93,13 @@ static atomic_bool forked;
 /* A pipe chunk of the stream has been read but not yet sent (set under the
  * channel lock); see forward_unread_raw. */
 static atomic_bool pumping[OUT_NSTREAMS];
-/* When out_write last looked for unread raw data, per stream (GIL). */
-static long long last_raw_check[OUT_NSTREAMS];
 
-/* Scratch space of whoever holds the channel lock. */
-static proto_buf spare, frame;
-static uint8_t rawbuf[PROTO_STREAM_CHUNK];
+/* When a Python-level write last looked for unread raw data, per stream
+ * (GIL); os.write to fd 1 or 2 has written since (set by the wrapper). */
+static long long last_raw_check[OUT_NSTREAMS];
+static atomic_bool raw_written[OUT_NSTREAMS];
+/* Frame headers, built by whoever holds the channel lock. */
+static proto_buf frame;
 
 /* ---- helpers shared by all senders (channel lock held) ----------------- */
 
@@ -77,10 +111,26 @@ static long long now_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Sends n bytes of stream s as frames of at most PROTO_STREAM_CHUNK bytes. */
-static void send_stream_locked(int s, const void *p, size_t n)
+/* Appends a msgpack bin header for n bytes (the smallest form). */
+static void put_bin_header(proto_buf *b, size_t n)
 {
-    const uint8_t *q = p;
+    uint8_t h[5];
+    size_t hl;
+    if (n < 256) {
+        h[0] = 0xc4, h[1] = (uint8_t)n, hl = 2;
+    } else if (n < 65536) {
+        h[0] = 0xc5, h[1] = (uint8_t)(n >> 8), h[2] = (uint8_t)n, hl = 3;
+    } else {
+        h[0] = 0xc6, h[1] = (uint8_t)(n >> 24), h[2] = (uint8_t)(n >> 16);
+        h[3] = (uint8_t)(n >> 8), h[4] = (uint8_t)n, hl = 5;
+    }
+    proto_buf_append(b, h, hl);
+}
+
+/* Sends n bytes of stream s as frames of at most PROTO_STREAM_CHUNK bytes,
+ * each written as its header plus the data in place (no copy). */
+static void send_stream_locked(int s, const uint8_t *p, size_t n)
+{
     while (n > 0) {
         size_t k = n < CHUNK ? n : CHUNK;
         frame.len = 0;
@@ -91,51 +141,97 @@ static void send_stream_locked(int s, const void *p, size_t n)
         proto_put_str(&frame, "name");
         proto_put_str(&frame, stream_names[s]);
         proto_put_str(&frame, "data");
-        proto_put_bin(&frame, q, k);
-        proto_frame_end(&frame, start);
-        wrk_chan_write_locked(frame.data, frame.len);
-        q += k;
+        put_bin_header(&frame, k);
+        size_t body = frame.len - start - 4 + k;
+        uint8_t *h = frame.data + start;
+        h[0] = (uint8_t)(body >> 24), h[1] = (uint8_t)(body >> 16);
+        h[2] = (uint8_t)(body >> 8), h[3] = (uint8_t)body;
+        wrk_chan_write2_locked(frame.data, frame.len, p, k);
+        p += k;
         n -= k;
     }
 }
 
-/* Sends stream s's Python-level buffer. The buffer is swapped with a spare
- * so writers can go on appending while the data is written. */
+/* Sends stream s's Python-level buffer: it becomes the buffer being sent
+ * (sequence numbers taken) and the other buffer takes new writes, so writers
+ * can go on appending while the data is written. Dropped when no run is
+ * active. */
 static void flush_pending_locked(int s)
 {
+    wrk_outmem_stream *m = &om->s[s];
     pthread_mutex_lock(&out_mu);
-    if (pending[s].len == 0) {
+    uint32_t len = m->pend_len, idx = m->pend_idx;
+    if (len == 0) {
         pthread_mutex_unlock(&out_mu);
         return;
     }
-    proto_buf tmp = pending[s];
-    pending[s] = spare;
-    spare = tmp;
     bool live = atomic_load(&running);
-    pthread_mutex_unlock(&out_mu);
+    if (live) {
+        OM_SET(m->send_seq, m->taken);
+        OM_SET(m->send_idx, idx);
+        OM_SET(m->send_len, len);
+    }
+    OM_SET(m->pend_len, 0);
+    OM_SET(m->pend_idx, idx ^ 1);
     if (live)
-        send_stream_locked(s, spare.data, spare.len);
-    spare.len = 0;
+        OM_SET(m->taken, m->taken + len);
+    pthread_mutex_unlock(&out_mu);
+    if (live) {
+        send_stream_locked(s, m->buf[idx], len);
+        OM_SET(m->send_len, 0);
+    } else {
+        atomic_fetch_add(&between_bytes, len);
+    }
 }
 
 /* Reads one chunk (at most max bytes) from stream s's pipe and forwards it,
  * after the Python-level data written before it. Returns the bytes read, 0
  * when the pipe is empty. Reading under the channel lock means data taken
- * from a pipe is always sent before a run's `done`. */
+ * from a pipe is always sent before a run's `done`; reading into the output
+ * memory means a worker killed before sending it loses nothing. */
 static size_t pump_pipe_locked(int s, size_t max)
 {
-    if (max > sizeof rawbuf)
-        max = sizeof rawbuf;
+    wrk_outmem_stream *m = &om->s[s];
+    if (max > WRK_OUTMEM_AREA)
+        max = WRK_OUTMEM_AREA;
     atomic_store(&pumping[s], true);
+    /* Exactly what the pipe holds (up to max), announced before the read:
+     * a worker killed inside read(2) has taken all of it or none, and the
+     * nonce over the start of the area tells which. */
+    int avail = 0;
+    if (ioctl(pipe_rd[s], FIONREAD, &avail) < 0)
+        fatal("FIONREAD on the stream pipe: %s", strerror(errno));
+    if (avail <= 0) {
+        atomic_store(&pumping[s], false);
+        return 0;
+    }
+    size_t want = (size_t)avail < max ? (size_t)avail : max;
+    nonce = nonce * 6364136223846793005ULL + 1442695040888963407ULL;
+    memcpy(m->raw, &nonce, sizeof nonce);
+    OM_SET(m->raw_nonce, nonce);
+    OM_SET(m->raw_len, (uint32_t)want);
+    OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_READING);
     ssize_t r;
     do
-        r = read(pipe_rd[s], rawbuf, max);
+        r = read(pipe_rd[s], m->raw, want);
     while (r < 0 && errno == EINTR);
     if (r < 0 && errno != EAGAIN)
         fatal("read from the stream pipe: %s", strerror(errno));
-    if (r > 0 && atomic_load(&running)) {
-        flush_pending_locked(s);
-        send_stream_locked(s, rawbuf, (size_t)r);
+    if (r <= 0)
+        OM_SET(m->raw_len, 0);
+    if (r > 0) {
+        OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_READ);
+        OM_SET(m->raw_len, (uint32_t)r);
+        if (atomic_load(&running)) {
+            flush_pending_locked(s);
+            OM_SET(m->raw_seq, m->taken);
+            OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_SEQ);
+            OM_SET(m->taken, m->taken + (uint64_t)r);
+            send_stream_locked(s, m->raw, (size_t)r);
+        } else {
+            atomic_fetch_add(&between_bytes, (unsigned long long)r);
+        }
+        OM_SET(m->raw_len, 0);
     }
     atomic_store(&pumping[s], false);
     return r > 0 ? (size_t)r : 0;
@@ -168,19 +264,63 @@ static void wake_flusher(void)
         fatal("eventfd write: %s", strerror(errno));
 }
 
+/* Drains a replaced pipe: its data is between-run output (counted,
+ * dropped). False once its last writer is gone (the caller closes it). */
+static bool drain_stale(int fd)
+{
+    static uint8_t sink[WRK_OUTMEM_AREA];
+    for (int i = 0; i < 16; i++) {
+        ssize_t r = read(fd, sink, sizeof sink);
+        if (r > 0) {
+            atomic_fetch_add(&between_bytes, (unsigned long long)r);
+            continue;
+        }
+        return r < 0 && (errno == EAGAIN || errno == EINTR);
+    }
+    return true;
+}
+
+/* Takes the pipes replaced since the last look; more than MAX_STALE per
+ * worker: the oldest is closed (its writers then get EPIPE). */
+static void take_stale(void)
+{
+    pthread_mutex_lock(&out_mu);
+    for (int i = 0; i < nstale_new; i++) {
+        if (nstale == 2 * MAX_STALE) {
+            close(stale[0]);
+            memmove(stale, stale + 1, (size_t)(--nstale) * sizeof *stale);
+        }
+        stale[nstale++] = stale_new[i];
+    }
+    nstale_new = 0;
+    pthread_mutex_unlock(&out_mu);
+}
+
 /* Forwards pipe data as it arrives and Python-level buffers FLUSH_DELAY_NS
- * after they became non-empty. Runs with every signal blocked. */
+ * after they became non-empty, and drains replaced pipes. Runs with every
+ * signal blocked. */
 static void *flusher_main(void *arg)
 {
     (void)arg;
-    struct pollfd pfd[3] = {
-        {.fd = pipe_rd[OUT_STDOUT], .events = POLLIN},
-        {.fd = pipe_rd[OUT_STDERR], .events = POLLIN},
-        {.fd = wake_fd, .events = POLLIN},
-    };
+    struct pollfd pfd[3 + 2 * MAX_STALE];
+    unsigned gen = ~0u;
+    int npfd = 0;
     bool timed = false;
     long long deadline = 0;
     for (;;) {
+        unsigned g = atomic_load(&pipes_gen);
+        if (g != gen) { /* the pipes were replaced: poll the new set */
+            gen = g;
+            take_stale();
+            pthread_mutex_lock(&out_mu);
+            pfd[0] = (struct pollfd){.fd = pipe_rd[OUT_STDOUT], .events = POLLIN};
+            pfd[1] = (struct pollfd){.fd = pipe_rd[OUT_STDERR], .events = POLLIN};
+            pthread_mutex_unlock(&out_mu);
+            pfd[2] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+            for (int i = 0; i < nstale; i++)
+                pfd[3 + i] = (struct pollfd){.fd = stale[i], .events = POLLIN};
+            npfd = 3 + nstale;
+        }
         struct timespec ts, *tp = NULL;
         if (timed) {
             long long left = deadline - now_ns();
@@ -190,7 +330,7 @@ static void *flusher_main(void *arg)
             ts.tv_nsec = (long)(left % 1000000000LL);
             tp = &ts;
         }
-        if (ppoll(pfd, 3, tp, NULL) < 0) {
+        if (ppoll(pfd, (nfds_t)npfd, tp, NULL) < 0) {
             if (errno == EINTR)
                 continue;
             fatal("flusher poll: %s", strerror(errno));
@@ -207,9 +347,26 @@ static void *flusher_main(void *arg)
         for (int s = 0; s < OUT_NSTREAMS; s++) {
             if (pfd[s].revents) {
                 wrk_chan_lock();
-                pump_pipe_locked(s, CHUNK);
+                if (pfd[s].fd == pipe_rd[s]) /* else replaced: polled anew */
+                    pump_pipe_locked(s, CHUNK);
                 wrk_chan_unlock();
             }
+        }
+        bool closed = false;
+        for (int i = 0; i < nstale; i++) {
+            if (pfd[3 + i].revents && !drain_stale(stale[i])) {
+                close(stale[i]);
+                stale[i] = -1;
+                closed = true;
+            }
+        }
+        if (closed) {
+            int k = 0;
+            for (int i = 0; i < nstale; i++)
+                if (stale[i] >= 0)
+                    stale[k++] = stale[i];
+            nstale = k;
+            gen = ~0u; /* rebuild the poll set */
         }
         if (timed && now_ns() >= deadline) {
             timed = false;
@@ -229,14 +386,44 @@ static void *flusher_main(void *arg)
 /* ---- set-up --------------------------------------------------------------- */
 
 /* In a forked child the flusher does not exist and the channel is closed:
- * writes go straight to the pipes, the parent's buffered data is dropped
- * (the parent sends it), and locks held by other threads are reset. */
+ * writes go straight to the pipes and locks held by other threads are reset.
+ * The output memory is still the parent's (it sends what it holds): the
+ * child never touches it. */
 static void output_after_fork_child(void)
 {
     pthread_mutex_init(&out_mu, NULL);
-    for (int s = 0; s < OUT_NSTREAMS; s++)
-        pending[s].len = 0;
     atomic_store(&forked, true);
+}
+
+/* The output memory: a memfd sealed at its size, so the supervisor's
+ * read-only mapping of it can never shrink under it; a private mapping when
+ * no memfd can be made (nothing is then recovered after a death). */
+static void make_outmem(void)
+{
+    size_t size = sizeof(wrk_outmem);
+    int fd = memfd_create("ctxd-output", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            fatal("mmap of the output memory: %s", strerror(errno));
+    }
+    om = p;
+    om_fd = fd;
+    om->magic = WRK_OUTMEM_MAGIC;
+    om->size = (uint32_t)size;
+}
+
+/* The memfd `ready` carries to the supervisor. */
+int wrk_output_memfd(void)
+{
+    return om_fd;
 }
 
 /* The pipe whose write end is fd `target`. The supervisor passes the read
@@ -276,10 +463,8 @@ static void make_pipe(int s, int target, int given)
  * SIGINT is only ever handled by the main thread. */
 void wrk_output_init(bool supervised)
 {
-    for (int s = 0; s < OUT_NSTREAMS; s++)
-        proto_buf_reserve(&pending[s], 2 * CHUNK);
-    proto_buf_reserve(&spare, 2 * CHUNK);
-    proto_buf_reserve(&frame, CHUNK + 64);
+    make_outmem();
+    proto_buf_reserve(&frame, 64);
     make_pipe(OUT_STDOUT, 1, supervised ? 4 : -1);
     make_pipe(OUT_STDERR, 2, supervised ? 5 : -1);
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -334,14 +519,33 @@ void wrk_output_restart(void)
         if (pipe_rd[s] > 5)
             close(pipe_rd[s]);
         pipe_keep[s] = pipe_rd[s] = -1;
-        pending[s].len = 0;
         atomic_store(&pumping[s], false);
+        atomic_store(&raw_written[s], false);
         last_raw_check[s] = 0;
     }
     if (wake_fd >= 0)
         close(wake_fd);
     wake_fd = -1;
-    spare.len = frame.len = 0;
+    /* Replaced pipes of the previous worker (its flusher is gone); 4 and 5
+     * (the first pipes' read ends) already hold this worker's new ones. */
+    for (int i = 0; i < nstale; i++)
+        if (stale[i] > 5)
+            close(stale[i]);
+    for (int i = 0; i < nstale_new; i++)
+        if (stale_new[i] > 5)
+            close(stale_new[i]);
+    nstale = nstale_new = 0;
+    atomic_store(&between_bytes, 0);
+    atomic_fetch_add(&pipes_gen, 1);
+    child_usage = 0;
+    /* The previous worker's output memory (this copy's is made anew). */
+    if (om)
+        munmap(om, sizeof *om);
+    if (om_fd >= 0)
+        close(om_fd);
+    om = NULL;
+    om_fd = -1;
+    frame.len = 0;
     atomic_store(&running, false);
     atomic_store(&armed, false);
     atomic_store(&forked, false);
@@ -350,20 +554,113 @@ void wrk_output_restart(void)
 
 /* ---- run boundaries -------------------------------------------------------- */
 
-/* Left-over output of idle time is dropped so it cannot be attributed to
- * this run; `start` goes out under the same lock so it precedes any stream
- * frame of the run. */
+/* True when a process other than this one may hold the write ends of the
+ * pipes: a child is alive, or children were reaped since the last run's
+ * start (one may have left a grandchild behind, reparented to the
+ * supervisor), or something wrote while no run was active. */
+static bool other_writers_possible(bool idle_output)
+{
+    siginfo_t si = {0};
+    bool kids = waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) == 0;
+    struct rusage ru;
+    long long usage = 0;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+        usage = ru.ru_minflt + ru.ru_majflt + ru.ru_nvcsw + ru.ru_nivcsw + ru.ru_utime.tv_sec +
+                ru.ru_utime.tv_usec + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec;
+    bool reaped = usage != child_usage;
+    child_usage = usage;
+    return kids || reaped || idle_output;
+}
+
+/* Gives stream s a new pipe (fd s + 1 now writes into it) and hands the old
+ * read end to the flusher, which drains it as between-run output until its
+ * last writer is gone: a background process of an earlier run writes into
+ * that run's pipe, never into a later run's. Returns the new read end (for
+ * the supervisor), or -1 when no pipe could be made (the old one stays). */
+static int rotate_pipe_locked(int s)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    /* Above the fixed descriptors 0-5, which a ctx.fork copy replaces. */
+    for (int i = 0; i < 2; i++) {
+        if (p[i] <= 5) {
+            int fd = fcntl(p[i], F_DUPFD_CLOEXEC, 6);
+            close(p[i]);
+            p[i] = fd;
+        }
+    }
+    if (p[0] < 0 || p[1] < 0) {
+        if (p[0] >= 0)
+            close(p[0]);
+        if (p[1] >= 0)
+            close(p[1]);
+        return -1;
+    }
+    (void)fcntl(p[0], F_SETPIPE_SZ, PIPE_SIZE);
+    if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0 || dup2(p[1], s + 1) < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    pthread_mutex_lock(&out_mu);
+    int old_rd = pipe_rd[s], old_keep = pipe_keep[s];
+    pipe_rd[s] = p[0];
+    pipe_keep[s] = p[1];
+    if (nstale_new < 2 * MAX_STALE)
+        stale_new[nstale_new++] = old_rd;
+    else
+        close(old_rd);
+    pthread_mutex_unlock(&out_mu);
+    close(old_keep);
+    return p[0];
+}
+
+/* Output of idle time (and of processes an earlier run left behind) is
+ * counted as between-run output, never attributed to this run: the pipes
+ * are drained, and replaced when another process may still write into
+ * them. The count goes out first (`between`), then `start`, carrying the
+ * new pipes' read ends for the supervisor, under the same lock, so `start`
+ * precedes any stream frame of the run. */
 void wrk_output_begin_run(const proto_buf *start)
 {
     wrk_chan_lock();
     for (int s = 0; s < OUT_NSTREAMS; s++)
         drain_pipe_locked(s);
     pthread_mutex_lock(&out_mu);
-    for (int s = 0; s < OUT_NSTREAMS; s++)
-        pending[s].len = 0;
+    for (int s = 0; s < OUT_NSTREAMS; s++) {
+        atomic_fetch_add(&between_bytes, om->s[s].pend_len);
+        OM_SET(om->s[s].pend_len, 0);
+    }
+    pthread_mutex_unlock(&out_mu);
+    unsigned long long between = atomic_exchange(&between_bytes, 0);
+    int fds[OUT_NSTREAMS] = {-1, -1};
+    if (other_writers_possible(between > 0)) {
+        for (int s = 0; s < OUT_NSTREAMS; s++)
+            fds[s] = rotate_pipe_locked(s);
+        atomic_fetch_add(&pipes_gen, 1);
+        wake_flusher();
+    }
+    pthread_mutex_lock(&out_mu);
     atomic_store(&running, true);
     pthread_mutex_unlock(&out_mu);
-    wrk_chan_write_locked(start->data, start->len);
+    if (between) {
+        proto_buf b;
+        proto_buf_init(&b);
+        size_t at = proto_frame_begin(&b);
+        proto_put_map(&b, 2);
+        proto_put_str(&b, "t");
+        proto_put_str(&b, "between");
+        proto_put_str(&b, "bytes");
+        proto_put_uint(&b, between);
+        proto_frame_end(&b, at);
+        wrk_chan_write_locked(b.data, b.len);
+        proto_buf_free(&b);
+    }
+    if (fds[0] >= 0 && fds[1] >= 0)
+        wrk_chan_write_fds_locked(start->data, start->len, fds, 2);
+    else
+        wrk_chan_write_locked(start->data, start->len);
     wrk_chan_unlock();
 }
 
@@ -383,7 +680,7 @@ void wrk_output_end_run(const proto_buf *tail)
     pthread_mutex_lock(&out_mu);
     atomic_store(&running, false);
     for (int s = 0; s < OUT_NSTREAMS; s++)
-        pending[s].len = 0;
+        OM_SET(om->s[s].pend_len, 0);
     pthread_mutex_unlock(&out_mu);
     wrk_chan_unlock();
 }
@@ -438,19 +735,27 @@ static void send_now_nogil(int s, bool drain)
 }
 
 /* Forwards raw output that was written before this Python-level write but
- * not yet sent, so the write cannot overtake it (os.system('ls') then
- * print('done')). That output is either unread in the pipe or has just been
- * read by the flusher, which then holds the channel lock until it has sent
- * it; either way this writer forwards or waits for it before appending. Costs
- * one ioctl, done at most every RAW_CHECK_NS per stream; raw output written
- * less than that after the previous check may still be overtaken (the
- * protocol only promises the print-then-raw order). */
+ * not yet sent, so the write cannot overtake it (os.write(1, ...) then
+ * print(), os.system('ls') then print('done')). That output is either
+ * unread in the pipe or has just been read by the flusher, which then holds
+ * the channel lock until it has sent it; either way this writer forwards or
+ * waits for it before appending. Raw output written after the check comes
+ * after the appended data: the flusher sends the buffer before any chunk it
+ * reads. The check costs an ioctl, a third of a print's cost, so it is made
+ * when os.write wrote to the stream's fd since the last check (exact order
+ * for os.write and Python-level writes, however close) and otherwise at
+ * most every RAW_CHECK_NS: raw output of C code or of other processes (a
+ * subprocess that has ended) is ordered before a Python-level write made
+ * that long after the previous check. */
 static void forward_unread_raw(int s)
 {
-    long long now = now_ns();
-    if (now - last_raw_check[s] < RAW_CHECK_NS)
-        return;
-    last_raw_check[s] = now;
+    long long now = 0;
+    if (!atomic_exchange(&raw_written[s], false)) {
+        now = now_ns();
+        if (now - last_raw_check[s] < RAW_CHECK_NS)
+            return;
+    }
+    last_raw_check[s] = now ? now : now_ns();
     int avail = 0;
     if (ioctl(pipe_rd[s], FIONREAD, &avail) < 0)
         return;
@@ -458,16 +763,29 @@ static void forward_unread_raw(int s)
         send_now_nogil(s, true);
 }
 
-/* A large write is sent straight from the caller's memory, after what was
- * written before it. */
+/* A large write is sent chunk by chunk through the free buffer of the
+ * output memory (so a death in the middle loses no chunk taken), after what
+ * was written before it. */
 static void send_large_nogil(int s, const char *p, size_t n)
 {
     PyThreadState *ts = PyEval_SaveThread();
     wrk_chan_lock();
     drain_pipe_locked(s);
     flush_pending_locked(s);
-    if (atomic_load(&running))
-        send_stream_locked(s, p, n);
+    wrk_outmem_stream *m = &om->s[s];
+    while (n > 0 && atomic_load(&running)) {
+        size_t k = n < WRK_OUTMEM_AREA ? n : WRK_OUTMEM_AREA;
+        uint32_t idx = m->pend_idx ^ 1; /* free while the channel lock is held */
+        memcpy(m->buf[idx], p, k);
+        OM_SET(m->send_seq, m->taken);
+        OM_SET(m->send_idx, idx);
+        OM_SET(m->send_len, (uint32_t)k);
+        OM_SET(m->taken, m->taken + k);
+        send_stream_locked(s, m->buf[idx], k);
+        OM_SET(m->send_len, 0);
+        p += k;
+        n -= k;
+    }
     wrk_chan_unlock();
     PyEval_RestoreThread(ts);
 }
@@ -487,15 +805,18 @@ static void out_write(int s, const char *p, size_t n)
         PyEval_RestoreThread(ts);
         return;
     }
-    if (!atomic_load(&running))
+    if (!atomic_load(&running)) {
+        atomic_fetch_add(&between_bytes, n); /* a thread writing between runs */
         return;
+    }
     if (n >= CHUNK) {
         send_large_nogil(s, p, n);
         return;
     }
     forward_unread_raw(s);
+    wrk_outmem_stream *m = &om->s[s];
     pthread_mutex_lock(&out_mu);
-    if (pending[s].len + n > CHUNK) {
+    while (m->pend_len + n > WRK_OUTMEM_AREA) {
         /* Send what is there first, so frames are full-size. */
         pthread_mutex_unlock(&out_mu);
         send_now_nogil(s, false);
@@ -505,10 +826,11 @@ static void out_write(int s, const char *p, size_t n)
         pthread_mutex_unlock(&out_mu);
         return;
     }
-    bool was_empty = pending[s].len == 0;
-    proto_buf_append(&pending[s], p, n);
+    uint32_t len = m->pend_len;
+    memcpy(m->buf[m->pend_idx] + len, p, n);
+    OM_SET(m->pend_len, len + (uint32_t)n);
     pthread_mutex_unlock(&out_mu);
-    if (was_empty && !atomic_exchange(&armed, true))
+    if (len == 0 && !atomic_exchange(&armed, true))
         wake_flusher();
 }
 
@@ -519,7 +841,7 @@ static void out_flush(int s)
     if (atomic_load(&forked))
         return;
     pthread_mutex_lock(&out_mu);
-    bool empty = pending[s].len == 0;
+    bool empty = om->s[s].pend_len == 0;
     pthread_mutex_unlock(&out_mu);
     if (!empty)
         send_now_nogil(s, false);
@@ -771,6 +1093,41 @@ static int register_abc(PyObject *io, const char *abc, PyTypeObject *type)
     return 0;
 }
 
+/* os.write as it was (posix.write). */
+static PyObject *posix_write;
+
+/* os.write: the original, then a note that fd 1 or 2 was written, so the
+ * next Python-level write of that stream first forwards it (order). */
+static PyObject *os_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    long fd = nargs > 0 && PyLong_Check(args[0]) ? PyLong_AsLong(args[0]) : -1;
+    if (fd == -1 && PyErr_Occurred())
+        PyErr_Clear(); /* the original reports a bad fd */
+    PyObject *r = PyObject_Vectorcall(posix_write, args, (size_t)nargs, NULL);
+    if (fd == 1 || fd == 2)
+        atomic_store(&raw_written[fd - 1], true);
+    return r;
+}
+
+static PyMethodDef os_write_def = {"write", (PyCFunction)(void (*)(void))os_write, METH_FASTCALL,
+                                   "Write a bytes object to a file descriptor."};
+
+/* Replaces os.write by os_write. */
+static int wrap_os_write(void)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    if (!os)
+        return -1;
+    if (!posix_write)
+        posix_write = PyObject_GetAttrString(os, "write");
+    PyObject *fn = posix_write ? PyCFunction_NewEx(&os_write_def, NULL, NULL) : NULL;
+    int rc = fn ? PyObject_SetAttrString(os, "write", fn) : -1;
+    Py_XDECREF(fn);
+    Py_DECREF(os);
+    return rc;
+}
+
 int wrk_output_install(void)
 {
     if (PyType_Ready(&text_type) < 0 || PyType_Ready(&bin_type) < 0)
@@ -782,6 +1139,8 @@ int wrk_output_install(void)
     if (rc == 0)
         rc = register_abc(io, "BufferedIOBase", &bin_type);
     Py_DECREF(io);
+    if (rc == 0)
+        rc = wrap_os_write();
     if (rc < 0)
         return -1;
     static const char *const names[OUT_NSTREAMS][2] = {{"stdout", "__stdout__"},

@@ -3,11 +3,15 @@
  * File descriptors 1 and 2 are the write ends of two pipes, so raw writes
  * (os.write, C extensions, subprocesses) are captured. sys.stdout and
  * sys.stderr are replaced by a C type that appends UTF-8 to an in-process
- * buffer per stream, without a system call per write. A background thread
+ * buffer per stream, without a system call per write (the buffers live in
+ * memory the supervisor can read, so a dying worker loses nothing; see
+ * wrk_outmem.h). A background thread
  * (the flusher, which never touches Python objects) forwards pipe data as
  * `stream` frames and sends the buffers within a few milliseconds; writers
  * send themselves once a buffer holds PROTO_STREAM_CHUNK bytes. Output that
- * appears while no run is active is discarded. */
+ * appears while no run is active is counted (`between`, sent before the next
+ * `start`) and discarded; a run that may have left processes behind makes
+ * the next run start on new pipes (the old ones are drained). */
 #ifndef CTXD_WRK_OUTPUT_H
 #define CTXD_WRK_OUTPUT_H
 
@@ -22,10 +26,14 @@
  * makes its own pipes. */
 void wrk_output_init(bool supervised);
 /* GIL held: installs the capturing objects as sys.stdout, sys.stderr and
- * sys.__stdout__, sys.__stderr__. Returns -1 with a Python error set. */
+ * sys.__stdout__, sys.__stderr__, and wraps os.write (a write to fd 1 or 2
+ * makes the next Python-level write of that stream keep the order). Returns
+ * -1 with a Python error set. */
 int wrk_output_install(void);
-/* GIL released: discards left-over output, marks a run active and sends
- * `start` (the frames in `start`) before any output of the run. */
+/* GIL released: counts and discards left-over output (sending `between`),
+ * replaces the pipes when another process may still write into them, marks
+ * a run active and sends `start` (the frames in `start`, with the new pipes'
+ * read ends) before any output of the run. */
 void wrk_output_begin_run(const proto_buf *start);
 /* GIL released: sends every byte written so far (C stdio, Python buffers,
  * both pipes drained), then the frames in `tail` (result/error/done), then
@@ -34,6 +42,9 @@ void wrk_output_end_run(const proto_buf *tail);
 /* GIL released: sends frames (display events) during a run, after all
  * output written before them; does nothing when no run is active. */
 void wrk_output_send_frames(const proto_buf *frames);
+/* The output memory (wrk_outmem.h) as a sealed memfd, sent to the
+ * supervisor with `ready`; -1 when there is none. */
+int wrk_output_memfd(void);
 /* True in a process forked from the worker (it has no channel). */
 bool wrk_output_forked(void);
 /* Around the fork of a new worker (wrk_zygote.c): takes the channel lock and

@@ -202,7 +202,8 @@ def test_daemon_maps_key_order(daemon):
                                  "limits", "tiers", "preloads", "identity"]
         assert keys(sub(m, "limits")) == ["max_request_bytes", "max_code_bytes", "max_queue",
                                           "max_contexts", "max_output", "default_timeout",
-                                          "kill_grace", "idle_ttl", "on_disconnect"]
+                                          "kill_grace", "idle_ttl", "on_disconnect", "max_held",
+                                          "max_client_held"]
         assert keys(sub(m, "preloads")) == ["loaded", "skipped"]
         s.send(pack({"v": 1, "t": "execute", "id": 2, "code": "print(1)\n2"}))
         seen = {}

@@ -131,6 +131,13 @@ class Run:
     """The frames of one run, checked for the order section 9 requires."""
 
     def __init__(self, events):
+        # `between {bytes}` may come first: output written since the last
+        # run, counted and dropped (section 9).
+        self.between = 0
+        while events and events[0]["t"] == "between":
+            assert isinstance(events[0]["bytes"], int) and events[0]["bytes"] > 0, events[0]
+            self.between += events[0]["bytes"]
+            events = events[1:]
         self.events = events
         kinds = [e["t"] for e in events]
         assert kinds[0] == "start", kinds
@@ -363,6 +370,7 @@ def test_output_of_idle_time_discarded(worker):
     time.sleep(0.8)
     r = worker.run("print('next')")
     assert r.out() == b"next\n"
+    assert r.between == len(b"late\n")  # counted as between-run output
 
 
 def test_forked_child_output_and_exit(worker):
