@@ -226,6 +226,27 @@ def client_thread(idx, endpoint, contexts, deadline, stats, max_requests):
     sock.close()
 
 
+def stalled_reader(i, endpoint, deadline, stats):
+    """A client that floods output and never reads it: what the daemon holds
+    for it must stay within its bounds (--max-client-held, --max-held)."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVHWM, 1)
+    sock.connect(endpoint)
+    name = f"stall-{i}"
+    sock.send(pack({"v": 1, "t": "ctx.create", "id": 1, "name": name}))
+    if not sock.poll(30000):
+        stats.fail(f"stalled reader {i}: no reply to ctx.create")
+        sock.close()
+        return
+    sock.recv()
+    sock.send(pack({"v": 1, "t": "execute", "id": 2, "ctx": name, "timeout": 3600,
+                    "code": "while True:\n    print('s' * 4000)"}))
+    while time.monotonic() < deadline:
+        time.sleep(0.2)  # never reads
+    sock.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=50)
@@ -235,6 +256,8 @@ def main():
                     help="per client; bounds the run")
     ap.add_argument("--rss-limit-mb", type=float, default=256,
                     help="the supervisor's RSS must stay below this")
+    ap.add_argument("--stalled", type=int, default=8,
+                    help="clients that flood output and never read it")
     args = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="ctxd-load.")
@@ -275,6 +298,8 @@ def main():
     threads = [threading.Thread(target=client_thread,
                                 args=(i, endpoint, contexts, deadline, stats, args.max_requests))
                for i in range(args.clients)]
+    threads += [threading.Thread(target=stalled_reader, args=(i, endpoint, deadline, stats))
+                for i in range(args.stalled)]
     for t in threads:
         t.start()
     rss_max = rss_start
@@ -285,9 +310,12 @@ def main():
         t.join()
     elapsed = time.monotonic() - t0
 
+    for i in range(args.stalled):  # their runs would flood for an hour
+        request("ctx.delete", ctx=f"stall-{i}")
     # Let the daemon settle (workers restarted after deaths are idle).
     time.sleep(1)
     st = request("stats")
+    limits = request("hello")["limits"]
     fds_after = fd_count(daemon.pid)
     zombies = zombies_of(daemon.pid)
     rss_end = rss_kb(daemon.pid)
@@ -304,6 +332,9 @@ def main():
         failures.append(f"zombie children of the daemon: {zombies}")
     if rss_max / 1024 > args.rss_limit_mb:
         failures.append(f"supervisor RSS reached {rss_max / 1024:.1f} MB")
+    held_peak = st.get("held_bytes", {}).get("peak", 0)
+    if held_peak > limits.get("max_held", 0):
+        failures.append(f"held {held_peak} bytes, past max_held {limits.get('max_held')}")
     c = stats.counts
     print(f"load: {args.clients} clients x {args.contexts} contexts for {elapsed:.1f} s")
     print(f"  requests {c.get('requests', 0)}  ({c.get('requests', 0) / elapsed:.0f}/s)  "
@@ -314,6 +345,10 @@ def main():
           f"{c.get('flood_checked', 0)}")
     print(f"  supervisor RSS start {rss_start / 1024:.1f} MB, max {rss_max / 1024:.1f} MB, "
           f"end {rss_end / 1024:.1f} MB")
+    print(f"  with {args.stalled} stalled readers: supervisor peak RSS {rss_max / 1024:.1f} MB; "
+          f"held bytes peak {held_peak / 2**20:.1f} MiB of max_held "
+          f"{limits.get('max_held', 0) / 2**20:.0f} MiB (max_client_held "
+          f"{limits.get('max_client_held', 0) / 2**20:.0f} MiB)")
     print(f"  supervisor fds before {fds_before}, after {fds_after}; zombies {len(zombies)}")
     print(f"  daemon counters: runs {st['counters']['runs']}, deaths "
           f"{st['counters']['worker_deaths']}, refused {st['counters']['refused']}")
