@@ -365,6 +365,9 @@ bool sup_zygote_on_exit(pid_t pid, int status)
     if (uptime >= HEALTHY_UPTIME)
         z.backoff = 0;
     z.restart_at = now + z.backoff;
+    for (size_t k = 0; k < nqueue; k++)
+        if (queue[k].must && !queue[k].sent)
+            z.restart_at = now; /* a sandbox waits for it: no back-off */
     z.backoff = z.backoff == 0 ? 0.25 : z.backoff * 2 > MAX_BACKOFF ? MAX_BACKOFF : z.backoff * 2;
     return true;
 }
