@@ -39,6 +39,7 @@ from ._common import (
     check_reply,
     ctx_name,
     exec_fields,
+    is_disconnect,
     parse_hello,
     parse_completeness,
     parse_completion,
@@ -148,6 +149,7 @@ class AsyncClient:
         self._core = _Core(liveness, request_timeout)
         self._zctx: Optional[zmq.asyncio.Context] = None
         self._sock = None
+        self._mon = None
         self._reader: Optional[asyncio.Task] = None
         self._closed = False
         self._connecting: Optional[asyncio.Future] = None
@@ -170,8 +172,11 @@ class AsyncClient:
             sock.setsockopt(zmq.SNDHWM, 0)
             apply_curve(sock, self.endpoint, self._server_key, self._client_key)
             sock.connect(self.endpoint)
+            # A dropped connection loses what was in flight on it: the
+            # reader watches the monitor and ends those requests.
+            self._mon = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         except zmq.ZMQError as e:
-            self._zctx.term()
+            self._zctx.destroy(0)
             self._zctx = None
             raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
         self._sock = sock
@@ -202,6 +207,8 @@ class AsyncClient:
             except BaseException:
                 pass
         self._core.fail_all(ClosedError("the client was closed"))
+        if self._mon is not None:
+            self._mon.close(0)
         if self._sock is not None:
             self._sock.close(0)
         if self._zctx is not None:
@@ -225,11 +232,24 @@ class AsyncClient:
     async def _read_loop(self) -> None:
         due: Optional[float] = None
         failure: Optional[CtxdError] = None
+        poller = zmq.asyncio.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._mon, zmq.POLLIN)
         try:
             while True:
                 ms = _MAX_POLL_MS if due is None else min(_MAX_POLL_MS, max(0, int(due * 1000) + 1))
-                ev = await self._sock.poll(ms, zmq.POLLIN)
-                if ev & zmq.POLLIN:
+                events = dict(await poller.poll(ms))
+                if self._mon in events:
+                    dropped = False
+                    while True:
+                        try:
+                            frames = await self._mon.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        dropped = dropped or is_disconnect(frames)
+                    if dropped:
+                        self._core.disconnected(self.endpoint)
+                if self._sock in events:
                     while True:
                         try:
                             frames = await self._sock.recv_multipart(zmq.NOBLOCK)
