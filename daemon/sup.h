@@ -186,6 +186,13 @@ const char *sup_auth_server_public(void);
 /* The state directory (made 0700 on first use); NULL if it cannot be made. */
 const char *sup_auth_state_dir(void);
 
+/* ---- sup_privdir.c: sandbox private directories ----------------------- */
+/* STATE_DIR/sandbox/<instance> (made, and this daemon's lock on it taken,
+ * on first use) into out; -1 with errno set. */
+int sup_privdir_base(const char *state_dir, char *out, size_t n);
+/* At start: removes the private directories of daemons that are gone. */
+void sup_privdir_sweep(const char *state_dir);
+
 /* ---- sup_stats.c: counters and the request log ------------------------- */
 #define SUP_NSTATUS 7 /* ok error interrupted timeout died aborted shutdown */
 typedef struct sup_counters {
@@ -193,6 +200,7 @@ typedef struct sup_counters {
     uint64_t stdout_bytes, stderr_bytes, truncated_bytes;
     uint64_t contexts_created, workers_spawned, worker_deaths;
     uint64_t pip_runs, pip_failures, pip_cached; /* sup_pkgs.c */
+    uint64_t log_lines_lost;                     /* request log lines a write could not store */
 } sup_counters;
 extern sup_counters sup_stats;
 int sup_stats_open(void);

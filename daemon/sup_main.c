@@ -82,6 +82,9 @@ int main(int argc, char **argv)
     if (sup_cfg.nendpoints == 0)
         sup_cfg.endpoints[sup_cfg.nendpoints++] = default_endpoint();
     make_instance_id();
+    const char *state = sup_auth_state_dir();
+    if (state) /* what killed daemons left behind */
+        sup_privdir_sweep(state);
     if (sup_pkgs_init() < 0) /* after the instance id: it names the sites */
         return 1;
     /* Every worker draws with matplotlib's Agg backend (no display; the

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -654,10 +655,10 @@ void sup_policy_env_free(char **env, char **owned)
 
 int sup_policy_private_dir(const char *state_dir, const char *name, char *out, size_t n)
 {
-    snprintf(out, n, "%s/sandbox", state_dir);
-    if (mkdir(out, 0700) < 0 && errno != EEXIST)
+    char base[PATH_MAX];
+    if (sup_privdir_base(state_dir, base, sizeof base) < 0)
         return -1;
-    if ((size_t)snprintf(out, n, "%s/sandbox/%s.XXXXXX", state_dir, name) >= n) {
+    if ((size_t)snprintf(out, n, "%s/%s.XXXXXX", base, name) >= n) {
         errno = ENAMETOOLONG;
         return -1;
     }
