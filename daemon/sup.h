@@ -193,6 +193,14 @@ int sup_privdir_base(const char *state_dir, char *out, size_t n);
 /* At start: removes the private directories of daemons that are gone. */
 void sup_privdir_sweep(const char *state_dir);
 
+/* ---- sup_persist.c: the context table across daemon restarts --------- */
+/* Rewrites STATE_DIR/contexts.msgpack when the table changed (called once
+ * per loop round; cheap when nothing changed). */
+void sup_persist_flush(void);
+/* At start (after the zygote): makes the previous daemon's contexts again,
+ * each a new incarnation with previous_death "daemon restarted". */
+void sup_persist_restore(void);
+
 /* ---- sup_stats.c: counters and the request log ------------------------- */
 #define SUP_NSTATUS 7 /* ok error interrupted timeout died aborted shutdown */
 typedef struct sup_counters {

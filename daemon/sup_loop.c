@@ -389,6 +389,7 @@ void sup_loop_run(void)
             timeout = ms < 0 ? 0 : (long)ms + 1;
         }
         sup_stats_flush();
+        sup_persist_flush();
         if (zmq_poll(items, (int)k, timeout) < 0) {
             if (errno == EINTR)
                 continue;

@@ -94,7 +94,8 @@ int main(int argc, char **argv)
     setenv("MPLBACKEND", "Agg", 1);
     if (sup_loop_open(sup_cfg.endpoints, sup_cfg.nendpoints) < 0)
         return 1;
-    sup_zygote_init(); /* after sup_loop_open: its SIGCHLD goes to the signalfd */
+    sup_zygote_init();     /* after sup_loop_open: its SIGCHLD goes to the signalfd */
+    sup_persist_restore(); /* the previous daemon's contexts, state lost */
     for (size_t i = 0; i < sup_cfg.nendpoints; i++)
         fprintf(stderr, "ctxd: listening on %s\n", sup_cfg.endpoints[i]);
     sup_loop_run();

@@ -189,3 +189,53 @@ def test_file_put_on_a_full_disk_is_rolled_back(make_daemon, small_fs):
     assert (work / "data.bin").read_bytes() == b"a" * 1000
     small_fs.free()
     assert c.ok("file.put", ctx="f", path="data.bin", data=b"b" * 10, offset=1000)["size"] == 1010
+
+
+def test_contexts_come_back_after_a_restart(tmp_path, zctx):
+    """ctx.create'd contexts (and default) survive a daemon restart (SIGKILL
+    or SIGTERM) as new incarnations whose first accepted says the state was
+    lost; a deleted one does not come back."""
+    from conftest import Daemon, _finish
+    state = tmp_path / "state"
+    work = tmp_path / "work"
+    work.mkdir()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    d = Daemon(run_dir, zctx).start(("--state-dir", str(state)))
+    c = d.client()
+    c.ok("ctx.create", name="exp-a", cwd=str(work), env={"A": "1"})
+    c.ok("ctx.create", name="gone")
+    c.ok("ctx.create", name="box", tier="local", policy={"network_access": False})
+    assert c.execute("x = 1", ctx="exp-a").status == "ok"
+    c.ok("ctx.restart", ctx="exp-a")
+    assert c.info("exp-a")["incarnation"] == 2
+    assert c.execute("y = 2").status == "ok"  # default
+    c.ok("ctx.delete", ctx="gone")
+    for how in (signal.SIGKILL, signal.SIGTERM):
+        names = sorted(i["name"] for i in c.ok("ctx.list")["contexts"])
+        incs = {i["name"]: i["incarnation"] for i in c.ok("ctx.list")["contexts"]}
+        if how == signal.SIGKILL:
+            d.stopped_by_test = True
+            os.killpg(d.proc.pid, how)
+            d.proc.wait(10)
+        else:
+            _finish(d)
+        d = Daemon(run_dir, zctx).start(("--state-dir", str(state)))
+        c = d.client()
+        infos = {i["name"]: i for i in c.ok("ctx.list")["contexts"]}
+        assert sorted(infos) == names == ["box", "default", "exp-a"], infos
+        a = infos["exp-a"]
+        assert a["cwd"] == str(work) and a["incarnation"] == incs["exp-a"] + 1, a
+        assert a["last_death"] == "daemon restarted", a
+        assert infos["box"]["tier"] == "local" and infos["box"]["policy"] == {
+            "network_access": False}, infos["box"]
+        r = c.execute("import os; os.environ['A'], 'x' in globals()", ctx="exp-a")
+        assert r.status == "ok" and r.text == "('1', False)", r.terminal
+        acc = r.of("accepted")[0]
+        assert acc["previous_death"] == "daemon restarted", acc
+        assert acc["incarnation"] == incs["exp-a"] + 1, acc
+        r = c.execute("'y' in globals()")
+        assert r.text == "False" and r.of("accepted")[0]["previous_death"] == "daemon restarted"
+        # the cause is said once: the next run is an ordinary one
+        assert "previous_death" not in c.execute("1", ctx="exp-a").of("accepted")[0]
+    _finish(d)
