@@ -57,6 +57,7 @@ typedef struct sup_peer {
     size_t route_len;
     uint8_t re[PROTO_MAX_ID + 8];
     size_t re_len;
+    uint32_t conn; /* CurveZMQ: the connection the request came in on (sup_route.c) */
 } sup_peer;
 
 /* One execute request, queued or running. */
@@ -186,6 +187,24 @@ const char *sup_auth_server_public(void);
 /* The state directory (made 0700 on first use); NULL if it cannot be made. */
 const char *sup_auth_state_dir(void);
 
+/* ---- sup_route.c: CurveZMQ routing ids bound to their connection ------ */
+/* Watches the CurveZMQ router's connections (a socket monitor); -1 on
+ * failure. */
+int sup_route_open(void *zctx, void *curve_router);
+void *sup_route_monitor(void); /* the monitor socket, to poll; NULL before open */
+void sup_route_on_monitor(void);
+/* A message (zmsg, a zmq_msg_t) arrived on route: records its connection
+ * (key and descriptor from its metadata) and returns its generation. *gap: the same client
+ * came back on a new connection after *gap_dropped of its messages were
+ * dropped. */
+uint32_t sup_route_note(const uint8_t *route, size_t len, void *zmsg, bool *gap,
+                        uint64_t *gap_dropped);
+/* The live generation of route (0 when none). */
+uint32_t sup_route_current(const uint8_t *route, size_t len);
+/* May a message for peer go out? False (counted) when the connection its
+ * request came in on is gone or another one holds its routing id. */
+bool sup_route_ok(const sup_peer *peer);
+
 /* ---- sup_privdir.c: sandbox private directories ----------------------- */
 /* STATE_DIR/sandbox/<instance> (made, and this daemon's lock on it taken,
  * on first use) into out; -1 with errno set. */
@@ -209,6 +228,7 @@ typedef struct sup_counters {
     uint64_t contexts_created, workers_spawned, worker_deaths;
     uint64_t pip_runs, pip_failures, pip_cached; /* sup_pkgs.c */
     uint64_t log_lines_lost;                     /* request log lines a write could not store */
+    uint64_t route_dropped; /* messages whose request's connection is gone (sup_route.c) */
 } sup_counters;
 extern sup_counters sup_stats;
 int sup_stats_open(void);

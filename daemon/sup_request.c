@@ -915,6 +915,7 @@ void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const 
     if (route_len > sizeof peer.route)
         return;
     memcpy(peer.route, route, route_len);
+    peer.conn = sock == 1 ? sup_route_current(route, route_len) : 0;
     if (multipart) {
         sup_reply_err(&peer, "bad_frame", "a message must be exactly one frame");
         return;

@@ -163,7 +163,7 @@ void sup_stats_put(proto_buf *b)
     proto_put_str(b, "created");
     proto_put_uint(b, sup_stats.contexts_created);
     proto_put_str(b, "counters");
-    proto_put_map(b, 12 + SUP_NSTATUS);
+    proto_put_map(b, 13 + SUP_NSTATUS);
     proto_put_str(b, "requests");
     proto_put_uint(b, sup_stats.requests);
     proto_put_str(b, "refused");
@@ -194,4 +194,6 @@ void sup_stats_put(proto_buf *b)
     proto_put_uint(b, sup_stats.pip_cached);
     proto_put_str(b, "log_lines_lost");
     proto_put_uint(b, sup_stats.log_lines_lost);
+    proto_put_str(b, "route_dropped");
+    proto_put_uint(b, sup_stats.route_dropped);
 }
