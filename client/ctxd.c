@@ -59,6 +59,7 @@ typedef struct run {
 struct ctxd_client {
     void *zctx;
     void *sock;
+    void *mon; /* PAIR socket receiving sock's ZMQ_EVENT_DISCONNECTED */
     char *endpoint;
     uint64_t next_id;
     double timeout;             /* control reply timeout, seconds */
@@ -330,8 +331,9 @@ static msg_in *recv_nowait(ctxd_client *c, int *rc)
  * readable, 0 not (timeout or a signal), or CTXD_ETRANSPORT. */
 static int wait_readable(ctxd_client *c, long ms)
 {
-    zmq_pollitem_t item = {.socket = c->sock, .events = ZMQ_POLLIN};
-    int n = zmq_poll(&item, 1, ms);
+    zmq_pollitem_t items[2] = {{.socket = c->sock, .events = ZMQ_POLLIN},
+                               {.socket = c->mon, .events = ZMQ_POLLIN}};
+    int n = zmq_poll(items, c->mon ? 2 : 1, ms);
     if (n < 0) {
         if (zmq_errno() == EINTR)
             return 0;
@@ -440,6 +442,44 @@ static void end_all_runs(ctxd_client *c, int rc)
     for (run *r = c->runs; r; r = r->next)
         if (!r->ended && !r->removed)
             end_run(c, r, rc, NULL, code, msg);
+}
+
+/* True when the socket monitor reported a dropped connection since the
+ * last call (its messages are consumed). */
+static bool take_disconnect(ctxd_client *c)
+{
+    bool dropped = false;
+    for (;;) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (!c->mon || zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return dropped;
+        }
+        uint16_t num = 0;
+        if (zmq_msg_size(&ev) >= 2) /* 16-bit event number, native order */
+            memcpy(&num, zmq_msg_data(&ev), 2);
+        dropped = dropped || (zmq_msg_more(&ev) && num == ZMQ_EVENT_DISCONNECTED);
+        while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) >= 0)
+            ;
+        zmq_msg_close(&ev);
+    }
+}
+
+/* A dropped connection loses what was in flight on it (ZeroMQ reconnects,
+ * but the daemon answers the old connection): every run then ends with
+ * CTXD_ELOST instead of waiting forever. True when that happened. */
+static bool connection_dropped(ctxd_client *c)
+{
+    if (!take_disconnect(c))
+        return false;
+    fail(c, CTXD_ELOST, NULL,
+         "the connection to ctxd at %s dropped while requests were in flight; their outcome "
+         "is unknown",
+         c->endpoint);
+    c->ping_id = 0;
+    end_all_runs(c, CTXD_ELOST);
+    return true;
 }
 
 /* Sends `interrupt {ctx, run}` for a run; the reply is dropped as unmatched. */
@@ -756,6 +796,15 @@ static void handle_msg(ctxd_client *c, msg_in *m)
         run *r = find_run(c, m->re);
         if (r && !r->ended)
             run_event(c, r, m);
+    } else if (proto_str_eq(m->t, "err") && c->nactive) {
+        /* The daemon could not read the id of a request of ours: which
+         * one is unknown, so every run ends rather than one hanging. */
+        take_err(c, m);
+        char msg[sizeof c->last_msg];
+        snprintf(msg, sizeof msg, "%s", c->last_msg);
+        fail(c, CTXD_EPROTOCOL, NULL, "the daemon could not read a request of this client: %s",
+             msg);
+        end_all_runs(c, CTXD_EPROTOCOL);
     }
     msg_free(m);
 }
@@ -849,6 +898,8 @@ static int step(ctxd_client *c, long timeout_ms)
         handle_msg(c, m);
         n++;
     }
+    if (connection_dropped(c))
+        n++;
     liveness_tick(c);
     sweep_runs(c);
     return n;
@@ -862,6 +913,8 @@ static int step(ctxd_client *c, long timeout_ms)
  * the inbox; others (late replies) are dropped. */
 static int roundtrip_ex(ctxd_client *c, const proto_buf *b, uint64_t id, bool live, msg_in **out)
 {
+    /* A drop reported before this request concerns what was in flight then. */
+    connection_dropped(c);
     int r = send_buf(c, b);
     if (r < 0)
         return r;
@@ -884,6 +937,8 @@ static int roundtrip_ex(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
         if (r < 0)
             return r;
         if (!m) {
+            if (connection_dropped(c))
+                return CTXD_ELOST;
             if ((!live || ping) && now() >= deadline)
                 return fail(c, CTXD_EUNREACHABLE, NULL,
                             "no reply from ctxd at %s within %g s (is the daemon running?)",
@@ -901,6 +956,12 @@ static int roundtrip_ex(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
             ping = 0;
             msg_free(m);
             continue;
+        }
+        if (!m->re && proto_str_eq(m->t, "err")) {
+            /* An unreadable request: ours is the one waiting here. */
+            r = take_err(c, m);
+            msg_free(m);
+            return r;
         }
         if (m->re != id) {
             if (m->re && ((c->ping_id && m->re == c->ping_id) || find_run(c, m->re)))
@@ -1162,6 +1223,17 @@ static int open_socket(ctxd_client *c)
     zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo);
     if (apply_curve(c) < 0)
         return -1;
+    /* A monitor tells when the connection drops (what was in flight on it
+     * is lost); the PAIR end is polled with the socket. */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://ctxd-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_DISCONNECTED) < 0 ||
+        !(c->mon = zmq_socket(c->zctx, ZMQ_PAIR)))
+        return fail(c, CTXD_ETRANSPORT, NULL, "zmq_socket_monitor: %s", zmq_strerror(zmq_errno()));
+    zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_connect(c->mon, mon) < 0)
+        return fail(c, CTXD_ETRANSPORT, NULL, "zmq_connect(monitor): %s",
+                    zmq_strerror(zmq_errno()));
     if (zmq_connect(c->sock, c->endpoint) < 0)
         return fail(c, CTXD_EINVALID, NULL, "cannot connect to '%s': %s", c->endpoint,
                     zmq_strerror(zmq_errno()));
@@ -1221,8 +1293,12 @@ void ctxd_close(ctxd_client *c)
         r->blocking = false;
     }
     sweep_runs(c);
-    if (c->sock)
+    if (c->mon)
+        zmq_close(c->mon);
+    if (c->sock) {
+        zmq_socket_monitor(c->sock, NULL, 0);
         zmq_close(c->sock);
+    }
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     free(c->owned);
@@ -1880,6 +1956,10 @@ static int submit(ctxd_client *c, const ctxd_exec_opts *opts, const ctxd_callbac
         return fail(c, CTXD_EREFUSED, "too_large",
                     "code of %zu bytes exceeds the daemon's max_request_bytes (%llu)", code_len,
                     (unsigned long long)c->max_request_bytes);
+    /* A drop seen now ended what was in flight before this run (not from a
+     * callback: ending runs calls their on_done). */
+    if (c->depth == 0)
+        connection_dropped(c);
     proto_buf b;
     proto_buf_init(&b);
     uint64_t id;
@@ -1944,6 +2024,9 @@ int ctxd_timeout_ms(ctxd_client *c)
     int ev = 0;
     size_t len = sizeof ev;
     if (zmq_getsockopt(c->sock, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN))
+        return 0;
+    len = sizeof ev; /* a dropped connection: ctxd_step ends the runs */
+    if (c->mon && zmq_getsockopt(c->mon, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN))
         return 0;
     long due = liveness_due_ms(c);
     return due > 1000000000L ? 1000000000 : (int)due;

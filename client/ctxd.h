@@ -111,7 +111,9 @@ enum {
      * in the daemon; its remaining events are dropped. */
     CTXD_ECANCELLED = -6,
     /* A run was in flight when the daemon restarted (a liveness check was
-     * answered by a daemon with another `instance`); its outcome is
+     * answered by a daemon with another `instance`), or when the connection
+     * dropped (seen by a socket monitor in ctxd_step and the blocking
+     * calls; ZeroMQ reconnects for later requests); its outcome is
      * unknown. */
     CTXD_ELOST = -7
 };
@@ -230,7 +232,8 @@ typedef struct ctxd_run_end {
     /* 0 when `done` arrived (outcome is set, whatever the status), else why
      * the run ended without it: CTXD_EREFUSED (`err` reply, e.g. busy or
      * unknown_context), CTXD_EUNREACHABLE or CTXD_ELOST (failed liveness
-     * check), CTXD_EPROTOCOL (a malformed event). */
+     * check, dropped connection), CTXD_EPROTOCOL (a malformed event, or an
+     * `err` with `re: nil`: the daemon could not read a request). */
     int rc;
     const struct ctxd_outcome *outcome; /* NULL when rc < 0 */
     const char *code;                   /* rc < 0: as ctxd_last_error's code, else "" */

@@ -63,6 +63,7 @@ typedef struct sup_peer {
     size_t route_len;
     uint8_t re[PROTO_MAX_ID + 8];
     size_t re_len;
+    uint32_t conn; /* CurveZMQ: the connection the request came in on (sup_route.c) */
 } sup_peer;
 
 /* One execute request, queued or running. */
@@ -236,6 +237,39 @@ const char *sup_auth_server_public(void);
 /* The state directory (made 0700 on first use); NULL if it cannot be made. */
 const char *sup_auth_state_dir(void);
 
+/* ---- sup_route.c: CurveZMQ routing ids bound to their connection ------ */
+/* Watches the CurveZMQ router's connections (a socket monitor); -1 on
+ * failure. */
+int sup_route_open(void *zctx, void *curve_router);
+void *sup_route_monitor(void); /* the monitor socket, to poll; NULL before open */
+void sup_route_on_monitor(void);
+/* A message (zmsg, a zmq_msg_t) arrived on route: records its connection
+ * (key and descriptor from its metadata) and returns its generation. *gap: the same client
+ * came back on a new connection after *gap_dropped of its messages were
+ * dropped. */
+uint32_t sup_route_note(const uint8_t *route, size_t len, void *zmsg, bool *gap,
+                        uint64_t *gap_dropped);
+/* The live generation of route (0 when none). */
+uint32_t sup_route_current(const uint8_t *route, size_t len);
+/* May a message for peer go out? False (counted) when the connection its
+ * request came in on is gone or another one holds its routing id. */
+bool sup_route_ok(const sup_peer *peer);
+
+/* ---- sup_privdir.c: where contexts' private directories live --------- */
+/* STATE_DIR/contexts/<instance> (made, and this daemon's lock on it taken,
+ * on first use) into out; -1 with errno set. */
+int sup_privdir_base(const char *state_dir, char *out, size_t n);
+/* At start: removes the private directories of daemons that are gone. */
+void sup_privdir_sweep(const char *state_dir);
+
+/* ---- sup_persist.c: the context table across daemon restarts --------- */
+/* Rewrites STATE_DIR/contexts.msgpack when the table changed (called once
+ * per loop round; cheap when nothing changed). */
+void sup_persist_flush(void);
+/* At start (after the zygote): makes the previous daemon's contexts again,
+ * each a new incarnation with previous_death "daemon restarted". */
+void sup_persist_restore(void);
+
 /* ---- sup_stats.c: counters and the request log ------------------------- */
 #define SUP_NSTATUS 7 /* ok error interrupted timeout died aborted shutdown */
 typedef struct sup_counters {
@@ -245,6 +279,8 @@ typedef struct sup_counters {
     uint64_t requests_unread;    /* dropped: their client held too much unread */
     uint64_t contexts_created, workers_spawned, worker_deaths;
     uint64_t pip_runs, pip_failures, pip_cached; /* sup_pkgs.c */
+    uint64_t log_lines_lost;                     /* request log lines a write could not store */
+    uint64_t route_dropped; /* messages whose request's connection is gone (sup_route.c) */
 } sup_counters;
 extern sup_counters sup_stats;
 int sup_stats_open(void);

@@ -96,25 +96,83 @@ static int read_key(const char *path, char key[KEY_Z85 + 1])
     return rc;
 }
 
+/* Writes a whole file or nothing: a temporary file beside it, fsync'ed,
+ * then renamed over path (and the directory fsync'ed), so a full disk or a
+ * crash never leaves an empty or partial key that blocks later starts.
+ * -1 with errno set; the temporary file is removed. */
 static int write_file(const char *path, const char *text, mode_t mode)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0)
         return -1;
     size_t n = strlen(text);
-    int rc = write(fd, text, n) == (ssize_t)n ? 0 : -1;
-    close(fd);
-    return rc;
+    errno = 0;
+    int rc = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0 ? 0 : -1;
+    if (rc < 0 && errno == 0)
+        errno = ENOSPC; /* a short write */
+    int saved = errno;
+    if (close(fd) < 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc == 0 && rename(tmp, path) < 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc < 0) {
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    int dfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
 }
 
-/* Loads the server key pair, making it on first start. */
+/* Loads the server key pair, making it on first start. A server.key that
+ * holds no valid key (left by an older daemon on a full disk, or damaged)
+ * is made again when server.pub is missing too; when server.pub exists,
+ * clients may trust it, so the start fails with a message saying what to
+ * do rather than silently changing the daemon's identity. */
 static int load_server_keys(void)
 {
     char sec_path[PATH_MAX + 16], pub_path[PATH_MAX + 16];
     snprintf(sec_path, sizeof sec_path, "%s/server.key", state_dir);
     snprintf(pub_path, sizeof pub_path, "%s/server.pub", state_dir);
-    if (read_key(sec_path, server_secret) == 0)
-        return zmq_curve_public(server_public, server_secret) == 0 ? 0 : -1;
+    struct stat st;
+    if (read_key(sec_path, server_secret) == 0) {
+        if (zmq_curve_public(server_public, server_secret) != 0)
+            return -1;
+        if (lstat(pub_path, &st) < 0) { /* an earlier start could not write it */
+            char text[64];
+            snprintf(text, sizeof text, "%s\n", server_public);
+            if (write_file(pub_path, text, 0644) < 0) {
+                fprintf(stderr, "ctxd: cannot write %s: %s\n", pub_path, strerror(errno));
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (lstat(sec_path, &st) == 0) {
+        if (lstat(pub_path, &st) == 0) {
+            fprintf(stderr,
+                    "ctxd: %s holds no valid key (empty or corrupt) but %s exists: restore "
+                    "server.key, or remove both files to make a new key pair (clients must "
+                    "then be given the new server.pub)\n",
+                    sec_path, pub_path);
+            return -1;
+        }
+        fprintf(stderr,
+                "ctxd: %s holds no valid key and there is no server.pub: making a new "
+                "key pair\n",
+                sec_path);
+    }
     if (zmq_curve_keypair(server_public, server_secret) != 0) {
         fprintf(stderr, "ctxd: this libzmq has no CURVE support\n");
         return -1;
@@ -126,7 +184,6 @@ static int load_server_keys(void)
         return -1;
     }
     snprintf(text, sizeof text, "%s\n", server_public);
-    unlink(pub_path);
     if (write_file(pub_path, text, 0644) < 0) {
         fprintf(stderr, "ctxd: cannot write %s: %s\n", pub_path, strerror(errno));
         return -1;

@@ -145,7 +145,15 @@ void sup_files_put(const proto_val *msg, const sup_peer *peer)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            sup_reply_err(peer, "io", "write: %s", w < 0 ? strerror(errno) : "no progress");
+            /* A full disk or a file size limit: the chunk is rolled back
+             * (the file keeps its size before it), and the reply says so. */
+            int e = w < 0 ? errno : ENOSPC;
+            bool rolled = ftruncate(fd, (off_t)offset) == 0;
+            sup_reply_err(peer, "io", "write: %s after %llu of the chunk's %u bytes; %s",
+                          strerror(e), (unsigned long long)(at - offset), data->n,
+                          rolled ? "the chunk was rolled back: the file's size is its offset "
+                                   "again"
+                                 : "the partial chunk could not be rolled back");
             close(fd);
             return;
         }

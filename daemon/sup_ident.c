@@ -10,7 +10,8 @@
  * definition of that tier; a non-root daemon cannot switch uids at all.
  *
  * Every context made without a cwd gets a private directory
- * STATE_DIR/contexts/NAME.XXXXXX (0700, owned by the context's uid), never
+ * STATE_DIR/contexts/<instance>/NAME.XXXXXX (0700, owned by the context's
+ * uid; sup_privdir.c), never
  * the daemon's working directory. It is removed with the last context that
  * uses it, by descriptor (a worker may have left symbolic links in it). */
 #include "sup.h"
@@ -239,8 +240,7 @@ void sup_ident_rmtree(const char *path)
     free(copy);
 }
 
-/* STATE_DIR/contexts, 0711: workers may pass through to their own
- * directory, nobody lists the others. */
+/* This daemon's directory for private directories (sup_privdir.c). */
 static int contexts_dir(char *out, size_t n)
 {
     const char *state = sup_auth_state_dir();
@@ -248,18 +248,7 @@ static int contexts_dir(char *out, size_t n)
         errno = ENOENT;
         return -1;
     }
-    if ((size_t)snprintf(out, n, "%s/contexts", state) >= n) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    if (mkdir(out, 0711) < 0 && errno != EEXIST)
-        return -1;
-    struct stat st;
-    if (lstat(out, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return chmod(out, 0711);
+    return sup_privdir_base(state, out, n);
 }
 
 sup_ident *sup_ident_new(bool confined, const char *name, bool want_dir, proto_error *err)

@@ -55,6 +55,8 @@ void sup_log(const char *fmt, ...)
 int sup_send(const sup_peer *peer, const proto_buf *body)
 {
     void *router = routers[peer->sock];
+    if (!sup_route_ok(peer)) /* its connection is gone: not to whoever holds the id now */
+        return 1;
     if (zmq_send(router, peer->route, peer->route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         /* EHOSTUNREACH: the client is gone; its events are dropped. */
         return errno == EAGAIN ? -1 : 1;
@@ -202,6 +204,25 @@ void sup_deliver(const sup_peer *peer, const proto_buf *body)
     sup_outq_adopt(&tmp);
 }
 
+/* Tells a client that came back on a new connection (same key, same
+ * routing id) that messages for its earlier requests were dropped: one
+ * `gap {re: nil, dropped}` before the reply to its new request. */
+static void send_gap(int sock, const uint8_t *route, size_t len, uint64_t dropped)
+{
+    sup_peer peer = {.sock = (uint8_t)sock, .route_len = len};
+    if (len > sizeof peer.route)
+        return;
+    memcpy(peer.route, route, len);
+    peer.conn = sup_route_current(route, len);
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "gap", &peer, 1);
+    proto_put_str(&b, "dropped");
+    proto_put_uint(&b, dropped);
+    sup_deliver(&peer, &b);
+    proto_buf_free(&b);
+}
+
 /* Receives one client message (all its frames) and hands it on. A message
  * with more than one body frame is a client error, answered as such. */
 static void read_client(int sock)
@@ -225,6 +246,12 @@ static void read_client(int sock)
                 more = zmq_msg_more(&extra);
             zmq_msg_close(&extra);
         }
+        bool gap = false;
+        uint64_t lost = 0;
+        if (have_body && sock == 1)
+            sup_route_note(zmq_msg_data(&route), zmq_msg_size(&route), &body, &gap, &lost);
+        if (gap)
+            send_gap(sock, zmq_msg_data(&route), zmq_msg_size(&route), lost);
         if (have_body)
             sup_request_handle(sock, zmq_msg_data(&route), zmq_msg_size(&route),
                                zmq_msg_data(&body), zmq_msg_size(&body), multipart);
@@ -307,7 +334,8 @@ int sup_loop_open(const char **endpoints, size_t n)
                     ep);
         if (!routers[sock]) {
             routers[sock] = new_router();
-            if (sock == 1 && sup_auth_setup(zctx, routers[1]) < 0)
+            if (sock == 1 &&
+                (sup_auth_setup(zctx, routers[1]) < 0 || sup_route_open(zctx, routers[1]) < 0))
                 return -1;
         }
         if (zmq_bind(routers[sock], ep) < 0) {
@@ -352,6 +380,8 @@ static void shut_down(void)
     }
     if (sup_auth_zap_socket())
         zmq_close(sup_auth_zap_socket());
+    if (sup_route_monitor())
+        zmq_close(sup_route_monitor());
     zmq_ctx_term(zctx);
     /* libzmq does not always remove the socket files it made. */
     for (size_t i = 0; i < sup_cfg.nendpoints; i++) {
@@ -395,6 +425,8 @@ void sup_loop_run(void)
         int zfd = sup_zygote_fd();
         const size_t zygote_item = k;
         items[k++] = (zmq_pollitem_t){.fd = zfd, .events = zfd >= 0 ? ZMQ_POLLIN : 0};
+        void *mon = sup_route_monitor();
+        items[k++] = (zmq_pollitem_t){.socket = mon, .fd = -1, .events = mon ? ZMQ_POLLIN : 0};
         const size_t first_ctx = k;
         for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
             /* a worker the zygote is still making is not read before its
@@ -417,6 +449,7 @@ void sup_loop_run(void)
             timeout = ms <= 0 ? 0 : (long)ms + ((double)(long)ms < ms ? 1 : 0); /* rounded up */
         }
         sup_stats_flush();
+        sup_persist_flush();
         if (zmq_poll(items, (int)k, timeout) < 0) {
             if (errno == EINTR)
                 continue;
@@ -438,6 +471,8 @@ void sup_loop_run(void)
         for (int s = 0; s < NSOCKS; s++)
             if (items[1 + s].revents & ZMQ_POLLIN)
                 read_client(s);
+        if (items[2 + NSOCKS].revents & ZMQ_POLLIN)
+            sup_route_on_monitor();
         if (items[1 + NSOCKS].revents & ZMQ_POLLIN)
             sup_auth_handle();
         if (items[zygote_item].revents & (ZMQ_POLLIN | ZMQ_POLLERR))

@@ -84,6 +84,9 @@ int main(int argc, char **argv)
     make_instance_id();
     sup_ident_init();
     sup_cgroup_init();       /* cgroups a killed daemon left behind */
+    const char *state = sup_auth_state_dir();
+    if (state) /* what killed daemons left behind (into the trash) */
+        sup_privdir_sweep(state);
     if (sup_pkgs_init() < 0) /* after the instance id: it names the sites */
         return 1;
     /* Every worker draws with matplotlib's Agg backend (no display; the
@@ -93,7 +96,8 @@ int main(int argc, char **argv)
     setenv("MPLBACKEND", "Agg", 1);
     if (sup_loop_open(sup_cfg.endpoints, sup_cfg.nendpoints) < 0)
         return 1;
-    sup_zygote_init(); /* after sup_loop_open: its SIGCHLD goes to the signalfd */
+    sup_zygote_init();     /* after sup_loop_open: its SIGCHLD goes to the signalfd */
+    sup_persist_restore(); /* the previous daemon's contexts, state lost */
     for (size_t i = 0; i < sup_cfg.nendpoints; i++)
         fprintf(stderr, "ctxd: listening on %s\n", sup_cfg.endpoints[i]);
     sup_loop_run();

@@ -936,6 +936,18 @@ static void log_request(const char *type, const proto_val *msg, double t0)
     sup_stats_request(type, ctx, status, sup_now() - t0);
 }
 
+/* Keeps a request id (a uint or a str of at most PROTO_MAX_ID bytes) as
+ * msgpack, to echo as `re`. */
+static void set_re(sup_peer *peer, const proto_val *id)
+{
+    proto_buf idb;
+    proto_buf_init(&idb);
+    proto_put_val(&idb, id);
+    memcpy(peer->re, idb.data, idb.len);
+    peer->re_len = idb.len;
+    proto_buf_free(&idb);
+}
+
 /* Entry point for one client message: every path ends in exactly one
  * terminal reply (here for refusals, later for runs). */
 /* A client that does not read its replies cannot make the daemon hold
@@ -970,11 +982,17 @@ void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const 
     if (route_len > sizeof peer.route)
         return;
     memcpy(peer.route, route, route_len);
+    peer.conn = sock == 1 ? sup_route_current(route, route_len) : 0;
     if (multipart) {
         sup_reply_err(&peer, "bad_frame", "a message must be exactly one frame");
         return;
     }
+    proto_val peeked;
     if (len > sup_cfg.max_request_bytes) {
+        /* Answer with the request's id when its first bytes hold it, so
+         * the client's request ends instead of waiting. */
+        if (proto_peek_id(data, len, &peeked))
+            set_re(&peer, &peeked);
         sup_reply_err(&peer, "too_large", "message of %zu bytes exceeds max_request_bytes (%zu)",
                       len, sup_cfg.max_request_bytes);
         return;
@@ -989,14 +1007,8 @@ void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const 
     const proto_val *msg = &doc.nodes[0];
     proto_envelope env;
     int ok = proto_envelope_read(msg, &env, &err);
-    if (env.id) {
-        proto_buf idb;
-        proto_buf_init(&idb);
-        proto_put_val(&idb, env.id);
-        memcpy(peer.re, idb.data, idb.len);
-        peer.re_len = idb.len;
-        proto_buf_free(&idb);
-    }
+    if (env.id)
+        set_re(&peer, env.id);
     if (ok < 0) {
         reply_error(&peer, &err);
         proto_doc_free(&doc);

@@ -1,10 +1,14 @@
 /* sup_stats: the daemon's counters (the `stats` request) and its request
  * log: one logfmt line per request, buffered and written once per loop
- * round so logging costs no syscall per request. */
+ * round so logging costs no syscall per request. Lines a write could not
+ * store (a full disk) are counted (`log_lines_lost`) and said on stderr
+ * once, never lost silently. */
 #include "sup.h"
 
 #include "mem.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,7 +16,11 @@
 #include <unistd.h>
 
 sup_counters sup_stats;
-static FILE *log_file;
+static int log_fd = -1;
+static char log_buf[64 * 1024]; /* lines not written yet */
+static size_t log_len;
+static bool log_midline; /* the last write stopped inside a line */
+static bool log_loss_said;
 static double started;
 
 static const char *const status_names[SUP_NSTATUS] = {
@@ -23,39 +31,84 @@ int sup_stats_open(void)
 {
     started = sup_now();
     if (!sup_cfg.log_path || strcmp(sup_cfg.log_path, "-") == 0) {
-        log_file = stderr;
-    } else if (!(log_file = fopen(sup_cfg.log_path, "ae"))) {
+        log_fd = 2;
+    } else if ((log_fd = open(sup_cfg.log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) <
+               0) {
         perror(sup_cfg.log_path);
         return -1;
     }
-    setvbuf(log_file, NULL, _IOFBF, 64 * 1024);
     return 0;
+}
+
+/* Counts the lines that start in buf[0..n) (the lost ones after a failed
+ * write). */
+static uint64_t lines_in(const char *buf, size_t n)
+{
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += buf[i] == '\n';
+    return k;
 }
 
 void sup_stats_flush(void)
 {
-    if (log_file)
-        fflush(log_file);
+    size_t done = 0;
+    while (done < log_len) {
+        ssize_t w = write(log_fd, log_buf + done, log_len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    if (done < log_len) {
+        int e = errno;
+        /* The line the write stopped in is lost too; the next write starts
+         * a new line. */
+        uint64_t lost = lines_in(log_buf + done, log_len - done);
+        sup_stats.log_lines_lost += lost;
+        log_midline = done > 0 && log_buf[done - 1] != '\n';
+        if (!log_loss_said) {
+            log_loss_said = true;
+            fprintf(stderr,
+                    "ctxd: the request log (%s) lost %llu line(s): %s; lost lines are counted "
+                    "in stats (log_lines_lost)\n",
+                    log_fd == 2 ? "stderr" : sup_cfg.log_path, (unsigned long long)lost,
+                    strerror(e ? e : ENOSPC));
+        }
+    } else if (done > 0) {
+        log_midline = false;
+    }
+    log_len = 0;
 }
 
 /* Writes the common head of a log line: time, then the given fields. */
 static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void log_line(const char *fmt, ...)
 {
-    if (!log_file)
+    if (log_fd < 0)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
-    char when[32];
+    char when[32], line[1024];
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    fprintf(log_file, "ts=%s.%03ldZ ", when, ts.tv_nsec / 1000000);
+    int n = snprintf(line, sizeof line, "%sts=%s.%03ldZ ", log_midline ? "\n" : "", when,
+                     ts.tv_nsec / 1000000);
+    log_midline = false;
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(log_file, fmt, ap);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    fputc('\n', log_file);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof line - 2) /* cut long lines; one line stays one line */
+        len = sizeof line - 2;
+    line[len++] = '\n';
+    if (log_len + len > sizeof log_buf)
+        sup_stats_flush();
+    memcpy(log_buf + log_len, line, len);
+    log_len += len;
 }
 
 void sup_stats_request(const char *type, const char *ctx, const char *status, double duration)
@@ -79,7 +132,7 @@ void sup_stats_run(const char *ctx, const char *status, double duration, uint64_
 
 void sup_stats_event(const char *fmt, ...)
 {
-    if (!log_file)
+    if (log_fd < 0)
         return;
     char msg[512];
     va_list ap;
@@ -149,4 +202,8 @@ void sup_stats_put(proto_buf *b)
     proto_put_uint(b, sup_stats.pip_failures);
     proto_put_str(b, "pip_cached");
     proto_put_uint(b, sup_stats.pip_cached);
+    proto_put_str(b, "log_lines_lost");
+    proto_put_uint(b, sup_stats.log_lines_lost);
+    proto_put_str(b, "route_dropped");
+    proto_put_uint(b, sup_stats.route_dropped);
 }

@@ -151,6 +151,11 @@ typedef struct proto_envelope {
     const proto_val *id;   /* str or uint; NULL if unreadable */
 } proto_envelope;
 int proto_envelope_read(const proto_val *msg, proto_envelope *env, proto_error *err);
+/* The id of a message too large to decode (proto_peek.c): looks at the
+ * first pairs of its top-level map, as far as they are scalars or strings.
+ * True with *id (a uint, or a str of 1..PROTO_MAX_ID bytes pointing into
+ * buf) when one is found there. */
+bool proto_peek_id(const void *buf, size_t len, proto_val *id);
 
 /* ---- length-prefixed frames (worker channel) ------------------------- */
 /* A frame is a 4-byte big-endian length followed by that many bytes of one

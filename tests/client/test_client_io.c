@@ -299,6 +299,41 @@ static void test_packages(ctxd_client *c)
     CHECK(strcmp(r3.result, "7") == 0, "in three: %s %s", r3.result, r3.ename);
 }
 
+/* on_done of the run test_dropped_connection submits. */
+static void on_done_rc(void *user, const ctxd_run_end *end)
+{
+    *(int *)user = end->rc;
+}
+
+/* The daemon's end of the connection goes away (SIGKILL) while a run is in
+ * flight and the liveness check is off: the run still ends (CTXD_ELOST,
+ * seen by the socket monitor) instead of waiting forever; a new daemon on
+ * the endpoint then serves the same client. The wait is bounded. */
+static ctxd_client *test_dropped_connection(ctxd_client *c, const char *bin)
+{
+    ctxd_set_liveness(c, 0);
+    ctxd_exec_opts o = {.code = "import time\ntime.sleep(3600)", .timeout = 0};
+    ctxd_callbacks cb = {.on_done = on_done_rc};
+    int rc = 1;
+    uint64_t id;
+    CHECK(ctxd_submit(c, &o, &cb, &rc, &id) == 0, "submit: %s", ctxd_strerror(-1));
+    ctxd_step(c, 200);
+    kill(daemon_pid, SIGKILL);
+    int st;
+    waitpid(daemon_pid, &st, 0);
+    daemon_pid = 0;
+    double deadline = mono() + 60;
+    while (rc == 1 && mono() < deadline)
+        ctxd_step(c, 100);
+    CHECK(rc == CTXD_ELOST, "run ended with %d after the connection dropped", rc);
+    CHECK(ctxd_pending(c) == 0, "%zu runs still pending", ctxd_pending(c));
+    ctxd_close(start_daemon(bin));
+    rec r = {0};
+    CHECK(run(c, NULL, "6 * 7", &r, false) == CTXD_OK && strcmp(r.result, "42") == 0,
+          "the client goes on with the new daemon: %s", r.result);
+    return c;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -316,6 +351,7 @@ int main(int argc, char **argv)
     test_clear_output(c);
     test_files(c);
     test_packages(c);
+    c = test_dropped_connection(c, argv[1]);
     ctxd_close(c);
     int st = 0;
     bool alive = waitpid(daemon_pid, &st, WNOHANG) == 0;

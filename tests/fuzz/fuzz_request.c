@@ -1,6 +1,6 @@
 /* libFuzzer target: a client message through decode, envelope and the
  * execute field checks, then re-encoded — what the daemon does first with
- * every byte a client sends. */
+ * every byte a client sends; and the id peek of an oversized message. */
 #include "proto.h"
 
 #include <stdint.h>
@@ -16,6 +16,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     proto_doc doc;
     proto_error err;
+    proto_val id;
+    if (proto_peek_id(data, size, &id) && id.kind == PROTO_STR && (id.n < 1 || id.n > PROTO_MAX_ID))
+        __builtin_trap(); /* the peek promises a str id of 1..PROTO_MAX_ID bytes */
     if (proto_decode(&doc, data, size, &err) < 0)
         return 0;
     proto_envelope env;

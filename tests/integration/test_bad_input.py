@@ -182,7 +182,28 @@ def test_oversized_message(daemon, client):
     client.send_raw(big)
     msg = recv_err(client)
     assert msg["t"] == "err" and msg["code"] == "too_large", msg
+    # the id is read from the message's first bytes: the request can end
+    assert _key(msg["re"]) == _key(7), msg
     assert client._recv_one(0.3) is None
+    check_still_serving(daemon, client)
+
+
+@pytest.mark.parametrize("rid", ["req-big", 2**40])
+def test_oversized_message_keeps_its_id(daemon, client, rid):
+    # str or uint id, with the large field (bin or str) before or after it
+    ids = [rid, rid + "-2" if isinstance(rid, str) else rid + 1]
+    for i, fields in ((ids[0], {"v": 1, "t": "file.put", "id": ids[0], "path": "f",
+                                "data": b"x" * (16 * MiB)}),
+                      (ids[1], {"v": 1, "t": "execute", "id": ids[1],
+                                "code": "#" + "x" * (16 * MiB)})):
+        client.send_raw(p(fields))
+        msg = recv_err(client)
+        assert msg["code"] == "too_large" and _key(msg["re"]) == _key(i), msg
+    # an id behind a container, or past the first pairs, is not looked for
+    client.send_raw(p({"v": 1, "env": {"a": "b"}, "t": "execute", "id": 9,
+                       "code": "#" + "x" * (16 * MiB)}))
+    msg = recv_err(client)
+    assert msg["code"] == "too_large" and msg["re"] is None, msg
     check_still_serving(daemon, client)
 
 

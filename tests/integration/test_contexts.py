@@ -41,7 +41,8 @@ def test_create_named(client, daemon):
     assert "last_death" not in info
     # default cwd: a private directory of its own, never the daemon's
     assert os.path.basename(info["cwd"]).startswith("exp-1.a_B.")
-    assert os.path.basename(os.path.dirname(info["cwd"])) == "contexts"
+    # STATE_DIR/contexts/INSTANCE/NAME.XXXXXX
+    assert os.path.basename(os.path.dirname(os.path.dirname(info["cwd"]))) == "contexts"
     assert os.path.realpath(info["cwd"]) != os.path.realpath(daemon.cwd)
     assert os.stat(info["cwd"]).st_mode & 0o777 == 0o700
     r = client.execute("import os\nos.getcwd()", ctx="exp-1.a_B")

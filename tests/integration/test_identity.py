@@ -112,7 +112,7 @@ def test_private_directory_removed_without_blocking(daemon, tmp_path):
                   "    for k in range(200):\n        open('d%d/f%d' % (i, k), 'w').close()\n"
                   "os.symlink('/etc', 'etc-link')", ctx="big", timeout_s=120)
     assert r.status == "ok", r
-    trash = os.path.join(os.path.dirname(cwd), ".trash")
+    trash = os.path.join(os.path.dirname(os.path.dirname(cwd)), ".trash")
     c.ok("ctx.delete", ctx="big")
     assert not os.path.exists(cwd)
     assert c.execute("1 + 1", ctx="other").text == "2"
@@ -146,5 +146,6 @@ def test_state_directory_modes(make_daemon, tmp_path):
     state = tmp_path / "state"
     assert stat.S_IMODE(os.stat(state).st_mode) == 0o711
     assert stat.S_IMODE(os.stat(state / "contexts").st_mode) == 0o711
+    assert stat.S_IMODE(os.stat(state / "contexts" / d.hello["instance"]).st_mode) == 0o711
     sock = d.endpoint[len("ipc://"):]
     assert stat.S_IMODE(os.stat(sock).st_mode) == 0o600

@@ -82,7 +82,7 @@ def test_private_directory_without_cwd(sd, tmp_path):
     c = sd.client()
     sandbox(c, "s")
     cwd = info_cwd(c, "s")
-    assert cwd.startswith(str(tmp_path / "state" / "contexts" / "s."))
+    assert cwd.startswith(str(tmp_path / "state" / "contexts" / sd.hello["instance"] / "s."))
     assert value(c, "s", "os.getcwd()") == repr(cwd)
     # The daemon's own working directory is not in the sandbox.
     assert value(c, "s", f"os.path.exists({sd.cwd!r})") == "False"

@@ -204,7 +204,9 @@ def test_daemon_unreachable(make_daemon, tmp_path, tier, table, monkeypatch):
           "sandbox": "only its own directory is in the root"}),
         ("enter another context's directory", f"os.listdir({c.info(tier + '-v')['cwd']!r})",
          {"local": "0700, another uid: EACCES", "sandbox": "not in the root: ENOENT"}),
-        ("read the server key", f"open({os.path.dirname(os.path.dirname(c.info(tier + '-v')['cwd']))!r} + '/server.key').read()",
+        ("read the server key",
+         f"open({os.path.dirname(os.path.dirname(os.path.dirname(c.info(tier + '-v')['cwd'])))!r}"
+         " + '/server.key').read()",
          {"local": "0600 root (or absent): EACCES/ENOENT", "sandbox": "not in the root"}),
         ("signal another context", f"os.kill({other_pid}, 0)",
          {"local": "another uid + Landlock scope: EPERM", "sandbox": "pid namespace: ESRCH"}),

@@ -406,6 +406,45 @@ static void test_truncations(void)
     free(data);
 }
 
+/* A map of 2^20 keys (10 MiB, as an execute's env could be) decodes, and
+ * one repeated key among them is found wherever it is. Decoding costs
+ * O(n log n): with the old pairwise check this takes hours, so ctest's
+ * timeout ends it. */
+#define LARGE_KEYS (1u << 20)
+static void test_large_map(void)
+{
+    for (int round = 0; round < 3; round++) {
+        proto_buf b;
+        proto_buf_init(&b);
+        proto_put_map(&b, LARGE_KEYS);
+        for (uint32_t i = 0; i < LARGE_KEYS; i++) {
+            char key[16];
+            /* round 1: the last key repeats the first; round 2: a middle one */
+            uint32_t k = round == 1 && i == LARGE_KEYS - 1   ? 0
+                         : round == 2 && i == LARGE_KEYS / 2 ? LARGE_KEYS / 3
+                                                             : i;
+            snprintf(key, sizeof key, "k%07u", (unsigned)k);
+            proto_put_str(&b, key);
+            proto_put_nil(&b);
+        }
+        proto_doc doc;
+        proto_error err;
+        int rc = proto_decode(&doc, b.data, b.len, &err);
+        if (round == 0) {
+            CHECK(rc == 0, "large map refused: %s", err.msg);
+            if (rc == 0) {
+                CHECK(doc.nodes[0].n == LARGE_KEYS, "large map has %u keys", doc.nodes[0].n);
+                CHECK(proto_map_get(&doc.nodes[0], "k0999999") != NULL, "key not found");
+                proto_doc_free(&doc);
+            }
+        } else {
+            CHECK(rc < 0 && strcmp(err.code, "bad_frame") == 0 && strstr(err.msg, "duplicated"),
+                  "repeated key in a large map accepted (round %d)", round);
+        }
+        proto_buf_free(&b);
+    }
+}
+
 int main(int argc, char **argv)
 {
     vecdir = argc > 1 ? argv[1] : "proto/vectors";
@@ -414,6 +453,7 @@ int main(int argc, char **argv)
     test_frames();
     test_utf8_and_names();
     test_truncations();
+    test_large_map();
     if (failures) {
         printf("%d failure(s)\n", failures);
         return 1;

@@ -16,7 +16,11 @@ Native API:
 - ExecResult, ErrorInfo, Result, ContextInfo, HelloInfo, StatsInfo,
   Completion, Inspection, Completeness: what they return.
 - Errors: CtxdError and its subclasses RefusedError (NotFoundError),
-  UnreachableError, LostError, ProtocolError, ClosedError, CtxdTimeoutError.
+  UnreachableError, LostError, ProtocolError, ClosedError, CtxdTimeoutError;
+  TooLargeError (a RefusedError) for a request over the daemon's
+  max_request_bytes, refused before it is sent; DisconnectedError (both a
+  LostError and an UnreachableError) for requests in flight on a
+  connection that dropped.
 
 Daytona-compatible API (ctxd.daytona, also importable from here):
 CodeInterpreter, AsyncCodeInterpreter, ExecutionResult, ExecutionError,
@@ -47,8 +51,10 @@ from ._errors import (
     ClosedError,
     CtxdError,
     CtxdTimeoutError,
+    DisconnectedError,
     LostError,
     NotFoundError,
+    TooLargeError,
     ProtocolError,
     RefusedError,
     UnreachableError,
@@ -73,10 +79,10 @@ __version__ = "0.1.0"
 __all__ = [
     "Artifact", "Completeness", "Completion", "Inspection",
     "AsyncClient", "AsyncCodeInterpreter", "AsyncRun", "Client", "ClosedError",
-    "CodeInterpreter", "ContextInfo", "CtxdError", "CtxdTimeoutError", "DaytonaConnectionError",
+    "CodeInterpreter", "ContextInfo", "CtxdError", "CtxdTimeoutError", "DaytonaConnectionError", "DisconnectedError",
     "DaytonaError", "DaytonaNotFoundError", "DaytonaTimeoutError", "ErrorInfo", "ExecResult",
     "ExecutionError", "ExecutionResult", "HelloInfo", "InterpreterContext", "LostError",
-    "NotFoundError", "OutputMessage", "ProtocolError", "RefusedError", "Result", "Run",
+    "NotFoundError", "OutputMessage", "ProtocolError", "RefusedError", "Result", "Run", "TooLargeError",
     "StatsInfo",
     "UnreachableError", "default_endpoint",
 ]

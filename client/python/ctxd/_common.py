@@ -19,9 +19,11 @@ from typing import Any, Callable, Dict, List, Optional
 from . import _proto
 from ._errors import (
     CtxdError,
+    DisconnectedError,
     LostError,
     ProtocolError,
     RefusedError,
+    TooLargeError,
     UnreachableError,
 )
 
@@ -545,12 +547,17 @@ class _Core:
         self.last_heard = time.monotonic()
         self.ping: Optional[int] = None
         self.ping_deadline = 0.0
+        self.max_request = 0  # hello's max_request_bytes; 0 = not known yet
 
     def request(self, kind: str, sink, t: str, route_ctx: Optional[str] = None, **fields):
         """Registers a request; returns (id, encoded bytes). route_ctx is the
         context an execute runs on (for interrupts)."""
         rid = next(self.ids)
         data = _proto.encode_request(t, rid, **fields)
+        if self.max_request and len(data) > self.max_request:
+            raise TooLargeError(
+                f"{t} request of {len(data)} bytes exceeds the daemon's max_request_bytes "
+                f"({self.max_request}); nothing was sent", "too_large")
         if kind in ("exec", "live") and not self._runs():
             self.last_heard = time.monotonic()  # the silence that matters starts now
         self.pending[rid] = _Entry(kind, sink, route_ctx)
@@ -584,8 +591,15 @@ class _Core:
     def route(self, msg: dict) -> List[bytes]:
         """Delivers a message to its request's sink."""
         re = msg.get("re")
+        if re is None and msg.get("t") == "err" and self.pending:
+            # The daemon could not read the id of a request of ours: which
+            # one is unknown, so every request in flight ends (none hangs).
+            self.fail_all(ProtocolError(
+                f"the daemon could not read a request of this client ({msg.get('code')}: "
+                f"{msg.get('message')}); the requests in flight were ended"))
+            return []
         if type(re) is not int:
-            return []  # nil (an unreadable request of ours) or not one of our ids
+            return []  # not one of our ids
         e = self.pending.get(re)
         if e is None:
             return []
@@ -610,6 +624,18 @@ class _Core:
 
     def note_hello(self, info: HelloInfo) -> None:
         self.instance, self.pid = info.instance, info.pid
+        limit = info.limits.get("max_request_bytes")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            self.max_request = limit
+
+    def disconnected(self, endpoint: str) -> None:
+        """The connection to the daemon dropped (a socket monitor's
+        DISCONNECTED): what was in flight on it will never be answered, so it
+        ends with DisconnectedError. ZeroMQ reconnects for the next requests."""
+        if self.pending:
+            self.fail_all(DisconnectedError(
+                f"the connection to ctxd at {endpoint} dropped with {len(self.pending)} "
+                "request(s) in flight; their outcome is unknown"))
 
     def _check_instance(self, msg: dict) -> None:
         if msg.get("t") != "ok":
@@ -657,6 +683,16 @@ class _Core:
 
 
 Callback = Optional[Callable[..., Any]]
+
+# ZeroMQ's ZMQ_EVENT_DISCONNECTED (zmq.h), without importing zmq here.
+_EVENT_DISCONNECTED = 0x0200
+
+
+def is_disconnect(frames) -> bool:
+    """True for a ZeroMQ socket-monitor message reporting a dropped
+    connection (first frame: 16-bit event number, 32-bit value)."""
+    return bool(frames) and len(frames[0]) >= 2 and \
+        int.from_bytes(frames[0][:2], "little") == _EVENT_DISCONNECTED
 
 
 def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error,

@@ -25,8 +25,16 @@ class RefusedError(CtxdError):
 
     @staticmethod
     def make(code: str, message: str) -> "RefusedError":
-        cls = NotFoundError if code == "unknown_context" else RefusedError
+        cls = {"unknown_context": NotFoundError, "too_large": TooLargeError}.get(code, RefusedError)
         return cls(message, code)
+
+
+class TooLargeError(RefusedError, ValueError):
+    """`err too_large`: a request larger than the daemon's max_request_bytes
+    (refused by the client itself, before sending, when hello told the
+    limit), or a field past its own limit (max_code_bytes, file size)."""
+
+    code = "too_large"
 
 
 class NotFoundError(RefusedError):
@@ -44,9 +52,19 @@ class UnreachableError(CtxdError, ConnectionError):
 
 class LostError(CtxdError, ConnectionError):
     """The daemon restarted while a run was in flight (a liveness check was
-    answered by another daemon instance): the run's outcome is unknown."""
+    answered by another daemon instance), or the connection to it dropped
+    (DisconnectedError): the request's outcome is unknown."""
 
     code = "lost"
+
+
+class DisconnectedError(LostError, UnreachableError):
+    """The connection to the daemon dropped while the request was in flight
+    (the daemon died or restarted, or refused a message past ZeroMQ's size
+    limit): it will never be answered and its outcome is unknown. Both a
+    LostError and an UnreachableError; ZeroMQ reconnects for later calls."""
+
+    code = "disconnected"
 
 
 class ProtocolError(CtxdError):

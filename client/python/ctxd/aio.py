@@ -39,6 +39,7 @@ from ._common import (
     check_reply,
     ctx_name,
     exec_fields,
+    is_disconnect,
     parse_hello,
     parse_completeness,
     parse_completion,
@@ -51,6 +52,23 @@ from ._common import (
 from ._errors import (ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, RefusedError,
                       UnreachableError)
 from ._proto import decode_message
+
+# One ZeroMQ context for every AsyncClient of this process (made again in a
+# forked child), never terminated: a client that is never closed must not
+# make the process hang, and pyzmq's Context.__del__ terminates a context
+# (blocking while a socket of it is still open) when the garbage collector
+# meets it before the sockets of the same reference cycle. At exit pyzmq
+# skips that; the sockets are closed by close() or by their own __del__.
+_zctx: Optional[zmq.asyncio.Context] = None
+_zctx_pid = 0
+
+
+def _context() -> zmq.asyncio.Context:
+    global _zctx, _zctx_pid
+    if _zctx is None or _zctx_pid != os.getpid():
+        _zctx, _zctx_pid = zmq.asyncio.Context(), os.getpid()
+    return _zctx
+
 
 # Longest sleep of the reader, so a run submitted while nothing else is in
 # flight gets its liveness check on time.
@@ -146,8 +164,9 @@ class AsyncClient:
         self.endpoint = resolve_endpoint(endpoint)
         self._server_key, self._client_key = server_key, client_key
         self._core = _Core(liveness, request_timeout)
-        self._zctx: Optional[zmq.asyncio.Context] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._sock = None
+        self._mon = None
         self._reader: Optional[asyncio.Task] = None
         self._closed = False
         self._connecting: Optional[asyncio.Future] = None
@@ -162,19 +181,23 @@ class AsyncClient:
         if self._sock is not None:
             return self
         probe(self.endpoint)
-        self._zctx = zmq.asyncio.Context()
+        sock = None
         try:
-            sock = self._zctx.socket(zmq.DEALER)
+            sock = _context().socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
             apply_curve(sock, self.endpoint, self._server_key, self._client_key)
             sock.connect(self.endpoint)
+            # A dropped connection loses what was in flight on it: the
+            # reader watches the monitor and ends those requests.
+            self._mon = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         except zmq.ZMQError as e:
-            self._zctx.term()
-            self._zctx = None
+            if sock is not None:
+                sock.close(0)
             raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
         self._sock = sock
+        self._loop = asyncio.get_running_loop()
         self._reader = asyncio.ensure_future(self._read_loop())
         try:
             self.hello_info = await self.hello()
@@ -184,10 +207,30 @@ class AsyncClient:
         return self
 
     async def _ensure(self) -> None:
+        if self._closed:
+            raise ClosedError("the client is closed")
+        if self._sock is not None and self._loop is not asyncio.get_running_loop():
+            # Used from another event loop (a second asyncio.run): the
+            # socket and reader belong to the first one. Requests still
+            # waiting there cannot be answered; start afresh in this loop.
+            self._core.fail_all(ClosedError("the client moved to another event loop"))
+            self._drop()
         if self._sock is None:
             await self.connect()
-        elif self._closed:
-            raise ClosedError("the client is closed")
+
+    def _drop(self) -> None:
+        """Closes the sockets (synchronously) and forgets the reader."""
+        if self._reader is not None and not self._reader.done():
+            try:
+                self._reader.cancel()
+            except RuntimeError:  # its loop is closed
+                pass
+        self._reader = None
+        for sock in (self._mon, self._sock):
+            if sock is not None:
+                sock.close(0)
+        self._mon = self._sock = None
+        self._loop = None
 
     async def close(self) -> None:
         """Stops the reader and closes the socket; waiting calls raise
@@ -195,17 +238,15 @@ class AsyncClient:
         if self._closed:
             return
         self._closed = True
-        if self._reader is not None:
+        same_loop = self._loop is asyncio.get_running_loop()
+        if self._reader is not None and same_loop:
             self._reader.cancel()
             try:
                 await self._reader
             except BaseException:
                 pass
         self._core.fail_all(ClosedError("the client was closed"))
-        if self._sock is not None:
-            self._sock.close(0)
-        if self._zctx is not None:
-            self._zctx.term()
+        self._drop()
 
     async def __aenter__(self) -> "AsyncClient":
         return await self.connect()
@@ -225,11 +266,24 @@ class AsyncClient:
     async def _read_loop(self) -> None:
         due: Optional[float] = None
         failure: Optional[CtxdError] = None
+        poller = zmq.asyncio.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._mon, zmq.POLLIN)
         try:
             while True:
                 ms = _MAX_POLL_MS if due is None else min(_MAX_POLL_MS, max(0, int(due * 1000) + 1))
-                ev = await self._sock.poll(ms, zmq.POLLIN)
-                if ev & zmq.POLLIN:
+                events = dict(await poller.poll(ms))
+                if self._mon in events:
+                    dropped = False
+                    while True:
+                        try:
+                            frames = await self._mon.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        dropped = dropped or is_disconnect(frames)
+                    if dropped:
+                        self._core.disconnected(self.endpoint)
+                if self._sock in events:
                     while True:
                         try:
                             frames = await self._sock.recv_multipart(zmq.NOBLOCK)

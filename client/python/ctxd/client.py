@@ -40,6 +40,7 @@ from ._common import (
     check_reply,
     ctx_name,
     exec_fields,
+    is_disconnect,
     parse_hello,
     parse_completeness,
     parse_completion,
@@ -175,8 +176,11 @@ class Client:
             sock.setsockopt(zmq.SNDHWM, 0)
             apply_curve(sock, self.endpoint, self._server_key, self._client_key)
             sock.connect(self.endpoint)
+            # A dropped connection loses what was in flight on it: the
+            # monitor tells the I/O thread, which ends those requests.
+            self._mon = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         except zmq.ZMQError as e:
-            self._zctx.term()
+            self._zctx.destroy(0)
             raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
         self._sock = sock
         self._wake_r, self._wake_w = os.pipe()
@@ -202,6 +206,7 @@ class Client:
         self._wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(5)
+        self._mon.close(0)
         self._sock.close(0)
         self._zctx.term()
         os.close(self._wake_r)
@@ -229,6 +234,7 @@ class Client:
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
+        poller.register(self._mon, zmq.POLLIN)
         due: Optional[float] = None
         failure: Optional[CtxdError] = None
         try:
@@ -253,6 +259,8 @@ class Client:
                     self._out.clear()
                 for data in out:
                     self._sock.send(data)
+                if self._mon in events:
+                    self._drain_monitor()
                 while True:
                     try:
                         frames = self._sock.recv_multipart(zmq.NOBLOCK)
@@ -277,6 +285,20 @@ class Client:
         finally:
             with self._lock:
                 self._core.fail_all(failure or ClosedError("the client was closed"))
+
+    def _drain_monitor(self) -> None:
+        """Reads the monitor's events (I/O thread): a disconnect ends the
+        requests in flight."""
+        dropped = False
+        while True:
+            try:
+                frames = self._mon.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            dropped = dropped or is_disconnect(frames)
+        if dropped:
+            with self._lock:
+                self._core.disconnected(self.endpoint)
 
     # ---- requests ------------------------------------------------------------------
 

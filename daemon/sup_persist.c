@@ -1,0 +1,286 @@
+/* sup_persist: the context table kept in the state directory
+ * (STATE_DIR/contexts-<endpoints hash>.msgpack), so that after a daemon restart a context
+ * that existed comes back instead of being silently made anew: at start
+ * every remembered context is created again as a new incarnation whose
+ * first `accepted` carries previous_death "daemon restarted" (its globals
+ * are gone; that is said, never hidden). Kept per context: name, cwd (or
+ * that it was a sandbox's private directory), env, tier, policy and
+ * incarnation. The file is rewritten whole (temporary file, rename) when
+ * the table changes; it holds at most max_contexts entries and is read
+ * only up to SUP_PERSIST_MAX bytes. */
+#include "sup.h"
+#include "sup_policy.h"
+
+#include "mem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SUP_PERSIST_MAX (64u * 1024 * 1024)
+#define RESTART_CAUSE "daemon restarted"
+
+static uint64_t last_sig;
+static bool have_sig;
+
+/* A cheap fingerprint of the table: names, incarnations, count. cwd, env,
+ * tier and policy never change after a context is made. */
+static uint64_t table_sig(void)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
+        if (c->deleted)
+            continue;
+        for (const char *p = c->name; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        h = (h ^ c->incarnation) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* STATE_DIR/contexts-<hash of the endpoints>.msgpack: daemons that share a
+ * state directory but listen elsewhere (tests, several instances) keep
+ * tables of their own; a restart on the same endpoints finds its own. */
+static void path_of(char *out, size_t n, const char *dir, const char *suffix)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sup_cfg.nendpoints; i++) {
+        for (const char *p = sup_cfg.endpoints[i]; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+    }
+    snprintf(out, n, "%s/contexts-%016llx.msgpack%s", dir, (unsigned long long)h, suffix);
+}
+
+/* The table as msgpack: {v: 1, contexts: [{name, cwd, own_cwd, env, tier,
+ * policy, incarnation}]}. */
+static void encode_table(proto_buf *b)
+{
+    uint32_t n = 0;
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
+        n += !c->deleted;
+    proto_put_map(b, 2);
+    proto_put_str(b, "v");
+    proto_put_uint(b, 1);
+    proto_put_str(b, "contexts");
+    proto_put_array(b, n);
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
+        if (c->deleted)
+            continue;
+        proto_put_map(b, 7);
+        proto_put_str(b, "name");
+        proto_put_str(b, c->name);
+        proto_put_str(b, "cwd");
+        proto_put_str(b, c->cwd);
+        proto_put_str(b, "own_cwd");
+        proto_put_bool(b, c->ident && c->ident->dir);
+        proto_put_str(b, "env");
+        proto_put_array(b, (uint32_t)c->nenv);
+        for (size_t i = 0; i < c->nenv; i++)
+            proto_put_str(b, c->env[i]);
+        proto_put_str(b, "tier");
+        proto_put_str(b, sup_policy_tier_name(c->policy));
+        proto_put_str(b, "policy");
+        sup_policy_put(b, c->policy);
+        proto_put_str(b, "incarnation");
+        proto_put_uint(b, c->incarnation);
+    }
+}
+
+void sup_persist_flush(void)
+{
+    uint64_t sig = table_sig();
+    if (have_sig && sig == last_sig)
+        return;
+    const char *dir = sup_auth_state_dir();
+    if (!dir)
+        return;
+    char path[PATH_MAX + 32], tmp[PATH_MAX + 32];
+    path_of(path, sizeof path, dir, "");
+    path_of(tmp, sizeof tmp, dir, ".tmp");
+    size_t live = 0;
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
+        live += !c->deleted;
+    if (live == 0) { /* nothing to keep: no file left behind */
+        unlink(path);
+        last_sig = sig;
+        have_sig = true;
+        return;
+    }
+    proto_buf b;
+    proto_buf_init(&b);
+    encode_table(&b);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    size_t done = 0;
+    while (fd >= 0 && done < b.len) {
+        ssize_t w = write(fd, b.data + done, b.len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    bool ok = fd >= 0 && done == b.len;
+    if (fd >= 0 && close(fd) < 0)
+        ok = false;
+    if (ok && rename(tmp, path) == 0) {
+        last_sig = sig;
+        have_sig = true;
+    } else {
+        /* Tried again when the table next changes; the old file stays. */
+        sup_stats_event("contexts-save-failed path=%s error=\"%s\"", path,
+                        strerror(errno ? errno : ENOSPC));
+        unlink(tmp);
+        last_sig = sig;
+        have_sig = true;
+    }
+    proto_buf_free(&b);
+}
+
+/* Frees n env strings and their array. */
+static void free_env(char **env, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(env[i]);
+    free(env);
+}
+
+/* The entry's env array as "KEY=VALUE" strings (NULL-terminated, the
+ * context's on success); -1 when malformed. */
+static int read_env(const proto_val *v, char ***env, size_t *n)
+{
+    *env = NULL;
+    *n = 0;
+    if (!v || v->kind != PROTO_ARRAY)
+        return v ? -1 : 0;
+    char **e = mem_calloc(v->n + 1, sizeof *e);
+    for (uint32_t i = 0; i < v->n; i++) {
+        const proto_val *s = &v->as.items[i];
+        if (s->kind != PROTO_STR || !proto_utf8_valid(s->as.s, s->n, false) ||
+            !memchr(s->as.s, '=', s->n)) {
+            free_env(e, i);
+            return -1;
+        }
+        e[i] = proto_strdup(s);
+    }
+    *env = e;
+    *n = v->n;
+    return 0;
+}
+
+/* Makes one remembered context again; logs and skips it when it cannot. */
+static void restore_one(const proto_val *m)
+{
+    const proto_val *name = proto_map_get(m, "name"), *cwd = proto_map_get(m, "cwd");
+    const proto_val *own = proto_map_get(m, "own_cwd"), *inc = proto_map_get(m, "incarnation");
+    if (!name || name->kind != PROTO_STR || !proto_name_valid(name->as.s, name->n) || !cwd ||
+        cwd->kind != PROTO_STR || cwd->n == 0 || cwd->n >= PATH_MAX ||
+        !proto_utf8_valid(cwd->as.s, cwd->n, false) || !inc || inc->kind != PROTO_UINT ||
+        inc->as.u >= UINT32_MAX || sup_ctx_find(name->as.s, name->n)) {
+        sup_stats_event("contexts-restore-skipped reason=\"malformed or repeated entry\"");
+        return;
+    }
+    char nm[PROTO_MAX_NAME + 1], dir[PATH_MAX];
+    snprintf(nm, sizeof nm, "%.*s", (int)name->n, name->as.s);
+    snprintf(dir, sizeof dir, "%.*s", (int)cwd->n, cwd->as.s);
+    proto_error err;
+    sup_policy *p = sup_policy_parse(proto_map_get(m, "tier"), proto_map_get(m, "policy"), &err);
+    char **env;
+    size_t nenv;
+    if (!p || read_env(proto_map_get(m, "env"), &env, &nenv) < 0) {
+        sup_stats_event("contexts-restore-skipped ctx=%s reason=\"%s\"", nm,
+                        p ? "malformed env" : err.msg);
+        sup_policy_free(p);
+        return;
+    }
+    bool own_cwd = own && own->kind == PROTO_BOOL && own->as.b;
+    /* Its identity anew: a uid of its own for a confined tier, and a new
+     * private directory when it had one (the old one's contents did not
+     * survive the daemon). */
+    bool confined = p->tier == SUP_TIER_LOCAL || p->tier == SUP_TIER_SANDBOX;
+    sup_ident *id = sup_ident_new(confined, nm, own_cwd, &err);
+    if (!id) {
+        sup_stats_event("contexts-restore-skipped ctx=%s reason=\"%s\"", nm, err.msg);
+        sup_policy_free(p);
+        free_env(env, nenv);
+        return;
+    }
+    if (own_cwd)
+        snprintf(dir, sizeof dir, "%s", id->dir);
+    if (p->tier == SUP_TIER_LOCAL && !p->write_roots.set)
+        sup_policy_default_write_roots(p, dir);
+    sup_policy_set_pending(p);
+    sup_ctx *c = sup_ctx_create(nm, dir, env, nenv, NULL, id, &err);
+    sup_policy_free(sup_policy_take_pending());
+    if (!c) {
+        sup_stats_event("contexts-restore-failed ctx=%s error=\"%s\"", nm, err.msg);
+        sup_ident_unref(id);
+        free_env(env, nenv);
+        return;
+    }
+    c->incarnation = (unsigned)inc->as.u + 1;
+    free(c->last_death);
+    c->last_death = mem_strdup(RESTART_CAUSE);
+    c->death_unshown = true;
+    sup_stats_event("context-restored ctx=%s incarnation=%u", nm, c->incarnation);
+}
+
+void sup_persist_restore(void)
+{
+    const char *dir = sup_auth_state_dir();
+    if (!dir)
+        return;
+    char path[PATH_MAX + 32];
+    path_of(path, sizeof path, dir, "");
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (uint64_t)st.st_size > SUP_PERSIST_MAX) {
+        fprintf(stderr, "ctxd: ignoring %s: not a regular file of at most %u bytes\n", path,
+                SUP_PERSIST_MAX);
+        close(fd);
+        return;
+    }
+    size_t len = (size_t)st.st_size, got = 0;
+    uint8_t *data = mem_alloc(len);
+    while (got < len) {
+        ssize_t r = read(fd, data + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    proto_doc doc;
+    proto_error err;
+    const proto_val *list = NULL;
+    if (got == len && proto_decode(&doc, data, len, &err) == 0) {
+        list = proto_map_get(&doc.nodes[0], "contexts");
+        if (!list || list->kind != PROTO_ARRAY) {
+            list = NULL;
+            proto_doc_free(&doc);
+        }
+    }
+    if (!list) {
+        fprintf(stderr, "ctxd: ignoring %s: not a context table\n", path);
+        free(data);
+        return;
+    }
+    for (uint32_t i = 0; i < list->n && sup_ctx_count() < sup_cfg.max_contexts; i++)
+        if (list->as.items[i].kind == PROTO_MAP)
+            restore_one(&list->as.items[i]);
+    if (list->n > 0)
+        fprintf(stderr, "ctxd: %zu of %u contexts of the previous daemon made again (state lost)\n",
+                sup_ctx_count(), list->n);
+    proto_doc_free(&doc);
+    free(data);
+}

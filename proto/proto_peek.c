@@ -1,0 +1,98 @@
+/* proto_peek: the request id of a message that is not decoded whole (it
+ * exceeds max_request_bytes), read from its first bytes, so its `err
+ * too_large` can carry `re` and the client's request ends. */
+#include "proto.h"
+
+#include <string.h>
+
+/* How many top-level pairs the walk looks at: clients write v, t, id first. */
+#define PEEK_PAIRS 8
+
+typedef struct peek {
+    const uint8_t *p, *end;
+} peek;
+
+/* Big-endian integer of width bytes; false when the message ends first. */
+static bool peek_be(peek *k, int width, uint64_t *v)
+{
+    if ((size_t)(k->end - k->p) < (size_t)width)
+        return false;
+    *v = 0;
+    for (int i = 0; i < width; i++)
+        *v = (*v << 8) | *k->p++;
+    return true;
+}
+
+/* One scalar, str or bin: its kind and value (strings point into the
+ * message). Containers and ext end the walk (false). */
+static bool peek_value(peek *k, proto_val *out)
+{
+    if (k->p >= k->end)
+        return false;
+    uint8_t t = *k->p++;
+    uint64_t n = 0;
+    out->n = 0;
+    if (t <= 0x7f) {
+        out->kind = PROTO_UINT;
+        out->as.u = t;
+        return true;
+    }
+    if (t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3) {
+        out->kind = PROTO_NIL; /* not an id: the value is not needed */
+        return true;
+    }
+    if ((t & 0xe0) == 0xa0 || (t >= 0xd9 && t <= 0xdb) || (t >= 0xc4 && t <= 0xc6)) {
+        bool str = t < 0xc4 || t > 0xc6;
+        if ((t & 0xe0) == 0xa0)
+            n = t & 0x1f;
+        else if (!peek_be(k, 1 << (str ? t - 0xd9 : t - 0xc4), &n))
+            return false;
+        if ((uint64_t)(k->end - k->p) < n)
+            return false;
+        out->kind = str ? PROTO_STR : PROTO_BIN;
+        out->n = (uint32_t)n;
+        out->as.s = (const char *)k->p;
+        k->p += n;
+        return true;
+    }
+    if (t >= 0xcc && t <= 0xcf) {
+        out->kind = PROTO_UINT;
+        return peek_be(k, 1 << (t - 0xcc), &out->as.u);
+    }
+    if ((t >= 0xd0 && t <= 0xd3) || t == 0xca || t == 0xcb) {
+        int width = t == 0xca ? 4 : t == 0xcb ? 8 : 1 << (t - 0xd0);
+        out->kind = PROTO_NIL;
+        return peek_be(k, width, &n);
+    }
+    return false;
+}
+
+bool proto_peek_id(const void *buf, size_t len, proto_val *id)
+{
+    peek k = {.p = buf, .end = (const uint8_t *)buf + len};
+    uint64_t pairs = 0;
+    if (len == 0)
+        return false;
+    uint8_t t = *k.p++;
+    if ((t & 0xf0) == 0x80)
+        pairs = t & 0x0f;
+    else if (t != 0xde && t != 0xdf)
+        return false;
+    else if (!peek_be(&k, t == 0xde ? 2 : 4, &pairs))
+        return false;
+    for (uint64_t i = 0; i < pairs && i < PEEK_PAIRS; i++) {
+        proto_val key, val;
+        if (!peek_value(&k, &key) || key.kind != PROTO_STR || !peek_value(&k, &val))
+            return false;
+        if (key.n != 2 || memcmp(key.as.s, "id", 2) != 0)
+            continue;
+        if (val.kind == PROTO_UINT ||
+            (val.kind == PROTO_STR && val.n >= 1 && val.n <= PROTO_MAX_ID &&
+             proto_utf8_valid(val.as.s, val.n, false))) {
+            *id = val;
+            return true;
+        }
+        return false;
+    }
+    return false;
+}
