@@ -169,7 +169,7 @@ void sup_stats_put(proto_buf *b)
     proto_put_str(b, "created");
     proto_put_uint(b, sup_stats.contexts_created);
     proto_put_str(b, "counters");
-    proto_put_map(b, 13 + SUP_NSTATUS);
+    proto_put_map(b, 15 + SUP_NSTATUS);
     proto_put_str(b, "requests");
     proto_put_uint(b, sup_stats.requests);
     proto_put_str(b, "refused");

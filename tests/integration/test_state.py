@@ -228,7 +228,7 @@ def test_contexts_come_back_after_a_restart(tmp_path, zctx):
         assert a["cwd"] == str(work) and a["incarnation"] == incs["exp-a"] + 1, a
         assert a["last_death"] == "daemon restarted", a
         assert infos["box"]["tier"] == "local" and infos["box"]["policy"] == {
-            "network_access": False}, infos["box"]
+            "network_access": False, "max_processes": 512}, infos["box"]  # 512: local's default
         r = c.execute("import os; os.environ['A'], 'x' in globals()", ctx="exp-a")
         assert r.status == "ok" and r.text == "('1', False)", r.terminal
         acc = r.of("accepted")[0]
