@@ -87,6 +87,7 @@ int main(int argc, char **argv)
     const char *state = sup_auth_state_dir();
     if (state) /* what killed daemons left behind (into the trash) */
         sup_privdir_sweep(state);
+    sup_ident_start(); /* and what is still in the trash */
     if (sup_pkgs_init() < 0) /* after the instance id: it names the sites */
         return 1;
     /* Every worker draws with matplotlib's Agg backend (no display; the
