@@ -62,8 +62,6 @@ void sup_ident_init(void)
     ids.used = mem_calloc((ids.count + 7) / 8, 1);
 }
 
-
-
 bool sup_ident_separated(void)
 {
     return ids.separated;

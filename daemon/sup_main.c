@@ -83,11 +83,11 @@ int main(int argc, char **argv)
         sup_cfg.endpoints[sup_cfg.nendpoints++] = default_endpoint();
     make_instance_id();
     sup_ident_init();
-    sup_cgroup_init();       /* cgroups a killed daemon left behind */
+    sup_cgroup_init(); /* cgroups a killed daemon left behind */
     const char *state = sup_auth_state_dir();
     if (state) /* what killed daemons left behind (into the trash) */
         sup_privdir_sweep(state);
-    sup_ident_start(); /* and what is still in the trash */
+    sup_ident_start();       /* and what is still in the trash */
     if (sup_pkgs_init() < 0) /* after the instance id: it names the sites */
         return 1;
     /* Every worker draws with matplotlib's Agg backend (no display; the
