@@ -567,3 +567,20 @@ def _workers_reach_tmp(tmp_path):
     them through (tests/reachable.py)."""
     reachable.open_ancestors(tmp_path)
     yield
+
+
+def zygote_of(d):
+    """The pid of daemon d's zygote (its child running --zygote), or None."""
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == d.proc.pid and b"--zygote" in cmd:
+            return int(p)
+    return None

@@ -9,6 +9,7 @@ import socket
 import pytest
 
 import reachable  # tests/reachable.py, on sys.path via conftest
+from conftest import zygote_of
 
 
 def create(c, name, tier=None, policy=None, **kw):
@@ -316,29 +317,13 @@ def test_local_unenforceable_root_fails_create(daemon, tmp_path):
     assert r["t"] == "err" and r["code"] == "spawn", r
 
 
-def _zygote(d):
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                cmd = f.read()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == d.proc.pid and b"--zygote" in cmd:
-            return int(p)
-    return None
-
-
 def test_local_policy_on_exec_path_and_restart(make_daemon, monkeypatch):
     """A worker started by fork+exec (no zygote) and a restarted one are
     confined the same way."""
     monkeypatch.setenv("CTXD_TEST_SECRET", "hunter2")
     d = make_daemon()
     c = d.client()
-    z = _zygote(d)
+    z = zygote_of(d)
     assert z
     os.kill(z, 9)  # our daemon's zygote; the next create falls back to exec
     local(c, network_access=False, allowed_imports=["os", "socket"])

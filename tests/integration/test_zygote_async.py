@@ -7,23 +7,7 @@ its worker is being made leaves no process behind."""
 import os
 import signal
 
-from conftest import wait_until
-
-
-def zygote_of(d):
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if ppid == d.proc.pid and b"--zygote" in cmd:
-            return int(p)
-    return None
+from conftest import wait_until, zygote_of
 
 
 def test_stopped_zygote_blocks_nobody(daemon):

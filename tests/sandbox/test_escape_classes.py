@@ -22,7 +22,7 @@ import time
 import pytest
 
 import reachable
-from test_escape import PRELUDE, SECRET, write_table
+from test_escape import PRELUDE, SECRET, outcome, write_table
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the red team's daemon runs as root")
 
@@ -43,14 +43,6 @@ def run(c, ctx, code, timeout=20):
     r = c.execute(PRELUDE + textwrap.dedent(code), ctx=ctx, timeout=timeout)
     alive = c.execute("1 + 1", ctx=ctx).text == "2"
     return r, alive
-
-
-def outcome(r):
-    if r.status == "ok":
-        return "ALLOWED"
-    if r.error is not None:
-        return "blocked: %s: %s" % (r.error["ename"], r.error["evalue"][:70])
-    return "ended: %s (%s)" % (r.status, (r.done.get("cause") or "")[:60])
 
 
 class Table:
