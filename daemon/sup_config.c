@@ -206,7 +206,8 @@ static const option_def options[] = {
     {"on-disconnect", 0, ARG_STR, "finish|interrupt",
      "what happens to a run whose client vanished (default finish)", set_on_disconnect},
     {"state-dir", 0, ARG_STR, "DIR",
-     "keys for tcp:// (server.key, server.pub, authorized_keys); default\n"
+     "keys for tcp:// (server.key, server.pub, authorized_keys), contexts' private\n"
+     "directories (contexts/) and the context table; default\n"
      "$XDG_STATE_HOME/ctxd, ~/.local/state/ctxd, or /var/lib/ctxd for root",
      set_state_dir},
     {"authorized-keys", 0, ARG_STR, "FILE",

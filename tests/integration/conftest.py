@@ -9,6 +9,7 @@ Run with the system interpreter:  /usr/bin/python3 -m pytest tests/integration
 """
 
 import os
+import socket
 import signal
 import subprocess
 import time
@@ -584,3 +585,12 @@ def zygote_of(d):
         if ppid == d.proc.pid and b"--zygote" in cmd:
             return int(p)
     return None
+
+
+def free_port():
+    """A loopback TCP port nobody listens on (for a tcp:// daemon)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

@@ -12,7 +12,7 @@ import msgpack
 import pytest
 import zmq
 
-from conftest import CTXD_BIN, Daemon, _finish, pack, unpack, pid_gone, wait_until
+from conftest import CTXD_BIN, Daemon, _finish, pack, unpack, pid_gone, wait_until, free_port
 
 
 def test_stats_counts_runs_and_output(daemon):
@@ -156,7 +156,7 @@ def test_stale_socket_file_is_replaced(tmp_path, zctx):
 
 
 def test_tcp_requires_curve_unless_insecure(tmp_path):
-    port = _free_port()
+    port = free_port()
     r = subprocess.run([CTXD_BIN, "--listen", f"tcp://127.0.0.1:{port}", "--insecure-tcp",
                         "--max-queue", "0"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2  # (bad option value) — no daemon left running
@@ -204,7 +204,7 @@ def test_tcp_requires_curve_unless_insecure(tmp_path):
 
 
 def test_insecure_tcp_warns(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([CTXD_BIN, "--listen", f"tcp://127.0.0.1:{port}", "--insecure-tcp"],
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -264,14 +264,6 @@ def test_worker_sending_garbage_is_killed_and_reported(daemon):
     assert daemon.alive()
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_interrupt_with_another_clients_run_id_is_refused(daemon):
     owner, other = daemon.client(), daemon.client()
     rid = owner.submit("import time\ntime.sleep(1)\nfinished = True")
@@ -299,7 +291,7 @@ def test_curve_clients_ctx_and_python(tmp_path):
     import ctxd as ctxd_pkg
     ctx_bin = os.environ.get("CTXD_CTX_BIN", os.path.join(os.path.dirname(CTXD_BIN), "..",
                                                           "tools", "ctx"))
-    port = _free_port()
+    port = free_port()
     state = tmp_path / "state"
     proc = subprocess.Popen([CTXD_BIN, "--listen", f"tcp://127.0.0.1:{port}",
                              "--state-dir", str(state)], stderr=subprocess.DEVNULL,

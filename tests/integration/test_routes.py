@@ -6,29 +6,20 @@ client reconnecting gets a `gap` message instead of a silent tail. Waits
 are bounded: the run's end is seen through a third client."""
 
 import signal
-import socket
 import subprocess
 
 import pytest
 import zmq
 
-from conftest import CTXD_BIN, RECV_TIMEOUT, pack, unpack, wait_until
+from conftest import CTXD_BIN, RECV_TIMEOUT, pack, unpack, wait_until, free_port
 
 RUN = "import time\nfor i in range(40):\n    print(i, flush=True)\n    time.sleep(0.05)"
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture
 def curve(tmp_path):
     state = tmp_path / "state"
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([CTXD_BIN, "--listen", f"tcp://127.0.0.1:{port}", "--state-dir",
                              str(state)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)

@@ -9,20 +9,11 @@ A full disk is a small tmpfs mounted by the test (the suite runs as root)."""
 
 import os
 import signal
-import socket
 import subprocess
 
 import pytest
 
-from conftest import CTXD_BIN, RECV_TIMEOUT, wait_until
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from conftest import CTXD_BIN, RECV_TIMEOUT, wait_until, free_port
 
 
 @pytest.fixture
@@ -80,7 +71,7 @@ def test_full_disk_at_first_start_leaves_no_empty_key(small_fs):
     state = small_fs.path / "state"
     state.mkdir(mode=0o700)
     small_fs.fill()
-    proc = _start_tcp(state, _free_port())
+    proc = _start_tcp(state, free_port())
     rc = proc.wait(RECV_TIMEOUT)
     err = _stop(proc)
     assert rc != 0 and "server.key" in err, err
@@ -88,7 +79,7 @@ def test_full_disk_at_first_start_leaves_no_empty_key(small_fs):
     assert not [n for n in os.listdir(state) if ".tmp." in n], os.listdir(state)
     # room again: the next start makes the key pair and serves
     small_fs.free()
-    proc = _start_tcp(state, _free_port())
+    proc = _start_tcp(state, free_port())
     try:
         assert wait_until(lambda: (state / "server.pub").exists(), RECV_TIMEOUT)
         assert proc.poll() is None
@@ -101,7 +92,7 @@ def test_empty_key_is_regenerated_without_pub_refused_with_pub(tmp_path):
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     (state / "server.key").write_text("")  # as an older daemon left it
-    proc = _start_tcp(state, _free_port())
+    proc = _start_tcp(state, free_port())
     try:
         assert wait_until(lambda: (state / "server.pub").exists(), RECV_TIMEOUT)
         assert proc.poll() is None
@@ -112,7 +103,7 @@ def test_empty_key_is_regenerated_without_pub_refused_with_pub(tmp_path):
     # a corrupt key while server.pub exists: clients trust that pub, so the
     # daemon refuses to start, saying what to do
     (state / "server.key").write_text("# ctxd server secret key\nnot a key\n")
-    proc = _start_tcp(state, _free_port())
+    proc = _start_tcp(state, free_port())
     rc = proc.wait(RECV_TIMEOUT)
     err = _stop(proc)
     assert rc != 0 and "no valid key" in err and "remove both" in err, err
