@@ -14,16 +14,17 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_run.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_site.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_zygote.c
-  ${CMAKE_CURRENT_LIST_DIR}/sbx_apply.c
-  ${CMAKE_CURRENT_LIST_DIR}/sbx_allow.c
-  ${CMAKE_CURRENT_LIST_DIR}/sbx_cgroup.c
-  ${CMAKE_CURRENT_LIST_DIR}/sbx_ns.c
-  ${CMAKE_CURRENT_LIST_DIR}/sbx_path.c
-  ${CMAKE_CURRENT_LIST_DIR}/sbx_py.c)
+  ${CMAKE_CURRENT_LIST_DIR}/../sandbox/sbx_apply.c
+  ${CMAKE_CURRENT_LIST_DIR}/../sandbox/sbx_allow.c
+  ${CMAKE_CURRENT_LIST_DIR}/../sandbox/sbx_cgroup.c
+  ${CMAKE_CURRENT_LIST_DIR}/../sandbox/sbx_ns.c
+  ${CMAKE_CURRENT_LIST_DIR}/../sandbox/sbx_path.c
+  ${CMAKE_CURRENT_LIST_DIR}/../sandbox/sbx_py.c)
 # Confinement of local- and sandbox-tier workers (sbx_*.c).
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 target_link_libraries(ctxd-worker PRIVATE ctxd_proto PkgConfig::PYEMBED Threads::Threads
   PkgConfig::SECCOMP)
+target_include_directories(ctxd-worker PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/../sandbox)
 # The interpreter's own executable and prefix: sys.executable and the
 # stdlib must not depend on PATH or on a PYTHONHOME meant for another python.
 target_compile_definitions(ctxd-worker PRIVATE
