@@ -55,8 +55,13 @@ export class LostError extends CtxdError {
   }
 }
 
-/** The connection dropped while the request was in flight (outcome unknown). */
-export class DisconnectedError extends LostError {
+/**
+ * The connection dropped while the request was in flight (the daemon died or
+ * restarted, or refused the handshake): it will never be answered and its
+ * outcome is unknown. An UnreachableError (the Python client's is also a
+ * LostError); ZeroMQ reconnects for later calls.
+ */
+export class DisconnectedError extends UnreachableError {
   constructor(message: string) {
     super(message, "disconnected");
   }

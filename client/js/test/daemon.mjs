@@ -2,6 +2,7 @@
 // tests/python/conftest.py does. Binaries: $CTXD_BIN (default
 // build/daemon/ctxd of the source tree), $CTXD_WORKER_BIN (optional).
 import { spawn } from "node:child_process";
+import { createServer } from "node:net";
 import { mkdtempSync, readFileSync, rmSync, accessSync, constants } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
@@ -41,7 +42,8 @@ export class Daemon {
         c.close();
         return this;
       } catch (e) {
-        if (!(e instanceof UnreachableError) || Date.now() > deadline) throw e;
+        // tcp:// with CurveZMQ: server.pub appears once the daemon made it.
+        if (!(e instanceof UnreachableError || /server key/.test(e.message)) || Date.now() > deadline) throw e;
         await sleep(20);
       }
     }
@@ -85,4 +87,16 @@ export class Daemon {
 /** The daemon's state file (e.g. server.pub). */
 export function stateFile(d, name) {
   return readFileSync(join(d.stateDir, name), "utf8");
+}
+
+/** A TCP port free on 127.0.0.1 right now. */
+export function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
 }
