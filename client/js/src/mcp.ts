@@ -113,16 +113,23 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       }
       const token = extra._meta?.progressToken;
       let n = 0;
+      // Sent in order, and all before the tool's result.
+      let sent: Promise<unknown> = Promise.resolve();
+      const notify = (m: Parameters<typeof extra.sendNotification>[0]) => {
+        sent = sent.then(() => extra.sendNotification(m)).catch(() => {});
+      };
       const stream = (name: string) => (s: string) => {
-        if (token !== undefined) void extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress: ++n, message: s } }).catch(() => {});
-        void extra.sendNotification({ method: "notifications/message", params: { level: name === "stderr" ? "warning" : "info", logger: name, data: s } }).catch(() => {});
+        if (token !== undefined) notify({ method: "notifications/progress", params: { progressToken: token, progress: ++n, message: s } });
+        notify({ method: "notifications/message", params: { level: name === "stderr" ? "warning" : "info", logger: name, data: s } });
       };
       let r: ExecResult;
       try {
         r = await client.execute(code, { ctx, timeout: timeout ?? defTimeout, onStdout: stream("stdout"), onStderr: stream("stderr"), signal: extra.signal });
       } catch (e) {
+        await sent;
         return failure(e);
       }
+      await sent;
       const content: Content[] = [];
       if (r.stdout) content.push({ type: "text", text: cut(r.stdout, maxOutput, "stdout cut") });
       if (r.stderr) content.push({ type: "text", text: "[stderr]\n" + cut(r.stderr, maxOutput, "stderr cut") });
