@@ -298,3 +298,25 @@ test("a dead daemon rejects every pending promise; a closed client rejects new c
   await d2.stop();
   await assert.rejects(Client.connect(d2.endpoint, { requestTimeout: 1 }), UnreachableError);
 });
+
+test("liveness: a daemon that stops answering (SIGSTOP) ends the runs in flight", async () => {
+  const d3 = await new Daemon().start();
+  const c3 = await d3.client({ requestTimeout: 1, liveness: 0.5 });
+  try {
+    let run;
+    const started = new Promise((res) => {
+      run = c3.execute("import time\nprint('up', flush=True)\ntime.sleep(600)", { onStdout: res });
+    });
+    run.catch(() => {});
+    await started;
+    process.kill(d3.proc.pid, "SIGSTOP"); // the supervisor only: its socket stays open
+    try {
+      await assert.rejects(run, (e) => e instanceof UnreachableError && /stopped answering/.test(e.message));
+    } finally {
+      process.kill(d3.proc.pid, "SIGCONT");
+    }
+    assert.equal((await c3.execute("'back'", { ctx: "other-" + Date.now() }).catch((e) => e)).code, "unknown_context");
+  } finally {
+    await d3.stop();
+  }
+});
