@@ -21,7 +21,7 @@ if(NODE)
       ${JS_DIR}/test/curve.test.mjs ${JS_DIR}/test/daytona.test.mjs
     WORKING_DIRECTORY ${JS_DIR})
   add_test(NAME mcp_server
-    COMMAND ${NODE} --test --test-concurrency=1 ${JS_DIR}/test/mcp.test.mjs
+    COMMAND ${NODE} --test --test-concurrency=1 ${JS_DIR}/test/policy.test.mjs ${JS_DIR}/test/mcp.test.mjs
     WORKING_DIRECTORY ${JS_DIR})
   add_test(NAME js_install COMMAND sh ${JS_DIR}/test/install.sh ${CMAKE_BINARY_DIR} $<TARGET_FILE:ctxd>)
   set_tests_properties(js_client mcp_server PROPERTIES ENVIRONMENT "${JS_ENV}" TIMEOUT 600)

@@ -375,6 +375,12 @@ export class Client {
       this.failAll(new ProtocolError(`the daemon could not read a request of this client (${String(m.code)}: ${String(m.message)}); the requests in flight were ended`));
       return;
     }
+    if (m.t === "gap" && this.pending.size) {
+      // Messages to this client were dropped while its connection was down
+      // (PROTOCOL.md section 7): a request in flight may never see its end.
+      this.failAll(new LostError(`the daemon dropped ${String(m.dropped)} message(s) to this client while its connection was down; the requests in flight were ended`));
+      return;
+    }
     if (typeof re !== "number") return; // not one of our ids
     const e = this.pending.get(re);
     if (!e) return;
