@@ -234,7 +234,7 @@ export class Run implements PromiseLike<ExecResult> {
 
 export class Client {
   readonly endpoint: string;
-  hello_info: HelloInfo | null = null;
+  helloInfo: HelloInfo | null = null;
   private readonly sock: zmq.Dealer;
   private readonly pending = new Map<number, Entry>();
   private nextId = 1;
@@ -658,7 +658,7 @@ export class Client {
   /** The daemon's version, pid, instance, limits, tiers. */
   async hello(opts: CallOptions = {}): Promise<HelloInfo> {
     const info = parseHello(await this.call("hello", {}, opts));
-    this.hello_info = info;
+    this.helloInfo = info;
     this.instance = info.instance;
     this.pid = info.pid;
     const limit = info.limits.max_request_bytes;

@@ -255,10 +255,10 @@ test("bad input: a clear error, nothing lost", async () => {
   await assert.rejects(c.execute("1", { ctx: "no-such" }), NotFoundError);
   await assert.rejects(c.execute("1", { envs: { A: 1 } }), TypeError);
   // Larger than max_request_bytes: refused here, nothing sent.
-  const big = "#".repeat(c.hello_info.limits.max_request_bytes + 1);
+  const big = "#".repeat(c.helloInfo.limits.max_request_bytes + 1);
   await assert.rejects(c.execute(big), TooLargeError);
   // Over max_code_bytes but under max_request_bytes: the daemon's too_large.
-  await assert.rejects(c.execute("#".repeat(c.hello_info.limits.max_code_bytes + 1)), (e) => e.code === "too_large");
+  await assert.rejects(c.execute("#".repeat(c.helloInfo.limits.max_code_bytes + 1)), (e) => e.code === "too_large");
   await assert.rejects(c.pipInstall(["six"]), (e) => e.code === "install"); // no package source
   await assert.rejects(c.pipInstall(["--index-url=x"]), (e) => e.code === "bad_field");
   await assert.rejects(c.createContext({ tier: "nonsense" }), (e) => e.code === "bad_field");
