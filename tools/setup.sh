@@ -56,8 +56,12 @@ install_node() {
 build_all() {
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$build" -j"$(nproc)"
-    # client/js: its dependencies from the committed lockfile, then tsc.
-    (cd "$root/client/js" && npm ci --no-audit --no-fund && npm run build)
+    # client/js: its dependencies from the committed lockfile (again only
+    # when the lockfile changed since), then tsc.
+    (cd "$root/client/js" &&
+        { [ node_modules/.package-lock.json -nt package-lock.json ] ||
+            npm ci --no-audit --no-fund; } &&
+        npm run build)
 }
 
 demo() {
