@@ -185,3 +185,23 @@ test("streamable HTTP on 127.0.0.1: list tools and run code", async () => {
     p.kill("SIGTERM");
   }
 });
+
+test("interrupt tool and a cancelled call both stop a running run, globals kept", async () => {
+  const c = await stdioClient("--context", "stoppable");
+  await c.callTool({ name: "run_python", arguments: { code: "kept = 'yes'" } });
+  let started;
+  const up = new Promise((res) => (started = res));
+  const running = c.callTool({ name: "run_python", arguments: { code: "import time\nprint('looping', flush=True)\nwhile True: time.sleep(0.01)", timeout: 120 } }, undefined, { onprogress: () => started(), timeout: 120000 });
+  await up;
+  assert.equal(texts(await c.callTool({ name: "interrupt", arguments: { context: "stoppable" } }))[0], "interrupted");
+  const r = await running;
+  assert.equal(r.isError, true);
+  assert.match(texts(r).join("\n"), /KeyboardInterrupt/);
+  // A call the MCP client cancels (notifications/cancelled) interrupts its run.
+  const ac = new AbortController();
+  const cancelled = c.callTool({ name: "run_python", arguments: { code: "import time\nprint('again', flush=True)\nwhile True: time.sleep(0.01)", timeout: 120 } }, undefined, { signal: ac.signal, onprogress: () => ac.abort(), timeout: 120000 });
+  await assert.rejects(cancelled);
+  // The context is free again (the run was interrupted, not left looping) and kept its globals.
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "kept", timeout: 60 } })), ["'yes'"]);
+  await c.callTool({ name: "delete_context", arguments: { context: "stoppable" } });
+});
