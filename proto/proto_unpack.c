@@ -94,6 +94,13 @@ static proto_val *take(copier *c, size_t n)
     return first;
 }
 
+/* msgpack-c gives an empty str or bin a NULL pointer; ctxd's readers pass
+ * strings to memcmp and memcpy, which must not see NULL even for 0 bytes. */
+static const char *bytes(const char *p)
+{
+    return p ? p : "";
+}
+
 /* One msgpack-c object into *out (containers recursively: the walk bounded
  * the depth). */
 static int copy(copier *c, const msgpack_object *o, proto_val *out)
@@ -123,12 +130,12 @@ static int copy(copier *c, const msgpack_object *o, proto_val *out)
     case MSGPACK_OBJECT_STR:
         out->kind = PROTO_STR;
         out->n = o->via.str.size;
-        out->as.s = o->via.str.ptr;
+        out->as.s = bytes(o->via.str.ptr);
         return 0;
     case MSGPACK_OBJECT_BIN:
         out->kind = PROTO_BIN;
         out->n = o->via.bin.size;
-        out->as.s = o->via.bin.ptr;
+        out->as.s = bytes(o->via.bin.ptr);
         return 0;
     case MSGPACK_OBJECT_EXT: /* as before: the payload with its type byte */
         out->kind = PROTO_EXT;
