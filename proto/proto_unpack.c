@@ -13,19 +13,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The zone msgpack-c unpacks into, kept between messages so a decode costs
- * no zone setup; cleared (back to one chunk) after each message. One per
- * thread: the worker's threads may decode concurrently. */
+/* The zone msgpack-c unpacks into, kept between messages. msgpack-c puts
+ * 24 bytes per value (array items, map keys and values) in it, and
+ * msgpack_zone_clear frees every chunk but the first; so the first chunk is
+ * sized to hold a whole message (up to ZONE_KEEP, what a thread keeps), and
+ * a message costs no allocation in msgpack-c (allocating and trimming chunks
+ * per message once cost more than the unpacking). One zone per thread: the
+ * worker's threads may decode concurrently. */
+#define ZONE_KEEP (4u << 20)
 static _Thread_local msgpack_zone zone;
 static _Thread_local bool zone_ready;
 
-static msgpack_zone *reused_zone(void)
+static msgpack_zone *zone_for(size_t need)
 {
-    if (!zone_ready) {
-        if (!msgpack_zone_init(&zone, MSGPACK_ZONE_CHUNK_SIZE))
-            fatal("out of memory creating a msgpack zone");
-        zone_ready = true;
-    }
+    size_t want = need < ZONE_KEEP ? need : ZONE_KEEP;
+    if (zone_ready && zone.chunk_size >= want)
+        return &zone;
+    size_t size = MSGPACK_ZONE_CHUNK_SIZE;
+    while (size < want)
+        size *= 2;
+    if (zone_ready)
+        msgpack_zone_destroy(&zone);
+    if (!msgpack_zone_init(&zone, size))
+        fatal("out of memory creating a msgpack zone of %zu bytes", size);
+    zone_ready = true;
     return &zone;
 }
 
@@ -188,7 +199,7 @@ int proto_decode(proto_doc *doc, const void *buf, size_t len, proto_error *err)
     long long values = proto_walk(buf, len, err);
     if (values < 0)
         return -1;
-    msgpack_zone *z = reused_zone();
+    msgpack_zone *z = zone_for((size_t)values * sizeof(msgpack_object));
     msgpack_object root;
     size_t off = 0;
     msgpack_unpack_return ret = msgpack_unpack(buf, len, &off, z, &root);
