@@ -1,6 +1,6 @@
 /* proto_walk: the guarantees of PROTOCOL.md section 2 that msgpack-c does
  * not give. msgpack_unpack allocates n x 24 bytes when a container header
- * arrives (5 bytes claiming 16M items ask for 400 MB), caps depth at a
+ * arrives (5 bytes claiming 16M items ask for 512 MiB), caps depth at a
  * build-time 32 reported as out of memory, and accepts non-str keys; so
  * every message is walked once here, reading headers only, before it is
  * unpacked. Repeated keys are found after unpacking (proto_unpack.c). */

@@ -1,9 +1,10 @@
 /* What decoding costs in memory: a message that claims more items than it
  * holds is refused before anything is allocated. msgpack-c alone allocates
  * n x 24 bytes on a container header, so 5 bytes claiming 16M items would
- * ask for 400 MB; proto_decode's pre-walk must stop that. The test counts
- * every byte requested from malloc in this process (msgpack-c's zone and
- * proto/mem.c included) by defining malloc over glibc's __libc_malloc. */
+ * ask for 512 MiB (a zone chunk, rounded up); proto_decode's pre-walk must
+ * stop that. The test counts every byte requested from malloc in this
+ * process (msgpack-c's zone and proto/mem.c included) by defining malloc
+ * over glibc's __libc_malloc. */
 #include "proto.h"
 
 #include <malloc.h>
@@ -18,7 +19,7 @@ extern void *__libc_realloc(void *p, size_t n);
 extern void __libc_free(void *p);
 
 /* Bytes live now, and the most live at any request (a request counts at its
- * size even when it fails, so a refused 400 MB request is still seen). */
+ * size even when it fails, so a refused 512 MiB request is still seen). */
 static long long live, peak;
 
 /* Records a request of n bytes on top of what is live. */
@@ -134,7 +135,7 @@ int main(void)
               cost);
     }
 
-    /* The same 5 bytes through plain msgpack_unpack ask for 400 MB: what the
+    /* The same 5 bytes through plain msgpack_unpack ask for 512 MiB: what the
      * pre-walk is there for, and proof that the counter would see it. */
     msgpack_zone *z = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
     msgpack_object obj;
