@@ -10,6 +10,7 @@
 #include "proto_walk.h"
 
 #include <msgpack.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,26 +19,42 @@
  * msgpack_zone_clear frees every chunk but the first; so the first chunk is
  * sized to hold a whole message (up to ZONE_KEEP, what a thread keeps), and
  * a message costs no allocation in msgpack-c (allocating and trimming chunks
- * per message once cost more than the unpacking). One zone per thread: the
- * worker's threads may decode concurrently. */
+ * per message once cost more than the unpacking). One zone per thread (the
+ * worker's threads and a libctxd program's may decode concurrently), freed
+ * when its thread ends. */
 #define ZONE_KEEP (4u << 20)
-static _Thread_local msgpack_zone zone;
-static _Thread_local bool zone_ready;
+static pthread_key_t zone_key;
+static pthread_once_t zone_once = PTHREAD_ONCE_INIT;
 
+/* pthread key destructor: a thread's zone goes with the thread. */
+static void zone_free(void *z)
+{
+    msgpack_zone_free(z);
+}
+
+static void zone_key_create(void)
+{
+    if (pthread_key_create(&zone_key, zone_free) != 0)
+        fatal("proto_unpack: no pthread key for the msgpack zone");
+}
+
+/* This thread's zone, with a first chunk of at least need bytes (capped). */
 static msgpack_zone *zone_for(size_t need)
 {
+    pthread_once(&zone_once, zone_key_create);
+    msgpack_zone *z = pthread_getspecific(zone_key);
     size_t want = need < ZONE_KEEP ? need : ZONE_KEEP;
-    if (zone_ready && zone.chunk_size >= want)
-        return &zone;
+    if (z && z->chunk_size >= want)
+        return z;
     size_t size = MSGPACK_ZONE_CHUNK_SIZE;
     while (size < want)
         size *= 2;
-    if (zone_ready)
-        msgpack_zone_destroy(&zone);
-    if (!msgpack_zone_init(&zone, size))
+    if (z)
+        msgpack_zone_free(z);
+    z = msgpack_zone_new(size);
+    if (!z || pthread_setspecific(zone_key, z) != 0)
         fatal("out of memory creating a msgpack zone of %zu bytes", size);
-    zone_ready = true;
-    return &zone;
+    return z;
 }
 
 /* Copy state: the node array (sized by the walk) and how much of it is
