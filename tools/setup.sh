@@ -11,7 +11,7 @@ mode=${1:-demo}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 
-PACKAGES="build-essential cmake pkg-config libzmq3-dev python3-dev python3-zmq
+PACKAGES="build-essential cmake pkg-config libzmq3-dev libmsgpack-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
 python3-matplotlib python3-pip"
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).
