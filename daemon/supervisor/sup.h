@@ -365,7 +365,7 @@ bool sup_ctx_is_worker(pid_t pid);
  * worker is killed now, while its id cannot have been reused. */
 void sup_ctx_before_reap(pid_t pid);
 
-/* ---- sup_outmem.c: a worker's output memory (wrk_outmem.h) ------------ */
+/* ---- sup_outmem.c: a worker's output memory (chan_outmem.h) ------------ */
 /* Maps the memfd a worker sent (and closes fd); NULL when it is not the
  * sealed memory of the expected size. */
 const void *sup_outmem_attach(int fd);
