@@ -5,7 +5,8 @@
  * cannot shrink under the supervisor), and every field read from it is
  * bounds-checked; the worst a lying worker can do is have its own garbage
  * delivered as its own output. */
-#include "sup.h"
+#include "sup_outmem.h"
+
 #include "chan_outmem.h"
 
 #include <fcntl.h>
