@@ -168,10 +168,9 @@ bool sup_ctx_held_back(const sup_ctx *c);
 void sup_ctx_on_writable(sup_ctx *c);
 void sup_ctx_on_exit(pid_t pid, int status);
 /* The zygote's answers to sup_zygote_spawn (sup_zygote_answers, wired by
- * sup_main.c): the worker's pid; or why it
- * made none (held: it had the descriptors, so a worker may use them: new
- * ones are made). Without the zygote a worker is started by exec (not for
- * the sandbox tier). */
+ * sup_main.c): the worker's pid; or why it made none (held: it had the
+ * descriptors, so a worker may use them: new ones are made). Without the
+ * zygote a worker is started by exec (not for the sandbox tier). */
 void sup_ctx_spawned(sup_ctx *c, pid_t pid);
 void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held);
 /* Timers and stalled sends; returns the next deadline (monotonic), 0 = none. */
