@@ -15,8 +15,8 @@ above the highest unit it uses), and with --check exits 1 when a rule breaks:
   requests, never back);
 - daemon/sandbox includes no worker or supervisor header (it knows nothing of
   runs or frames);
-- daemon/supervisor includes no worker header and never Python.h (it never
-  links libpython);
+- daemon/supervisor includes no worker header, never Python.h and never
+  sbx.h (the sandbox's Python-side steps): it never links libpython;
 - daemon/worker includes no supervisor header (it knows the channel, not the
   supervisor);
 - what the supervisor and the worker share lives in daemon/channel or proto/.
@@ -27,11 +27,11 @@ import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
-# folder -> folders whose headers it must never include, and system headers
-# it must never include.
+# folder -> folders whose headers it must never include, and headers (its
+# own project's or the system's) it must never include.
 RULES = {
     "daemon/sandbox": ({"daemon/worker", "daemon/supervisor"}, set()),
-    "daemon/supervisor": ({"daemon/worker"}, {"Python.h"}),
+    "daemon/supervisor": ({"daemon/worker"}, {"Python.h", "sbx.h"}),
     "daemon/worker": ({"daemon/supervisor"}, set()),
     "daemon/channel": ({"daemon/worker", "daemon/supervisor", "daemon/sandbox"},
                        {"Python.h"}),
@@ -80,9 +80,9 @@ def graph(files, headers):
         banned_dirs, banned_sys = RULES.get(folder, (set(), set()))
         for kind, inc in incs:
             base = os.path.basename(inc)
+            if base in banned_sys:
+                breaks.append(f"{path} includes {inc}")
             if kind == "<":
-                if base in banned_sys:
-                    breaks.append(f"{path} includes <{inc}>")
                 continue
             target = headers.get(base)
             if target is None:

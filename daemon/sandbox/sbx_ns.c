@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "mem.h"
-#include "wrk_log.h"
+#include "sbx_host.h"
 
 /* Where the new root is assembled, in the worker's own mount namespace
  * (the host's /tmp is hidden only there; sources are opened first). */
@@ -93,7 +93,7 @@ int sbx_ns_prepare(pid_t w, const sbx_policy *p, char *msg, size_t n)
 
 static _Noreturn void fail(const char *what, const char *path)
 {
-    wrk_log("sandbox: %s%s%s: %s", what, path ? " " : "", path ? path : "", strerror(errno));
+    sbx_host_log("sandbox: %s%s%s: %s", what, path ? " " : "", path ? path : "", strerror(errno));
     _exit(1);
 }
 

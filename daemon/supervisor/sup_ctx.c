@@ -1,9 +1,25 @@
 /* sup_ctx: the context table, each context's FIFO of runs, its worker's
  * lifecycle (spawn, death, incarnations) and the worker channel. */
-#include "sup.h"
+#include "sup_ctx.h"
+
+#include "sup_cgroup.h"
+#include "sup_config.h"
+#include "sup_held.h"
+#include "sup_ident.h"
+#include "sup_log.h"
+#include "sup_outmem.h"
+#include "sup_peer.h"
+#include "sup_pkgs.h"
 #include "sup_policy.h"
+#include "sup_proc.h"
+#include "sup_send.h"
+#include "sup_spawn.h"
+#include "sup_stats.h"
+#include "sup_trash.h"
+#include "sup_zygote.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -106,12 +122,8 @@ typedef struct run_end {
 
 static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
 {
-    if (r->fork_name) { /* a ctx.fork that will not happen */
-        sup_fork_abort(r, e->cause ? e->cause : e->status);
-        return;
-    }
-    if (r->query_op) { /* a query that will not be answered */
-        sup_query_abort(r, e->status, e->cause);
+    if (r->kind) { /* a ctx.fork that will not happen, a query not answered */
+        r->kind->abort(r, e->status, e->cause);
         return;
     }
     proto_buf b;
@@ -229,7 +241,16 @@ static int start_worker(sup_ctx *c, bool use_zygote, proto_error *err)
     pid_t pid;
     int fd;
     sup_cgroup_new_name(c->cgroup);
-    int rc = sup_spawn_worker(c, use_zygote, &pid, &fd, c->out_rd, err);
+    sup_spawn_req w = {.owner = c,
+                       .name = c->name,
+                       .cwd = c->cwd,
+                       .cgroup = c->cgroup,
+                       .env = c->env,
+                       .nenv = c->nenv,
+                       .site = c->site,
+                       .policy = c->policy,
+                       .ident = c->ident};
+    int rc = sup_spawn_worker(&w, use_zygote, &pid, &fd, c->out_rd, err);
     if (rc < 0) {
         sup_cgroup_release(c->cgroup);
         return -1;
@@ -278,7 +299,7 @@ static void reply_waiters_ok(sup_ctx *c)
         proto_buf_init(&b);
         sup_msg_begin(&b, "ok", &w->peer, 1);
         proto_put_str(&b, "ctx");
-        sup_put_ctx_info(&b, c);
+        sup_ctx_put_info(&b, c);
         sup_deliver(&w->peer, &b);
         proto_buf_free(&b);
         free(w);
@@ -598,7 +619,7 @@ typedef struct frame_kind {
     const proto_field *fields;
     size_t nfields;
     frame_rule rule;
-    void (*handle)(sup_ctx *c, const proto_val *msg);
+    void (*handle)(sup_ctx *c, const proto_val *msg); /* NULL: c->running->kind */
 } frame_kind;
 
 static void on_ready(sup_ctx *c, const proto_val *msg)
@@ -988,9 +1009,9 @@ static const frame_kind frame_kinds[] = {
     {"input_request", FIELDS(input_request_fields), RULE_EVENT, on_input_request},
     {"error", FIELDS(error_fields), RULE_EVENT, on_error},
     {"done", FIELDS(done_fields), RULE_DONE, on_done},
-    {"answer", FIELDS(answer_fields), RULE_ANSWER, sup_query_on_answer},
-    {"forked", FIELDS(forked_fields), RULE_FORK, sup_fork_on_forked},
-    {"fork_failed", FIELDS(fork_failed_fields), RULE_FORK, sup_fork_on_failed},
+    {"answer", FIELDS(answer_fields), RULE_ANSWER, NULL},
+    {"forked", FIELDS(forked_fields), RULE_FORK, NULL},
+    {"fork_failed", FIELDS(fork_failed_fields), RULE_FORK, NULL},
 };
 
 /* Checks a well-formed frame against the worker's state; NULL when it is
@@ -1069,7 +1090,9 @@ static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
     else if (k->handle == on_stream && !count_stream(c, msg))
         worker_broken(c, "stream name is not stdout or stderr");
     else if (k->rule == RULE_EVENT && c->running->query_op)
-        ; /* a query has no output or result: whatever it made is dropped */
+        ;                /* a query has no output or result: whatever it made is dropped */
+    else if (!k->handle) /* answer, forked, fork_failed: the run's kind's */
+        c->running->kind->on_frame(c, k->type, msg);
     else
         k->handle(c, msg);
     proto_doc_free(&doc);
@@ -1162,12 +1185,8 @@ static void dispatch(sup_ctx *c)
     r->next = NULL;
     c->running = r;
     r->run_id = new_run_id();
-    if (r->fork_name) { /* ctx.fork: its turn has come */
-        sup_fork_start(c);
-        return;
-    }
-    if (r->query_op) { /* complete, inspect, is_complete */
-        sup_query_start(c);
+    if (r->kind) { /* ctx.fork, complete, inspect, is_complete: its turn */
+        r->kind->start(c);
         return;
     }
     if (!r->silent)
@@ -1531,7 +1550,7 @@ double sup_ctx_tick(double now)
     double z = sup_zygote_tick(now); /* restarts a dead zygote */
     if (z > 0 && (next == 0 || z < next))
         next = z;
-    double id = sup_ident_tick(now); /* empties deleted contexts' directories */
+    double id = sup_trash_tick(now); /* empties deleted contexts' directories */
     if (id > 0 && (next == 0 || id < next))
         next = id;
     double g = sup_cgroup_tick(now); /* removes emptied cgroups */
@@ -1557,4 +1576,98 @@ void sup_ctx_shutdown_all(void)
     }
     sup_ctx_tick(0);
     sup_cgroup_shutdown();
+}
+
+/* Resident and proportional memory of a worker (bytes; 0 when unknown):
+ * PSS is what an idle context really costs once pages are shared. */
+static void worker_memory(pid_t pid, uint64_t *rss, uint64_t *pss)
+{
+    *rss = *pss = 0;
+    if (pid <= 0)
+        return;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "Rss: %llu kB", &kb) == 1)
+            *rss = kb * 1024;
+        else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+            *pss = kb * 1024;
+    }
+    fclose(f);
+}
+
+void sup_ctx_put_info(proto_buf *b, const sup_ctx *c)
+{
+    uint64_t rss, pss;
+    worker_memory(c->pid, &rss, &pss);
+    proto_put_map(b, c->last_death ? 13 : 12);
+    proto_put_str(b, "name");
+    proto_put_str(b, c->name);
+    proto_put_str(b, "cwd");
+    proto_put_str(b, c->cwd);
+    proto_put_str(b, "state");
+    proto_put_str(b, sup_ctx_state_name(c));
+    proto_put_str(b, "pid");
+    proto_put_uint(b, (uint64_t)c->pid);
+    proto_put_str(b, "incarnation");
+    proto_put_uint(b, c->incarnation);
+    proto_put_str(b, "created");
+    proto_put_double(b, c->created);
+    proto_put_str(b, "execution_count");
+    proto_put_uint(b, c->execution_count);
+    proto_put_str(b, "queued");
+    proto_put_uint(b, c->queued);
+    proto_put_str(b, "rss");
+    proto_put_uint(b, rss);
+    proto_put_str(b, "pss");
+    proto_put_uint(b, pss);
+    proto_put_str(b, "tier");
+    proto_put_str(b, sup_policy_tier_name(c->policy));
+    proto_put_str(b, "policy");
+    sup_policy_put(b, c->policy);
+    if (c->last_death) {
+        proto_put_str(b, "last_death");
+        proto_put_str(b, c->last_death);
+    }
+}
+
+/* For the `stats` reply (sup_stats.c counts nothing itself). */
+void sup_ctx_counts(size_t *live, size_t *busy, size_t *queued)
+{
+    *live = *busy = *queued = 0;
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
+        (*live)++;
+        *busy += c->running != NULL;
+        *queued += c->queued;
+    }
+}
+
+/* The context a request names (field `ctx`, default "default"); `default`
+ * is made on first use when make_default is set. */
+sup_ctx *sup_ctx_lookup(const proto_val *msg, const sup_peer *peer, bool make_default)
+{
+    const proto_val *name = proto_map_get(msg, "ctx");
+    if (name && name->kind == PROTO_NIL) /* an explicit nil reads as absent */
+        name = NULL;
+    const char *s = name ? name->as.s : "default";
+    size_t n = name ? name->n : 7;
+    sup_ctx *c = sup_ctx_find(s, n);
+    if (c)
+        return c;
+    if (make_default && n == 7 && memcmp(s, "default", 7) == 0) {
+        proto_error err;
+        sup_ident *id = sup_ident_new(false, "default", true, &err);
+        c = id ? sup_ctx_create("default", id->dir, NULL, 0, NULL, id, &err) : NULL;
+        if (!c) {
+            sup_ident_unref(id);
+            sup_reply_err(peer, err.code, "%s", err.msg);
+        }
+        return c;
+    }
+    sup_reply_err(peer, "unknown_context", "no context named '%.*s'", (int)n, s);
+    return NULL;
 }

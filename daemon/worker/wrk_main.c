@@ -25,6 +25,7 @@
 #include "wrk_query.h"
 #include "wrk_run.h"
 #include "wrk_site.h"
+#include "wrk_static.h"
 #include "wrk_zygote.h"
 
 #define CHAN_FD 3
@@ -252,6 +253,8 @@ static _Noreturn void serve_channel(void)
 {
     wrk_site_init(); /* its package directory on sys.path, before sbx_init reads it */
     sbx_init();      /* the context's tier and policy, before any user code */
+    if (sbx_static())
+        wrk_static_init(sbx_policy_current()->imports, sbx_policy_current()->imports_set);
     send_ready();
     proto_buf in;
     proto_buf_init(&in);
@@ -282,7 +285,7 @@ static _Noreturn void serve_channel(void)
             sbx_run_end();
             proto_doc_free(&doc);
         } else if (sbx_static()) {
-            sbx_static_execute(&req);
+            wrk_static_execute(&req);
             proto_doc_free(&doc);
         } else {
             sbx_run_begin();
@@ -294,8 +297,17 @@ static _Noreturn void serve_channel(void)
     }
 }
 
+/* The sandbox's diagnostics go where the worker's own go (wrk_log.c). */
+static void sbx_log_line(const char *msg)
+{
+    wrk_log("%s", msg);
+}
+
+static const sbx_host sandbox_host = {sbx_log_line, wrk_log_stat_range};
+
 int main(int argc, char **argv)
 {
+    sbx_host_set(&sandbox_host);
     if (argc > 1 && strcmp(argv[1], "--zygote") == 0) {
         wrk_zygote_main(argc, argv); /* returns in a worker it forked */
         serve_channel();

@@ -392,7 +392,7 @@ void wrk_run_query(const wrk_query_req *req)
     if (wrk_output_forked())
         child_exit(NULL);
     frames.len = 0;
-    wrk_query_put_answer(&frames, req, answer);
+    wrk_query_put_answer(&frames, wrk_run_id(), req, answer);
     Py_XDECREF(answer);
     PyGILState_Release(gil);
     wrk_chan_send(&frames);
