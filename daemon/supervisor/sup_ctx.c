@@ -1173,9 +1173,11 @@ static void dispatch(sup_ctx *c)
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 8);
+    proto_put_map(&c->out, 9);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
+    proto_put_str(&c->out, "syntax");
+    proto_put_str(&c->out, r->syntax ? r->syntax : "");
     proto_put_str(&c->out, "run_id");
     proto_put_uint(&c->out, r->run_id);
     proto_put_str(&c->out, "code");
@@ -1426,6 +1428,16 @@ static void free_ctx(sup_ctx *c)
  * when it would expire. */
 static bool reap_if_idle(sup_ctx *c, double now, double *next)
 {
+    /* A leased context whose owner stopped renewing is gone, busy or not. */
+    if (c->lease > 0) {
+        if (now >= c->lease_until) {
+            sup_stats_event("reaped ctx=%s lease=%g expired", c->name, c->lease);
+            sup_ctx_delete(c);
+            return true;
+        }
+        if (*next == 0 || c->lease_until < *next)
+            *next = c->lease_until;
+    }
     if (sup_cfg.idle_ttl <= 0 || strcmp(c->name, "default") == 0)
         return false;
     if (c->running || c->queue || c->waiters || c->pending.head) {

@@ -7,6 +7,7 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_chan.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_display.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_input.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_ipy.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_log.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_output.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_py.c
@@ -33,3 +34,13 @@ target_compile_definitions(ctxd-worker PRIVATE
 # pip (sup_pkgs.c) must install for the workers' CPython.
 target_compile_definitions(ctxd PRIVATE
   SUP_PIP_PYTHON="${CTXD_PYEMBED_PREFIX}/bin/python${PYEMBED_VERSION}")
+# wrk_ipy.py (IPython syntax) is embedded as a C string: wrk_ipy_src.h,
+# rewritten only when the file changed.
+file(READ ${CMAKE_CURRENT_LIST_DIR}/wrk_ipy.py CTXD_IPY_HEX HEX)
+string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," CTXD_IPY_BYTES "${CTXD_IPY_HEX}")
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/wrk_ipy_src.h.tmp
+  "static const char ipy_src[] = {${CTXD_IPY_BYTES} 0x00};\n")
+configure_file(${CMAKE_CURRENT_BINARY_DIR}/wrk_ipy_src.h.tmp
+  ${CMAKE_CURRENT_BINARY_DIR}/wrk_ipy_src.h COPYONLY)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/wrk_ipy.py)
+target_include_directories(ctxd-worker PRIVATE ${CMAKE_CURRENT_BINARY_DIR})
