@@ -60,6 +60,7 @@ class KernelOptions:
     ctxd: Optional[str] = None
     timeout: float = 0.0
     history: Optional[str] = None
+    lease: Optional[float] = None
 
 
 # Set by launch.main before IPKernelApp makes the kernel.
@@ -67,6 +68,30 @@ OPTIONS = KernelOptions()
 
 # `name?`, `?name`, `name??`: IPython's help syntax, answered with the pager.
 _HELP = re.compile(r"\A\s*(\?{0,2})\s*([A-Za-z_][\w.]*)\s*(\?{0,2})\s*\Z")
+
+# `exit` / `quit` (and called): end the session, as ipykernel's ask_exit.
+_EXIT = re.compile(r"\A\s*(?:exit|quit)\s*(?:\(\s*(?:keep_kernel\s*=\s*\w+)?\s*\))?\s*;?\s*\Z")
+
+# Variables of the kernel's environment that are the kernel's own business,
+# not the cells': they would change how the worker's interpreter starts or
+# name the front end's matplotlib backend.
+_ENV_SKIP = ("PYTHONHOME", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "LD_PRELOAD", "JPY_PARENT_PID",
+             "JPY_SESSION_NAME", "PYDEVD_DISABLE_FILE_VALIDATION")
+
+
+def _cell_env() -> Dict[str, str]:
+    """The kernel's environment for its context (what ipykernel's cells
+    see: the kernelspec's "env" included), minus the variables above and
+    ctxd's own CTXD_*."""
+    env = {}
+    for k, v in os.environ.items():
+        if k in _ENV_SKIP or k.startswith("CTXD_") or not k or "=" in k:
+            continue
+        if k == "MPLBACKEND" and v.startswith("module://"):
+            continue
+        env[k] = v
+    return env
+
 
 # A done status without an error event becomes this exception name.
 _ENAMES = {"died": "WorkerDied", "aborted": "RunAborted", "shutdown": "DaemonShutdown",
@@ -193,6 +218,9 @@ class CtxdKernel(Kernel):
         self._run = None  # the execute in flight, for interrupts
         self._run_lock = threading.Lock()
         self._input_cancel = threading.Event()
+        self._stop = threading.Event()
+        if self.own_context and self.lease:
+            threading.Thread(target=self._renew_loop, name="ctxd-lease", daemon=True).start()
 
     # ---- the daemon and the context ------------------------------------------
 
@@ -207,18 +235,42 @@ class CtxdKernel(Kernel):
         self._daemon = PrivateDaemon(binary)
         return self._daemon.connect()
 
+    @property
+    def lease(self) -> float:
+        if self.opts.lease is not None:
+            return max(0.0, self.opts.lease)
+        try:
+            return max(0.0, float(os.environ.get("CTXD_KERNEL_LEASE", "60")))
+        except ValueError:
+            return 60.0
+
     def _attach(self) -> None:
-        """--context: the named context, created if missing. Else the
-        kernel's own, fresh: created, or restarted when a previous process
-        of this kernel left it (a restart, or a crash)."""
+        """--context: the named context, created if missing (and kept at
+        shutdown: no lease). Else the kernel's own, fresh, in the kernel's
+        cwd with its environment, IPython syntax by default and a lease the
+        kernel renews while it lives: a previous process of this kernel
+        left it (a restart, or a crash) is replaced."""
         names = {c.name for c in self.client.list_contexts()}
+        if not self.own_context:
+            if self.ctx == "default":
+                if self.ctx not in names:
+                    self.client.restart_context("default")  # made on first use
+            elif self.ctx not in names:
+                self.client.create_context(self.ctx, syntax="ipython")
+            return
         if self.ctx in names:
-            if self.own_context:
-                self.client.restart_context(self.ctx)
-        elif self.ctx == "default":
-            self.client.restart_context("default")  # made on first use
-        else:
-            self.client.create_context(self.ctx)
+            self.client.delete_context(self.ctx)
+        self.client.create_context(self.ctx, cwd=os.getcwd(), env=_cell_env(),
+                                   syntax="ipython", lease=self.lease or None)
+
+    def _renew_loop(self) -> None:
+        """The lease's heartbeat: a renew every quarter of the lease."""
+        period = max(0.25, self.lease / 4)
+        while not self._stop.wait(period):
+            try:
+                self.client.renew_context(self.ctx, request_timeout=max(1.0, period))
+            except CtxdError as e:
+                self.log.info("ctxd: renewing the lease: %s", e)
 
     @property
     def banner(self) -> str:
@@ -251,6 +303,11 @@ class CtxdKernel(Kernel):
             m = _HELP.match(code)
             if m and (m.group(1) or m.group(3)):
                 return self._help(code, m)
+            if _EXIT.match(code):
+                keep = "keep_kernel" in code and "True" in code
+                return {"status": "ok", "execution_count": self.execution_count,
+                        "user_expressions": {},
+                        "payload": [{"source": "ask_exit", "keepkernel": keep}]}
         state = {"count": self.execution_count, "output": None, "error": None}
 
         def accepted(msg):
@@ -276,6 +333,7 @@ class CtxdKernel(Kernel):
         try:
             run = self.client.submit(
                 code, self.ctx, timeout=self.opts.timeout or 0, silent=silent,
+                syntax="ipython",
                 on_accepted=accepted,
                 on_stdout=lambda t: self._pub("stream", {"name": "stdout", "text": t}),
                 on_stderr=lambda t: self._pub("stream", {"name": "stderr", "text": t}),
@@ -357,6 +415,9 @@ class CtxdKernel(Kernel):
                 self.stdin_socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
+        # An interrupt cancels the input() it ended, not this one: code
+        # that caught it (pdb, a REPL loop) asks again and must really ask.
+        self._input_cancel.clear()
         parent = self.get_parent("shell")
         self.session.send(self.stdin_socket, "input_request",
                           {"prompt": prompt, "password": password}, parent,
@@ -380,7 +441,15 @@ class CtxdKernel(Kernel):
             run.interrupt()
         self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
 
+    async def do_debug_request(self, msg):
+        """The debugger (DAP over debug_request) is not supported: a reply
+        that says so, instead of none."""
+        return {"type": "response", "request_seq": msg.get("seq", 0), "success": False,
+                "command": msg.get("command", ""),
+                "message": "the ctxd kernel does not support the debugger"}
+
     def do_shutdown(self, restart):
+        self._stop.set()
         try:
             if restart:
                 self.client.restart_context(self.ctx)
