@@ -318,3 +318,103 @@ def test_queries_while_an_agent_holds_the_context(ctxd_env):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=False)
+
+
+def test_input_after_an_interrupt_that_the_code_catches(kernel):
+    """Code that catches the KeyboardInterrupt of an input() (pdb, a REPL
+    loop) and asks again: the second input() really asks, once."""
+    km, kc = kernel
+    code = ("got = []\n"
+            "while len(got) < 2:\n"
+            "    try:\n"
+            "        got.append(input('> '))\n"
+            "    except KeyboardInterrupt:\n"
+            "        got.append('interrupted')\n"
+            "print(got)")
+    msg_id = kc.execute(code, allow_stdin=True)
+    assert kc.get_stdin_msg(timeout=TIMEOUT)["content"]["prompt"] == "> "
+    km.interrupt_kernel()
+    assert kc.get_stdin_msg(timeout=TIMEOUT)["content"]["prompt"] == "> "
+    kc.input("typed")
+    reply = shell_reply(kc)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["status"] == "ok", reply["content"]
+    out = []
+    while True:
+        m = kc.get_iopub_msg(timeout=TIMEOUT)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "stream":
+            out.append(m["content"]["text"])
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            break
+    assert "".join(out) == "['interrupted', 'typed']\n"
+
+
+def test_exit_asks_the_front_end_to_exit(kernel):
+    km, kc = kernel
+    for code in ("exit", "quit()"):
+        reply, _ = run(kc, code)
+        assert reply["status"] == "ok"
+        assert reply["payload"] == [{"source": "ask_exit", "keepkernel": False}]
+
+
+def test_debug_request_answered(kernel):
+    km, kc = kernel
+    msg = kc.session.msg("debug_request", {"seq": 1, "type": "request", "command": "initialize",
+                                           "arguments": {}})
+    kc.control_channel.send(msg)
+    while True:
+        reply = kc.get_control_msg(timeout=TIMEOUT)
+        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+            break
+    assert reply["msg_type"] == "debug_reply"
+    assert reply["content"]["success"] is False
+    assert "not support" in reply["content"]["message"]
+
+
+def test_kernel_cwd_and_env_reach_the_cells(ctxd_env, tmp_path):
+    (tmp_path / "here.txt").write_text("found")
+    km, kc = start_new_kernel(kernel_name="ctxd-test", cwd=str(tmp_path),
+                              env=dict(os.environ, NB_KERNEL_VAR="from the kernel"))
+    try:
+        reply, msgs = run(kc, "import os\n(open('here.txt').read(), os.environ['NB_KERNEL_VAR'])")
+        assert reply["status"] == "ok", reply
+        res = [m for m in msgs if m["msg_type"] == "execute_result"]
+        assert res[0]["content"]["data"]["text/plain"] == "('found', 'from the kernel')"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+
+
+def test_sigkilled_kernel_leaves_no_context(ctxd_env):
+    """The kernel's own context has a lease it renews; SIGKILL the kernel
+    and the daemon deletes the context once the lease ran out (even busy),
+    while a --context attachment of another SIGKILLed kernel stays."""
+    import signal
+    import time
+    agent = ctxd_env.client
+    env = dict(os.environ, CTXD_KERNEL_LEASE="2")
+    before = {c.name for c in agent.list_contexts()}
+    km, kc = start_new_kernel(kernel_name="ctxd-test", env=env)
+    skm, skc = start_new_kernel(kernel_name="ctxd-shared", env=env)
+    try:
+        run(kc, "x = 1")
+        run(skc, "shared_x = 1")
+        mine = {c.name for c in agent.list_contexts()} - before - {"shared-ctx"}
+        assert len(mine) == 1, mine
+        # the context stays while the kernel lives, past several leases
+        run(kc, "import time; time.sleep(5)")
+        assert mine <= {c.name for c in agent.list_contexts()}
+        kc.execute("while True: pass")  # busy when its kernel dies
+        for m in (km, skm):
+            os.kill(m.provisioner.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while mine & {c.name for c in agent.list_contexts()}:
+            assert time.monotonic() < deadline, "the context outlived its lease"
+            time.sleep(0.2)
+        assert "shared-ctx" in {c.name for c in agent.list_contexts()}
+    finally:
+        for c, m in ((kc, km), (skc, skm)):
+            c.stop_channels()
+            m.cleanup_resources()

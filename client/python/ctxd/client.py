@@ -67,6 +67,12 @@ def _file_chunks(f, size):
             return
 
 
+
+# What an on_input callback returns when the input() it was asked for was
+# interrupted: no input.reply is sent (one would answer the code's next
+# input() if it caught the KeyboardInterrupt and asked again).
+NO_REPLY = object()
+
 class Run:
     """A run submitted with Client.submit(). wait() fires its callbacks and
     returns its ExecResult; interrupt() stops it (KeyboardInterrupt in the
@@ -125,7 +131,9 @@ class Run:
                                 # or None to decline (the code gets EOFError)
                                 value = cb(*arg)
                                 try:
-                                    if value is None:  # declined: the code gets EOFError
+                                    if value is NO_REPLY:
+                                        pass  # the input() was interrupted: nothing to answer
+                                    elif value is None:  # declined: the code gets EOFError
                                         self._client._call("input.reply", ctx=self.ctx, eof=True)
                                     else:
                                         self._client._call("input.reply", ctx=self.ctx, value=str(value))
@@ -391,7 +399,8 @@ class Client:
         worker died), on_display(Result) for display() output and matplotlib
         figures (is_main_result False; .png is base64), on_clear_output(wait).
         on_input(prompt, password) -> str answers input()/getpass() in the
-        code; without it they raise EOFError (allow_stdin false).
+        code (None declines: EOFError; ctxd.client.NO_REPLY: the input() was
+        interrupted, send nothing); without it they raise EOFError (allow_stdin false).
 
         timeout: seconds the code may run in the daemon (None: the daemon's
         default, 600; 0: none); past it the code gets KeyboardInterrupt and the

@@ -49,7 +49,7 @@ from ipykernel.kernelbase import Kernel
 
 from .. import __version__
 from .._errors import CtxdError, UnreachableError
-from ..client import Client
+from ..client import NO_REPLY, Client
 from .history import History
 
 
@@ -427,7 +427,7 @@ class CtxdKernel(Kernel):
                 _, reply = self.session.recv(self.stdin_socket)
                 if reply is not None:
                     return reply.get("content", {}).get("value", "")
-        return ""
+        return NO_REPLY
 
     # ---- control ---------------------------------------------------------------
 
