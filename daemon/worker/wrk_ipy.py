@@ -17,7 +17,7 @@ import sys
 _shell = None
 _have = None
 # The worker's `%pip install` (set by wrk_ipy.c): (list of requirements) ->
-# None, raising on failure; None when the worker cannot ask the daemon.
+# "" once importable, else the daemon's message; None: it cannot ask.
 _pip_install = None
 
 
@@ -105,8 +105,16 @@ def _pip_magic(line):
     if _pip_install is None:
         raise usage_error_types()[-1](
             '%pip install: this worker cannot ask the daemon to install packages')
-    _pip_install(reqs)
-    print('Installed: ' + ', '.join(reqs))
+    failed = _pip_install(reqs)
+    if failed:
+        raise PipInstallError(failed)
+    import importlib
+    importlib.invalidate_caches()  # new entries in the context's package directory
+    print('Installed into this context: ' + ', '.join(reqs))
+
+
+class PipInstallError(Exception):
+    """%pip install failed: the daemon's message (pip's own lines)."""
 
 
 # ---- a run -----------------------------------------------------------------

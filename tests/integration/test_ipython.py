@@ -139,3 +139,36 @@ def test_lease_expires_and_renews(client):
     assert client.ok("ctx.renew", ctx="plain")["lease"] == 0
     client.err("ctx.create", "bad_field", name="short", lease=0.1)
     client.err("ctx.create", "bad_field", name="default", lease=10)
+
+
+@pytest.mark.parametrize("ipython", [True, False], ids=["IPython", "builtin"])
+def test_pip_magic_installs_into_the_context(make_daemon, tmp_path, ipython):
+    """%pip install: the daemon's pip.install for the run's own context."""
+    if ipython and not HAVE_IPYTHON:
+        pytest.skip("IPython not installed")
+    from test_pkgs import make_wheel
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    make_wheel(wh, "ctxdpkg_magic", "1.0", "VALUE = 'from %pip'\n")
+    d = make_daemon("--wheelhouse", str(wh), "--package-cache", str(tmp_path / "cache"))
+    c = d.client()
+    env = {} if ipython else {"CTXD_IPYTHON": "0"}
+    c.ok("ctx.create", name="p", syntax="ipython", env=env)
+    c.ok("ctx.create", name="other")
+    r = ok(c, "%pip install ctxdpkg_magic==1.0\nimport ctxdpkg_magic\nctxdpkg_magic.VALUE",
+           ctx="p")
+    assert plain(r) == "'from %pip'", r
+    assert "ctxdpkg_magic" in r.stdout.decode()
+    r = c.execute("import ctxdpkg_magic", ctx="other")  # only that context
+    assert r.status == "error" and r.error["ename"] == "ModuleNotFoundError", r
+    r = c.execute("%pip install ctxdpkg_missing", ctx="p")
+    assert r.status == "error" and r.error["ename"] == "PipInstallError", r
+    assert "ctxdpkg_missing" in r.error["evalue"].lower().replace("-", "_"), r
+    r = c.execute("%pip install --index-url=http://x y", ctx="p")
+    assert r.status == "error" and r.error["ename"] == "UsageError", r
+
+
+def test_pip_magic_without_package_source(client):
+    r = client.execute("%pip install anything", syntax="ipython")
+    assert r.status == "error" and r.error["ename"] == "PipInstallError", r
+    assert "offers no packages" in r.error["evalue"], r
