@@ -689,8 +689,8 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
     }
     const proto_val *lease = get(msg, "lease");
     a->lease = num_value(lease, 0);
-    if (lease && (!(a->lease >= LEASE_MIN && a->lease <= LEASE_MAX) ||
-                  strcmp(a->name, "default") == 0)) {
+    if (lease &&
+        (!(a->lease >= LEASE_MIN && a->lease <= LEASE_MAX) || strcmp(a->name, "default") == 0)) {
         sup_reply_err(peer, "bad_field",
                       "field 'lease' must be between %g and %g seconds (and not on 'default')",
                       LEASE_MIN, LEASE_MAX);

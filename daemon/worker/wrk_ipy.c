@@ -25,7 +25,8 @@ static PyObject *pip_install(PyObject *self, PyObject *reqs)
     if (!PyList_Check(reqs) || PyList_GET_SIZE(reqs) > PIP_REQS_MAX)
         return PyErr_Format(PyExc_ValueError, "at most %d requirements", PIP_REQS_MAX);
     if (wrk_output_forked())
-        return PyErr_Format(PyExc_RuntimeError, "%%pip install is not available in a forked process");
+        return PyErr_Format(PyExc_RuntimeError,
+                            "%%pip install is not available in a forked process");
     uint64_t n = wrk_input_next_seq();
     proto_buf b;
     proto_buf_init(&b);

@@ -321,8 +321,9 @@ void wrk_run_execute(const wrk_run_req *req)
     PyObject *repr = NULL;
     if (!exc) {
         repr = wrk_py_call(WRK_PY_RUN,
-                           Py_BuildValue("(OOOOO)", code, filename, req->silent ? Py_True : Py_False,
-                                         run_globals, wrk_ipy_wanted(req->syntax) ? Py_True : Py_False));
+                           Py_BuildValue("(OOOOO)", code, filename,
+                                         req->silent ? Py_True : Py_False, run_globals,
+                                         wrk_ipy_wanted(req->syntax) ? Py_True : Py_False));
         if (!repr)
             exc = fetch_exception();
     }
