@@ -2,8 +2,12 @@
 
 Mapping (front end -> kernel -> ctxd, and back):
 
-- execute_request -> `execute` (allow_stdin as asked, no timeout unless
-  --timeout). Events: accepted -> execute_input (with the context's
+- the kernel's own context: made in the kernel's cwd with its environment
+  (a kernelspec's "env" included), IPython syntax by default and a lease
+  (--lease, $CTXD_KERNEL_LEASE, 60 s) a thread renews (`ctx.renew`), so the
+  daemon deletes it when the kernel dies without a shutdown.
+- execute_request -> `execute` with syntax "ipython" (allow_stdin as asked,
+  no timeout unless --timeout); `exit` / `quit` -> the ask_exit payload. Events: accepted -> execute_input (with the context's
   execution count, which the reply and execute_result carry too), stream ->
   stream, display -> display_data / update_display_data (display_id in
   `transient`), clear_output -> clear_output, result -> execute_result,
@@ -21,6 +25,7 @@ Mapping (front end -> kernel -> ctxd, and back):
   shutdown: the kernel's own context is deleted, an attached one (--context)
   is left as it is.
 - history_request -> the kernel's own history (history.py).
+- debug_request -> a reply saying the debugger is not supported.
 - stop_on_error: ipykernel's kernelbase aborts the queued execute_requests
   when a cell fails.
 
@@ -48,7 +53,7 @@ from typing import Any, Dict, Optional
 from ipykernel.kernelbase import Kernel
 
 from .. import __version__
-from .._errors import CtxdError, UnreachableError
+from .._errors import CtxdError, RefusedError, UnreachableError
 from ..client import NO_REPLY, Client
 from .history import History
 
@@ -260,8 +265,17 @@ class CtxdKernel(Kernel):
             return
         if self.ctx in names:
             self.client.delete_context(self.ctx)
-        self.client.create_context(self.ctx, cwd=os.getcwd(), env=_cell_env(),
-                                   syntax="ipython", lease=self.lease or None)
+        kw = dict(env=_cell_env(), syntax="ipython", lease=self.lease or None)
+        try:  # the daemon opens cwd without following links: the resolved path
+            self.client.create_context(self.ctx, cwd=os.path.realpath(os.getcwd()), **kw)
+        except RefusedError as e:
+            if e.code != "bad_cwd":
+                raise
+            # a daemon that cannot use this directory (another machine, a
+            # confined tier): the context's own directory, said in the log
+            self.log.warning("ctxd: the context cannot run in %s (%s); it runs in a directory "
+                             "of its own", os.getcwd(), e)
+            self.client.create_context(self.ctx, **kw)
 
     def _renew_loop(self) -> None:
         """The lease's heartbeat: a renew every quarter of the lease."""
