@@ -1251,8 +1251,6 @@ static void dispatch(sup_ctx *c)
     proto_put_map(&c->out, 9);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
-    proto_put_str(&c->out, "syntax");
-    proto_put_str(&c->out, r->syntax ? r->syntax : "");
     proto_put_str(&c->out, "run_id");
     proto_put_uint(&c->out, r->run_id);
     proto_put_str(&c->out, "code");
@@ -1270,6 +1268,8 @@ static void dispatch(sup_ctx *c)
         proto_buf_append(&c->out, r->env.data, r->env.len);
     else
         proto_put_map(&c->out, 0);
+    proto_put_str(&c->out, "syntax");
+    proto_put_str(&c->out, r->syntax ? r->syntax : "");
     proto_frame_end(&c->out, start);
     free(r->code); /* the frame holds it now */
     r->code = NULL;

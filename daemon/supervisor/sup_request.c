@@ -91,7 +91,7 @@ void sup_put_ctx_info(proto_buf *b, const sup_ctx *c)
 {
     uint64_t rss, pss;
     worker_memory(c->pid, &rss, &pss);
-    proto_put_map(b, c->last_death ? 13 : 12);
+    proto_put_map(b, 12 + (c->last_death ? 1 : 0) + (c->lease > 0 ? 1 : 0));
     proto_put_str(b, "name");
     proto_put_str(b, c->name);
     proto_put_str(b, "cwd");
@@ -119,6 +119,10 @@ void sup_put_ctx_info(proto_buf *b, const sup_ctx *c)
     if (c->last_death) {
         proto_put_str(b, "last_death");
         proto_put_str(b, c->last_death);
+    }
+    if (c->lease > 0) {
+        proto_put_str(b, "lease");
+        proto_put_double(b, c->lease);
     }
 }
 

@@ -440,8 +440,22 @@ void wrk_display_put_pyobj(proto_buf *b, PyObject *o, uint32_t budget)
 
 /* ---- the emitters ------------------------------------------------------------ */
 
+/* Where display frames go instead of the channel while a run's tail is
+ * built (wrk_display_collect); NULL: sent at once. */
+static proto_buf *collecting;
+
+void wrk_display_collect(proto_buf *tail)
+{
+    collecting = tail;
+}
+
 static void send_frames(proto_buf *b)
 {
+    if (collecting) {
+        proto_buf_append(collecting, b->data, b->len);
+        proto_buf_free(b);
+        return;
+    }
     PyThreadState *ts = PyEval_SaveThread();
     wrk_output_send_frames(b);
     PyEval_RestoreThread(ts);

@@ -348,14 +348,10 @@ void wrk_run_execute(const wrk_run_req *req)
         put_result(&frames, repr);
     }
     /* The figures the run left open come after its result or error, as in
-     * ipykernel. */
-    if (frames.len) {
-        PyThreadState *st = PyEval_SaveThread();
-        wrk_output_send_frames(&frames);
-        PyEval_RestoreThread(st);
-        frames.len = 0;
-    }
+     * ipykernel, in the same tail (so all output before them). */
+    wrk_display_collect(&frames);
     PyObject *fig = wrk_py_call(WRK_PY_END_RUN, PyTuple_Pack(1, req->silent ? Py_True : Py_False));
+    wrk_display_collect(NULL);
     if (!fig)
         PyErr_Clear();
     Py_XDECREF(fig);

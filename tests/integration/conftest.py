@@ -136,9 +136,9 @@ def check_run(run):
         assert len(evs) == 1, f"err after events: {run!r}"
         return
     # Order: accepted first, then streams, at most one result, at most one
-    # error; the figures a run left open (display, and a note on stderr)
-    # may follow its result or error, as in ipykernel.
-    late = ("stream", "display", "clear_output")
+    # error; the figures a run left open (display) follow its result or
+    # error, as in ipykernel.
+    late = ("display",)
     ranks = [EVENT_RANK[e["t"]] for e in evs if e["t"] not in late]
     assert ranks == sorted(ranks), f"events out of order: {[e['t'] for e in evs]}"
     if any(e["t"] in late for e in evs):

@@ -122,8 +122,8 @@ def test_figure_value_and_figures_after_error(client):
 
 
 def test_lease_expires_and_renews(client):
-    client.ok("ctx.create", name="leased", lease=2)
-    client.ok("ctx.create", name="plain")
+    assert client.ok("ctx.create", name="leased", lease=2)["ctx"]["lease"] == 2
+    assert "lease" not in client.ok("ctx.create", name="plain")["ctx"]
     # renewed (ctx.renew, and any request naming it) for longer than the lease
     t_end = time.monotonic() + 5
     while time.monotonic() < t_end:
