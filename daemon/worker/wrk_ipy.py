@@ -122,10 +122,7 @@ class PipInstallError(Exception):
 def transform(code, g):
     """The cell as Python source (line numbers kept where IPython keeps
     them: a cell magic becomes one line)."""
-    sh = shell(g)
-    if isinstance(sh, MiniShell):
-        return sh.transform_cell(code)
-    return sh.transform_cell(code)
+    return shell(g).transform_cell(code)
 
 
 def begin(code, silent):
@@ -134,7 +131,10 @@ def begin(code, silent):
     if sh is None or isinstance(sh, MiniShell):
         return
     from IPython.core.interactiveshell import ExecutionInfo
-    info = ExecutionInfo(code, not silent, silent, True, None)
+    try:
+        info = ExecutionInfo(code, not silent, silent, True, None)
+    except TypeError:  # IPython before 8 has no cell_id
+        info = ExecutionInfo(code, not silent, silent, True)
     sh.events.trigger('pre_execute')
     if not silent:
         sh.events.trigger('pre_run_cell', info)
@@ -189,9 +189,9 @@ class MiniShell:
 
     # -- transformation --
     def transform_cell(self, code):
-        code = _dedent(code.lstrip('\n'))
-        if code.startswith('%%'):
-            first, _, body = code.partition('\n')
+        code = _dedent(code)
+        if code.lstrip('\n').startswith('%%'):
+            first, _, body = code.lstrip('\n').partition('\n')
             name, _, args = first[2:].partition(' ')
             return 'get_ipython().run_cell_magic(%r, %r, %r)\n' % (name, args.strip(), body)
         out = []

@@ -74,6 +74,12 @@ def test_magics_and_shell(client, tmp_path, ipython):
     assert "word" in r.stdout.decode() and "lines" in r.stdout.decode(), r
     ok(client, "%matplotlib inline\n%load_ext autoreload\n%autoreload 2\nafter = 1", ctx="nb")
     assert plain(ok(client, "after", ctx="nb")) == "1"
+    if ipython:  # IPython's autoreload reloads a changed module before a run
+        (tmp_path / "sub" / "nbmod.py").write_text("VALUE = 1\n")
+        ok(client, "import sys; sys.path.insert(0, os.getcwd())\nimport nbmod", ctx="nb")
+        (tmp_path / "sub" / "nbmod.py").write_text("VALUE = 2  # edited\n")
+        os.utime(tmp_path / "sub" / "nbmod.py", (time.time() + 5, time.time() + 5))
+        assert plain(ok(client, "nbmod.VALUE", ctx="nb")) == "2"
     # obj? prints the inspection
     r = ok(client, "len?", ctx="nb")
     assert "Return the number of items" in r.stdout.decode(), r
