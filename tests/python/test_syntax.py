@@ -10,6 +10,7 @@ from conftest import WAIT, wait_until
 
 
 def test_syntax_kwarg(client):
+    assert client.hello().syntaxes == ["python", "ipython"]
     r = client.execute("v = !echo via the shell\nv", syntax="ipython")
     assert r.status == "ok" and "via the shell" in r.result, r
     r = client.execute("!echo x")  # plain Python by default

@@ -270,6 +270,9 @@ class HelloInfo:
     preloads: Dict[str, Any] = field(default_factory=dict)
     # per execution tier offered, the policy fields it enforces
     tiers: Dict[str, List[str]] = field(default_factory=dict)
+    # the execute / ctx.create `syntax` values it accepts ("ipython" in it:
+    # IPython syntax); ["python"] from a daemon that predates the field
+    syntaxes: List[str] = field(default_factory=lambda: ["python"])
 
 
 @dataclass
@@ -501,6 +504,7 @@ def parse_hello(msg: dict) -> HelloInfo:
         preloads=dict(msg.get("preloads") or {}),
         tiers={str(k): [str(f) for f in (v or [])]
                for k, v in dict(msg.get("tiers") or {}).items()},
+        syntaxes=[str(x) for x in (msg.get("syntaxes") or ["python"])],
     )
 
 
