@@ -884,6 +884,76 @@ bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len, bool eof)
     return true;
 }
 
+/* `%pip install` in a run (wrk_ipy.c): the worker asks for what
+ * pip.install does for its own context and waits for pip_reply {n, value}:
+ * value "" once the packages are importable, else the message. The wait
+ * is found again by name, incarnation and package directory: a reply for
+ * a worker that is gone is dropped, one that crosses an interrupt is
+ * dropped by the worker. */
+typedef struct pip_wait {
+    char name[PROTO_MAX_NAME + 1];
+    unsigned incarnation;
+    uint64_t n;
+    sup_site *site;
+} pip_wait;
+
+static void pip_reply(sup_ctx *c, uint64_t n, const char *value)
+{
+    size_t start = proto_frame_begin(&c->out);
+    proto_put_map(&c->out, 3);
+    proto_put_str(&c->out, "t");
+    proto_put_str(&c->out, "pip_reply");
+    proto_put_str(&c->out, "n");
+    proto_put_uint(&c->out, n);
+    proto_put_str(&c->out, "value");
+    proto_put_str(&c->out, value);
+    proto_frame_end(&c->out, start);
+    sup_ctx_on_writable(c);
+}
+
+static void pip_installed(void *arg, const sup_pkgs_result *res)
+{
+    pip_wait *w = arg;
+    sup_ctx *c = sup_ctx_find(w->name, strlen(w->name));
+    if (c && c->site == w->site && c->incarnation == w->incarnation && c->fd >= 0) {
+        proto_error err;
+        if (res->error)
+            pip_reply(c, w->n, res->error);
+        else if (sup_pkgs_link(c->site, res->reqs, res->n, &err) < 0)
+            pip_reply(c, w->n, err.msg);
+        else
+            pip_reply(c, w->n, "");
+    }
+    sup_pkgs_site_unref(w->site);
+    free(w);
+}
+
+static void on_pip_request(sup_ctx *c, const proto_val *msg)
+{
+    uint64_t n = proto_map_get(msg, "n")->as.u;
+    char **reqs;
+    size_t nreqs;
+    proto_error err;
+    if (sup_pkgs_parse(proto_map_get(msg, "packages"), "packages", &reqs, &nreqs, &err) < 0) {
+        pip_reply(c, n, err.msg);
+        return;
+    }
+    if (!sup_pkgs_enabled() || !c->site) {
+        pip_reply(c, n,
+                  "this daemon offers no packages: start it with --wheelhouse DIR or "
+                  "--package-index URL");
+        sup_pkgs_free_reqs(reqs, nreqs);
+        return;
+    }
+    pip_wait *w = mem_calloc(1, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", c->name);
+    w->incarnation = c->incarnation;
+    w->n = n;
+    w->site = sup_pkgs_site_ref(c->site);
+    sup_pkgs_fetch(reqs, nreqs, pip_installed, w);
+    sup_pkgs_free_reqs(reqs, nreqs);
+}
+
 static void on_error(sup_ctx *c, const proto_val *msg)
 {
     const proto_val *tb = proto_map_get(msg, "traceback");
@@ -975,6 +1045,10 @@ static const proto_field input_request_fields[] = {
     {"password", PF_BOOL, true, 0},
     {"n", PF_UINT, true, 0},
 };
+static const proto_field pip_request_fields[] = {
+    {"n", PF_UINT, true, 0},
+    {"packages", PF_ARRAY, true, SUP_PKGS_MAX},
+};
 static const proto_field error_fields[] = {
     {"ename", PF_STR, true, 4096},
     {"evalue", PF_STR, true, 1u << 20},
@@ -1007,6 +1081,7 @@ static const frame_kind frame_kinds[] = {
     {"display", FIELDS(display_fields), RULE_EVENT, on_display},
     {"clear_output", FIELDS(clear_output_fields), RULE_EVENT, on_clear_output},
     {"input_request", FIELDS(input_request_fields), RULE_EVENT, on_input_request},
+    {"pip_request", FIELDS(pip_request_fields), RULE_EVENT, on_pip_request},
     {"error", FIELDS(error_fields), RULE_EVENT, on_error},
     {"done", FIELDS(done_fields), RULE_DONE, on_done},
     {"answer", FIELDS(answer_fields), RULE_ANSWER, NULL},
@@ -1192,7 +1267,7 @@ static void dispatch(sup_ctx *c)
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 8);
+    proto_put_map(&c->out, 9);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
     proto_put_str(&c->out, "run_id");
@@ -1212,6 +1287,8 @@ static void dispatch(sup_ctx *c)
         proto_buf_append(&c->out, r->env.data, r->env.len);
     else
         proto_put_map(&c->out, 0);
+    proto_put_str(&c->out, "syntax");
+    proto_put_str(&c->out, r->syntax ? r->syntax : "");
     proto_frame_end(&c->out, start);
     free(r->code); /* the frame holds it now */
     r->code = NULL;
@@ -1445,6 +1522,16 @@ static void free_ctx(sup_ctx *c)
  * when it would expire. */
 static bool reap_if_idle(sup_ctx *c, double now, double *next)
 {
+    /* A leased context whose owner stopped renewing is gone, busy or not. */
+    if (c->lease > 0) {
+        if (now >= c->lease_until) {
+            sup_stats_event("reaped ctx=%s lease=%g expired", c->name, c->lease);
+            sup_ctx_delete(c);
+            return true;
+        }
+        if (*next == 0 || c->lease_until < *next)
+            *next = c->lease_until;
+    }
     if (sup_cfg.idle_ttl <= 0 || strcmp(c->name, "default") == 0)
         return false;
     if (c->running || c->queue || c->waiters || c->pending.head) {
@@ -1604,7 +1691,7 @@ void sup_ctx_put_info(proto_buf *b, const sup_ctx *c)
 {
     uint64_t rss, pss;
     worker_memory(c->pid, &rss, &pss);
-    proto_put_map(b, c->last_death ? 13 : 12);
+    proto_put_map(b, 12 + (c->last_death ? 1 : 0) + (c->lease > 0 ? 1 : 0));
     proto_put_str(b, "name");
     proto_put_str(b, c->name);
     proto_put_str(b, "cwd");
@@ -1633,6 +1720,10 @@ void sup_ctx_put_info(proto_buf *b, const sup_ctx *c)
         proto_put_str(b, "last_death");
         proto_put_str(b, c->last_death);
     }
+    if (c->lease > 0) {
+        proto_put_str(b, "lease");
+        proto_put_double(b, c->lease);
+    }
 }
 
 /* For the `stats` reply (sup_stats.c counts nothing itself). */
@@ -1656,8 +1747,11 @@ sup_ctx *sup_ctx_lookup(const proto_val *msg, const sup_peer *peer, bool make_de
     const char *s = name ? name->as.s : "default";
     size_t n = name ? name->n : 7;
     sup_ctx *c = sup_ctx_find(s, n);
-    if (c)
+    if (c) {
+        if (c->lease > 0) /* any request naming a leased context renews it */
+            c->lease_until = sup_now() + c->lease;
         return c;
+    }
     if (make_default && n == 7 && memcmp(s, "default", 7) == 0) {
         proto_error err;
         sup_ident *id = sup_ident_new(false, "default", true, &err);

@@ -26,6 +26,7 @@ typedef struct sup_run {
     bool silent, stop_on_error;
     bool allow_stdin;         /* input() may ask the client (input.request) */
     bool artifacts;           /* report the files the run wrote (done.artifacts) */
+    const char *syntax;       /* "python", "ipython" or "" (the context's default) */
     uint64_t out_bytes;       /* stream bytes relayed */
     uint64_t stream_bytes[2]; /* of which stdout, stderr (policy caps) */
     uint64_t dropped[2];      /* stdout/stderr bytes dropped past max_output */
@@ -69,6 +70,8 @@ typedef struct sup_ctx {
     struct sup_site *site;     /* its package directory (sup_pkgs.c); NULL = none */
     double created;            /* Unix time */
     double last_active;        /* monotonic; for --idle-ttl */
+    double lease;              /* ctx.create `lease` seconds; 0 = none */
+    double lease_until;        /* monotonic; deleted past it (ctx.renew extends) */
 
     /* The current incarnation's worker; pid 0 and fd -1 when there is none.
      * pidfd: the supervisor's own handle on it (sup_proc.c), -1 when none;

@@ -94,6 +94,23 @@ static void free_strings(char **s, size_t n)
 
 /* ---- handlers --------------------------------------------------------- */
 
+/* The syntaxes a run may ask for (execute and ctx.create `syntax`), as
+ * hello's `syntaxes` lists them. */
+static const char *const syntaxes[] = {"python", "ipython"};
+
+/* A checked `syntax` field: its static name, "" when absent, NULL (after
+ * replying bad_field) when it names none. */
+static const char *syntax_value(const proto_val *v, const sup_peer *peer)
+{
+    if (!v)
+        return "";
+    for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
+        if (proto_str_eq(v, syntaxes[i]))
+            return syntaxes[i];
+    sup_reply_err(peer, "bad_field", "field 'syntax' must be \"python\" or \"ipython\"");
+    return NULL;
+}
+
 static void put_limits(proto_buf *b);
 
 static void do_hello(const proto_val *msg, const sup_peer *peer)
@@ -101,7 +118,11 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 10);
+    sup_msg_begin(&b, "ok", peer, 11);
+    proto_put_str(&b, "syntaxes");
+    proto_put_array(&b, sizeof syntaxes / sizeof syntaxes[0]);
+    for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
+        proto_put_str(&b, syntaxes[i]);
     proto_put_str(&b, "server");
     proto_put_str(&b, "ctxd");
     proto_put_str(&b, "version");
@@ -201,6 +222,9 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'timeout' must be between 0 and 1e9 seconds");
         return;
     }
+    const char *syntax = syntax_value(get(msg, "syntax"), peer);
+    if (!syntax)
+        return;
     const proto_val *env = get(msg, "env");
     char **unused;
     size_t nunused;
@@ -233,6 +257,7 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
     r->allow_stdin = stdin_ok && stdin_ok->kind == PROTO_BOOL && stdin_ok->as.b;
     const proto_val *arts = get(msg, "artifacts");
     r->artifacts = arts && arts->kind == PROTO_BOOL && arts->as.b;
+    r->syntax = syntax;
     sup_ctx_submit(c, r);
 }
 
@@ -292,6 +317,10 @@ static void do_input_reply(const proto_val *msg, const sup_peer *peer)
     proto_buf_free(&b);
 }
 
+/* ctx.create `lease`: seconds a context lives without a request naming it. */
+#define LEASE_MIN 1.0
+#define LEASE_MAX 86400.0
+
 /* ctx.create's checked arguments, kept while its packages install. */
 typedef struct create_args {
     sup_peer peer;
@@ -301,6 +330,7 @@ typedef struct create_args {
     size_t nenv;
     sup_policy *policy;
     sup_ident *ident; /* its uid/gid and private directory */
+    double lease;     /* seconds; 0 = none */
 } create_args;
 
 static void create_args_free(create_args *a)
@@ -336,6 +366,8 @@ static void create_finish(create_args *a, sup_site *site)
     a->env = NULL; /* the context's now */
     a->nenv = 0;
     a->ident = NULL;
+    c->lease = a->lease;
+    c->lease_until = sup_now() + a->lease;
     sup_ctx_add_waiter(c, &a->peer);
     create_args_free(a);
 }
@@ -533,6 +565,30 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
         a->env[a->nenv++] = mem_strdup("CTXD_FIGURES=0");
         a->env[a->nenv] = NULL;
     }
+    /* syntax: the context's default for runs that name none (wrk_ipy.c
+     * reads CTXD_SYNTAX), kept across restarts like the rest of env. */
+    const char *syntax = syntax_value(get(msg, "syntax"), peer);
+    if (!syntax) {
+        create_args_free(a);
+        return;
+    }
+    if (*syntax) {
+        char kv[32];
+        snprintf(kv, sizeof kv, "CTXD_SYNTAX=%s", syntax);
+        a->env = mem_realloc(a->env, (a->nenv + 2) * sizeof *a->env);
+        a->env[a->nenv++] = mem_strdup(kv);
+        a->env[a->nenv] = NULL;
+    }
+    const proto_val *lease = get(msg, "lease");
+    a->lease = num_value(lease, 0);
+    if (lease &&
+        (!(a->lease >= LEASE_MIN && a->lease <= LEASE_MAX) || strcmp(a->name, "default") == 0)) {
+        sup_reply_err(peer, "bad_field",
+                      "field 'lease' must be between %g and %g seconds (and not on 'default')",
+                      LEASE_MIN, LEASE_MAX);
+        create_args_free(a);
+        return;
+    }
     char **reqs;
     size_t nreqs;
     if (create_packages(msg, &reqs, &nreqs, peer) < 0) {
@@ -649,6 +705,22 @@ static void do_delete(const proto_val *msg, const sup_peer *peer)
     reply_ok_empty(peer);
 }
 
+/* ctx.renew {ctx}: a leased context's owner is alive (sup_ctx_lookup renews
+ * it); the reply says the lease, 0 for a context without one. */
+static void do_renew(const proto_val *msg, const sup_peer *peer)
+{
+    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    if (!c)
+        return;
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 1);
+    proto_put_str(&b, "lease");
+    proto_put_double(&b, c->lease);
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+}
+
 static void do_restart(const proto_val *msg, const sup_peer *peer)
 {
     const proto_val *name = get(msg, "ctx");
@@ -741,6 +813,7 @@ static const proto_field execute_fields[] = {
     {"timeout", PF_NUM | PF_NIL, false, 0},      {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
     {"silent", PF_BOOL | PF_NIL, false, 0},      {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
     {"allow_stdin", PF_BOOL | PF_NIL, false, 0}, {"artifacts", PF_BOOL | PF_NIL, false, 0},
+    {"syntax", PF_STR | PF_NIL, false, 16},
 };
 static const proto_field file_put_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
@@ -786,7 +859,8 @@ static const proto_field create_fields[] = {
     {"name", PF_NAME | PF_NIL, false, 0},        {"cwd", PF_STR | PF_NIL, false, 4095},
     {"env", PF_STRMAP | PF_NIL, false, MAX_ENV}, {"tier", PF_STR | PF_NIL, false, 32},
     {"policy", PF_MAP | PF_NIL, false, 64},      {"figures", PF_BOOL | PF_NIL, false, 0},
-    {"packages", PF_ARRAY | PF_NIL, false, 0},
+    {"packages", PF_ARRAY | PF_NIL, false, 0},   {"syntax", PF_STR | PF_NIL, false, 16},
+    {"lease", PF_NUM | PF_NIL, false, 0},
 };
 static const proto_field pip_install_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
@@ -810,6 +884,7 @@ static const request_kind request_kinds[] = {
     {"stats", NULL, 0, do_stats},
     {"ctx.delete", FIELDS(ctx_req_fields), do_delete},
     {"ctx.restart", FIELDS(ctx_req_fields), do_restart},
+    {"ctx.renew", FIELDS(ctx_req_fields), do_renew},
     {"ctx.fork", FIELDS(fork_fields), do_fork},
     {"pip.install", FIELDS(pip_install_fields), do_pip_install},
     {"complete", FIELDS(complete_fields), sup_query_complete},

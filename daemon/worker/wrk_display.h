@@ -24,4 +24,8 @@ size_t wrk_display_put_artifacts(proto_buf *b, PyObject *snap);
  * as its str(). Never raises. */
 void wrk_display_put_pyobj(proto_buf *b, PyObject *o, uint32_t budget);
 
+/* GIL held: while tail is set, display frames (the figures a run left
+ * open) are appended to it, to go out with the run's result or error and
+ * its done; NULL sends them at once again. */
+void wrk_display_collect(proto_buf *tail);
 #endif

@@ -19,6 +19,7 @@
 #include "wrk_chan.h"
 #include "wrk_display.h"
 #include "wrk_input.h"
+#include "wrk_ipy.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
 #include "wrk_py.h"
@@ -101,7 +102,7 @@ static void init_python(void)
 static void init_session(void)
 {
     if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0 ||
-        wrk_query_init() < 0)
+        wrk_ipy_init() < 0 || wrk_query_init() < 0)
         goto fail;
     PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
     if (!main_mod)
@@ -204,6 +205,7 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
         {"execution_count", PF_UINT, true, 0},
         {"silent", PF_BOOL | PF_NIL, false, 0},
         {"env", PF_STRMAP | PF_NIL, false, 0},
+        {"syntax", PF_STR | PF_NIL, false, 16},
     };
     /* code may legitimately hold NUL bytes (Python reports them), which the
      * generic str check refuses: check it separately. */
@@ -224,6 +226,10 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     const proto_val *arts = proto_map_get(msg, "artifacts");
     req->artifacts = arts && arts->kind == PROTO_BOOL && arts->as.b;
     req->env = env && env->kind == PROTO_MAP ? env : NULL;
+    const proto_val *syntax = proto_map_get(msg, "syntax");
+    req->syntax = proto_str_eq(syntax, "ipython")  ? WRK_SYNTAX_IPYTHON
+                  : proto_str_eq(syntax, "python") ? WRK_SYNTAX_PYTHON
+                                                   : WRK_SYNTAX_DEFAULT;
     return FRAME_RUN;
 }
 

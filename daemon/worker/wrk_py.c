@@ -41,16 +41,46 @@ static const char helper_src[] =
     "_SKIP = ()  # path prefixes of asyncio, once a run used top-level await\n"
     "_loop = None\n"
     "\n"
-    "def run(code, filename, silent, g):\n"
-    "    try:\n"
-    "        return _run(code, filename, silent, g)\n"
-    "    finally:\n"
-    "        if _rich is not None:\n"
-    "            _rich.end_run(silent)\n"
+    "_ipy = None  # set by wrk_ipy: IPython syntax\n"
     "\n"
-    "def _run(code, filename, silent, g):\n"
+    "def run(code, filename, silent, g, ipython):\n"
+    "    if not ipython:\n"
+    "        return _run(code, code, filename, silent, g, False)\n"
+    "    src = _ipy.transform(code, g)\n"
+    "    _ipy.begin(code, silent)\n"
+    "    err = None\n"
+    "    try:\n"
+    "        return _run(code, src, filename, silent, g, True)\n"
+    "    except BaseException as e:\n"
+    "        err = e\n"
+    "        raise\n"
+    "    finally:\n"
+    "        _ipy.end(silent, err)\n"
+    "\n"
+    /* The figures a run left open, after its result or error (as
+     * ipykernel sends them). */
+    "def end_run(silent):\n"
+    "    if _rich is not None:\n"
+    "        _rich.end_run(silent)\n"
+    "\n"
+    /* A last statement ending in `;` shows no value, as in IPython. */
+    "def _quiet(src):\n"
+    "    import io, tokenize\n"
+    "    last = None\n"
+    "    try:\n"
+    "        for t in tokenize.generate_tokens(io.StringIO(src).readline):\n"
+    "            if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT,\n"
+    "                              tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT):\n"
+    "                last = t\n"
+    "    except Exception:\n"
+    "        return False\n"
+    "    return last is not None and last.type == tokenize.OP and last.string == ';'\n"
+    "\n"
+    /* code: what the client sent (the source lines tracebacks show); src:
+     * what is compiled (code, or its IPython transformation). */
+    "def _run(code, src, filename, silent, g, ipython):\n"
     "    linecache.cache[filename] = (len(code), None, _LINE.findall(code), filename)\n"
-    "    tree = compile(code, filename, 'exec', ast.PyCF_ONLY_AST | _AWAIT, dont_inherit=True)\n"
+    "    tree = compile(src, filename, 'exec', ast.PyCF_ONLY_AST | _AWAIT, dont_inherit=True)\n"
     "    last = None\n"
     "    if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
     "        last = ast.Expression(tree.body.pop().value)\n"
@@ -58,10 +88,12 @@ static const char helper_src[] =
     "    if last is None:\n"
     "        return None\n"
     "    value = _exec(compile(last, filename, 'eval', _AWAIT, dont_inherit=True), g)\n"
-    "    if value is None or silent:\n"
+    "    if value is None or silent or _quiet(src):\n"
     "        return None\n"
     "    g['_'] = value\n"
-    "    return _rich.result(value) if _rich is not None else repr(value)\n"
+    "    if _rich is None:\n"
+    "        return repr(value)\n"
+    "    return _rich.result(value, _ipy.pretty if ipython else repr)\n"
     "\n"
     /* Top-level await: the code object is a coroutine function body; it
      * runs to completion in one event loop kept across runs. */
@@ -103,6 +135,9 @@ static const char helper_src[] =
     "def format(e):\n"
     "    _strip(e)\n"
     "    ename = type(e).__name__\n"
+    "    if _ipy is not None and _ipy._shell is not None and \\\n"
+    "            isinstance(e, _ipy.usage_error_types()):\n"
+    "        return ename, str(e), ['%s: %s' % (ename, e)]\n"
     "    try:\n"
     "        evalue = str(e)\n"
     "    except BaseException:\n"
@@ -154,6 +189,7 @@ static const char *const fn_names[WRK_PY_NFNS] = {
     [WRK_PY_FORMAT] = "format",
     [WRK_PY_FLUSH] = "flush",
     [WRK_PY_CHILD_EXIT] = "child_exit",
+    [WRK_PY_END_RUN] = "end_run",
 };
 
 static PyObject *fns[WRK_PY_NFNS];

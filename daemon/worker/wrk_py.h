@@ -12,10 +12,12 @@
 typedef enum wrk_py_fn {
     WRK_PY_ENV_APPLY,   /* (env: dict) -> saved state */
     WRK_PY_ENV_RESTORE, /* (saved) -> None */
-    WRK_PY_RUN,        /* (code, filename, silent, globals) -> MIME bundle dict, repr str or None */
+    /* (code, filename, silent, globals, ipython) -> MIME bundle dict, repr str or None */
+    WRK_PY_RUN,
     WRK_PY_FORMAT,     /* (exc) -> (ename, evalue, [lines]) */
     WRK_PY_FLUSH,      /* () -> None: flush sys.stdout / sys.stderr */
     WRK_PY_CHILD_EXIT, /* (exc or None) -> exit status of a forked child */
+    WRK_PY_END_RUN,    /* (silent) -> None: the figures the run left open */
     WRK_PY_NFNS
 } wrk_py_fn;
 

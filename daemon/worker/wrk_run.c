@@ -320,9 +320,10 @@ void wrk_run_execute(const wrk_run_req *req)
 
     PyObject *repr = NULL;
     if (!exc) {
-        repr =
-            wrk_py_call(WRK_PY_RUN, Py_BuildValue("(OOOO)", code, filename,
-                                                  req->silent ? Py_True : Py_False, run_globals));
+        repr = wrk_py_call(WRK_PY_RUN,
+                           Py_BuildValue("(OOOOO)", code, filename,
+                                         req->silent ? Py_True : Py_False, run_globals,
+                                         wrk_ipy_wanted(req->syntax) ? Py_True : Py_False));
         if (!repr)
             exc = fetch_exception();
     }
@@ -346,6 +347,14 @@ void wrk_run_execute(const wrk_run_req *req)
     } else if (repr && repr != Py_None) {
         put_result(&frames, repr);
     }
+    /* The figures the run left open come after its result or error, as in
+     * ipykernel, in the same tail (so all output before them). */
+    wrk_display_collect(&frames);
+    PyObject *fig = wrk_py_call(WRK_PY_END_RUN, PyTuple_Pack(1, req->silent ? Py_True : Py_False));
+    wrk_display_collect(NULL);
+    if (!fig)
+        PyErr_Clear();
+    Py_XDECREF(fig);
     if (saved) {
         PyObject *r = wrk_py_call(WRK_PY_ENV_RESTORE, PyTuple_Pack(1, saved));
         if (!r)

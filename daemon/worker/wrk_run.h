@@ -11,6 +11,7 @@
 #include <Python.h>
 
 #include "proto.h"
+#include "wrk_ipy.h"
 #include "wrk_query.h"
 
 typedef struct wrk_run_req {
@@ -21,6 +22,7 @@ typedef struct wrk_run_req {
     bool allow_stdin;     /* input() may ask the client */
     bool artifacts;       /* scan the cwd before and after for done.artifacts */
     const proto_val *env; /* map str -> str, or NULL */
+    wrk_syntax syntax;    /* python, ipython, or the context's default */
 } wrk_run_req;
 
 /* GIL held: remembers the namespace runs execute in (__main__'s dict). */
