@@ -105,7 +105,8 @@ def test_contexts(ci, tmp_path):
     ctx = ci.create_context(cwd=str(tmp_path))
     assert isinstance(ctx, InterpreterContext)
     assert ctx.id and ctx.cwd == str(tmp_path) and ctx.language == "python" and ctx.active
-    assert isinstance(ctx.created_at, datetime.datetime)
+    assert isinstance(ctx.created_at, str)  # a str, as in Daytona
+    assert datetime.datetime.fromisoformat(ctx.created_at.replace("Z", "+00:00")).tzinfo
     ci.run_code("x = 100", context=ctx)
     assert ci.run_code("print(x)", context=ctx).stdout == "100\n"
     r = ci.run_code("print(x)")  # not in the default context
