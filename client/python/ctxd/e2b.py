@@ -1,0 +1,1103 @@
+"""An E2B-compatible surface: code written for `e2b_code_interpreter`
+(Sandbox.run_code with streaming callbacks, code contexts, files; Execution,
+Result, Logs, ExecutionError, OutputMessage, Context; structured charts)
+runs against ctxd:
+
+    from ctxd.e2b import Sandbox
+    with Sandbox() as sandbox:                       # or Sandbox(endpoint=...)
+        execution = sandbox.run_code("x = 41\\nx + 1")
+        execution.text                               # '42'
+        sandbox.run_code("print('hi')", on_stdout=lambda m: print(m.line))
+        ctx = sandbox.create_code_context(cwd="/tmp")
+        sandbox.files.write("data.csv", "a,b\\n1,2\\n")
+
+A Sandbox is a set of ctxd contexts owned by this object: its default
+context (created with it) and those create_code_context() makes; kill()
+(or leaving the `with` block) deletes them. Python is the only language:
+any other `language` raises InvalidArgumentException naming what is
+supported.
+
+Rich output as E2B gives it: each display() output and each matplotlib
+figure is a Result with is_main_result False, the trailing expression's
+value the one with is_main_result True. A figure carries `png` and also
+`chart`, E2B's structured chart (LineChart, ScatterChart, BarChart,
+PieChart, BoxAndWhiskerChart, SuperChart for several axes; title, labels,
+units, ticks, tick labels, scales, elements), extracted in the context's
+own Python by a helper the surface installs there (ctxd/_e2b_helper.py: a
+matplotlib backend whose show() displays each figure with its chart; the
+figures a cell leaves open are shown after it). A pandas DataFrame result
+also carries `data`, E2B's table form (column -> list of values).
+
+Cells are read with IPython syntax (`!pip list`, `%time`) when the daemon
+offers it (hello advertises the "ipython" syntax and this client can send
+it); otherwise as plain Python.
+
+What differs from E2B, on purpose: no cloud sandbox or template (the
+contexts are the daemon's, their cwd the daemon's private directory unless
+cwd is given); run_code past its timeout raises TimeoutException as E2B's
+SDK does, but the context survives with its globals (the run gets
+KeyboardInterrupt); `request_timeout` is accepted and not used (a lost
+daemon is detected by the client's liveness check); files.* act in the
+default context's view of the filesystem (relative paths are relative to
+its directory), and through a run when the path is outside that directory
+(at most FILE_VIA_RUN_MAX bytes); update_display_data and clear_output are
+ignored, as in E2B.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import inspect
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar, Union
+
+from . import _e2b_helper
+from ._common import ExecResult
+from ._common import Result as _CtxdResult
+from ._errors import CtxdError, CtxdTimeoutError, NotFoundError, RefusedError
+from .aio import AsyncClient
+from .client import Client
+
+__all__ = [
+    "AsyncSandbox", "BarChart", "BarData", "BoxAndWhiskerChart", "BoxAndWhiskerData",
+    "Chart", "Chart2D", "ChartType", "Context", "EntryInfo", "Execution", "ExecutionError",
+    "InvalidArgumentException", "LineChart", "Logs", "NotFoundException", "OutputMessage",
+    "PieChart", "PieData", "PointChart", "PointData", "Result", "Sandbox", "SandboxException",
+    "ScaleType", "ScatterChart", "SuperChart", "TimeoutException", "WriteInfo",
+]
+
+DEFAULT_TIMEOUT = 300  # seconds a run may take when run_code gets no timeout (E2B's)
+FILE_VIA_RUN_MAX = 4 << 20  # bytes a file op outside the context's directory may move
+SUPPORTED_LANGUAGES = ("python",)
+
+T = TypeVar("T")
+OutputHandler = Union[Callable[[T], Any], Callable[[T], Awaitable[Any]]]
+
+_CHART_MIME = "application/vnd.e2b.chart+json"
+_DATA_MIME = "application/vnd.e2b.data+json"
+
+
+# ---- errors -------------------------------------------------------------------
+
+
+class SandboxException(CtxdError):
+    """E2B's base error (also a CtxdError)."""
+
+
+class TimeoutException(SandboxException, CtxdTimeoutError):
+    """A run past its timeout (E2B's TimeoutException)."""
+
+
+class NotFoundException(SandboxException, NotFoundError):
+    """An unknown context or file."""
+
+
+class InvalidArgumentException(SandboxException, ValueError):
+    """A bad argument: an unsupported language, context with language..."""
+
+
+def _wrap(e: CtxdError) -> SandboxException:
+    """The E2B error for a ctxd one."""
+    if isinstance(e, SandboxException):
+        return e
+    if isinstance(e, NotFoundError):
+        err: SandboxException = NotFoundException(e.message or str(e), e.code)
+    elif isinstance(e, CtxdTimeoutError):
+        err = TimeoutException(e.message or str(e), e.code)
+    else:
+        err = SandboxException(e.message or str(e), e.code)
+    err.__cause__ = e
+    return err
+
+
+# ---- charts -------------------------------------------------------------------------
+
+
+class ChartType(str, enum.Enum):
+    """E2B's chart types."""
+
+    LINE = "line"
+    SCATTER = "scatter"
+    BAR = "bar"
+    PIE = "pie"
+    BOX_AND_WHISKER = "box_and_whisker"
+    SUPERCHART = "superchart"
+    UNKNOWN = "unknown"
+
+
+class ScaleType(str, enum.Enum):
+    """E2B's axis scale types."""
+
+    LINEAR = "linear"
+    DATETIME = "datetime"
+    CATEGORICAL = "categorical"
+    LOG = "log"
+    SYMLOG = "symlog"
+    LOGIT = "logit"
+    FUNCTION = "function"
+    FUNCTIONLOG = "functionlog"
+    ASINH = "asinh"
+    UNKNOWN = "unknown"
+
+
+def _scale(v: Any) -> ScaleType:
+    try:
+        return ScaleType(v)
+    except ValueError:
+        return ScaleType.UNKNOWN
+
+
+class Chart:
+    """A chart's data: type, title, elements; to_dict() gives the raw form."""
+
+    type: ChartType
+    title: Optional[str]
+    elements: List[Any]
+
+    def __init__(self, **kw: Any) -> None:
+        self._raw = kw
+        try:
+            self.type = ChartType(kw.get("type") or "unknown")
+        except ValueError:
+            self.type = ChartType.UNKNOWN
+        self.title = kw.get("title")
+        self.elements = list(kw.get("elements") or [])
+
+    def to_dict(self) -> Dict[str, Any]:
+        return self._raw
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(title={self.title!r}, elements={len(self.elements)})"
+
+
+class Chart2D(Chart):
+    """A chart with axes: x_label, y_label, x_unit, y_unit."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.x_label: Optional[str] = kw.get("x_label")
+        self.y_label: Optional[str] = kw.get("y_label")
+        self.x_unit: Optional[str] = kw.get("x_unit")
+        self.y_unit: Optional[str] = kw.get("y_unit")
+
+
+class PointData:
+    """One line or point set: label and (x, y) points."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.label: str = kw.get("label", "")
+        self.points: List[Tuple[Any, Any]] = [(x, y) for x, y in kw.get("points") or []]
+
+    def __repr__(self) -> str:
+        return f"PointData(label={self.label!r}, points={len(self.points)})"
+
+
+class PointChart(Chart2D):
+    """A line or scatter chart: ticks, tick labels and scales per axis."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.x_ticks: List[Any] = list(kw.get("x_ticks") or [])
+        self.x_tick_labels: List[str] = list(kw.get("x_tick_labels") or [])
+        self.x_scale = _scale(kw.get("x_scale"))
+        self.y_ticks: List[Any] = list(kw.get("y_ticks") or [])
+        self.y_tick_labels: List[str] = list(kw.get("y_tick_labels") or [])
+        self.y_scale = _scale(kw.get("y_scale"))
+        self.elements = [PointData(**d) for d in kw.get("elements") or []]
+
+
+class LineChart(PointChart):
+    type = ChartType.LINE
+
+
+class ScatterChart(PointChart):
+    type = ChartType.SCATTER
+
+
+class BarData:
+    """One bar: its label (the tick under it), group (the bar set) and value."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.label: str = kw.get("label", "")
+        self.group: str = kw.get("group", "")
+        self.value: Any = kw.get("value")
+
+    def __repr__(self) -> str:
+        return f"BarData(label={self.label!r}, group={self.group!r}, value={self.value!r})"
+
+
+class BarChart(Chart2D):
+    type = ChartType.BAR
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.elements = [BarData(**d) for d in kw.get("elements") or []]
+
+
+class PieData:
+    """One wedge: label, angle (degrees), radius."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.label: str = kw.get("label", "")
+        self.angle: float = kw.get("angle")
+        self.radius: float = kw.get("radius")
+
+    def __repr__(self) -> str:
+        return f"PieData(label={self.label!r}, angle={self.angle!r})"
+
+
+class PieChart(Chart):
+    type = ChartType.PIE
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.elements = [PieData(**d) for d in kw.get("elements") or []]
+
+
+class BoxAndWhiskerData:
+    """One box: label, min, first_quartile, median, third_quartile, max,
+    outliers."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.label: str = kw.get("label", "")
+        self.min = kw.get("min")
+        self.first_quartile = kw.get("first_quartile")
+        self.median = kw.get("median")
+        self.third_quartile = kw.get("third_quartile")
+        self.max = kw.get("max")
+        self.outliers: List[float] = list(kw.get("outliers") or [])
+
+
+class BoxAndWhiskerChart(Chart2D):
+    type = ChartType.BOX_AND_WHISKER
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.elements = [BoxAndWhiskerData(**d) for d in kw.get("elements") or []]
+
+
+class SuperChart(Chart):
+    """A figure with several axes: one chart per axes in elements."""
+
+    type = ChartType.SUPERCHART
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.elements = [c for c in (_chart(d) for d in kw.get("elements") or []) if c]
+
+
+_CHART_CLASSES = {"line": LineChart, "scatter": ScatterChart, "bar": BarChart, "pie": PieChart,
+                  "box_and_whisker": BoxAndWhiskerChart, "superchart": SuperChart}
+
+
+def _chart(d: Any) -> Optional[Chart]:
+    """A chart object from its dict form (None for none)."""
+    if not isinstance(d, dict) or not d:
+        return None
+    return _CHART_CLASSES.get(d.get("type"), Chart)(**d)
+
+
+# ---- results ----------------------------------------------------------------------------
+
+
+@dataclass
+class OutputMessage:
+    """A chunk of stdout or stderr as it arrived: line (the text), timestamp
+    (Unix epoch in nanoseconds, when the client received it), error (True
+    for stderr)."""
+
+    line: str
+    timestamp: int
+    error: bool = False
+
+    def __str__(self) -> str:
+        return self.line
+
+
+class ExecutionError:
+    """The exception a cell raised: name, value, traceback (the full text)."""
+
+    def __init__(self, name: str, value: str, traceback: str, **_: Any) -> None:
+        self.name, self.value, self.traceback = name, value, traceback
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "value": self.value, "traceback": self.traceback})
+
+    def __repr__(self) -> str:
+        return f"ExecutionError(name={self.name!r}, value={self.value!r})"
+
+
+# MIME type -> Result attribute (E2B's mapping); the rest goes to `extra`
+_MIME_FIELDS = {"text/plain": "text", "text/html": "html", "text/markdown": "markdown",
+                "image/svg+xml": "svg", "image/png": "png", "image/jpeg": "jpeg",
+                "application/pdf": "pdf", "text/latex": "latex", "application/json": "json",
+                "application/javascript": "javascript", _DATA_MIME: "data",
+                _CHART_MIME: "chart"}
+_FORMATS = ("text", "html", "markdown", "svg", "png", "jpeg", "pdf", "latex", "json",
+            "javascript", "data", "chart")
+
+
+class Result:
+    """One output of a cell (E2B's Result): text, html, markdown, svg, png,
+    jpeg, pdf (base64 str), latex, json (decoded), javascript, data (a
+    DataFrame's columns), chart (a Chart), is_main_result (the trailing
+    expression's value, not a display), extra (other MIME types)."""
+
+    def __init__(self, text: Optional[str] = None, html: Optional[str] = None,
+                 markdown: Optional[str] = None, svg: Optional[str] = None,
+                 png: Optional[str] = None, jpeg: Optional[str] = None,
+                 pdf: Optional[str] = None, latex: Optional[str] = None,
+                 json: Optional[Any] = None, javascript: Optional[str] = None,
+                 data: Optional[Any] = None, chart: Optional[Any] = None,
+                 is_main_result: bool = False, extra: Optional[dict] = None, **_: Any) -> None:
+        self.text, self.html, self.markdown, self.svg = text, html, markdown, svg
+        self.png, self.jpeg, self.pdf, self.latex = png, jpeg, pdf, latex
+        self.json, self.javascript, self.data = json, javascript, data
+        self.chart = _chart(chart) if isinstance(chart, dict) else chart
+        self.is_main_result = is_main_result
+        self.extra = extra
+
+    def __getitem__(self, item: str) -> Any:
+        return getattr(self, item)
+
+    def formats(self) -> Iterable[str]:
+        """The formats present: E2B's attribute names, then extra's keys."""
+        out = [f for f in _FORMATS if getattr(self, f)]
+        return out + list(self.extra or {})
+
+    def __repr__(self) -> str:
+        if self.text:
+            return f"Result({self.text})"
+        return "Result(Formats: " + ", ".join(self.formats()) + ")"
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> Optional[str]:
+        return self.html
+
+    def _repr_markdown_(self) -> Optional[str]:
+        return self.markdown
+
+    def _repr_svg_(self) -> Optional[str]:
+        return self.svg
+
+    def _repr_png_(self) -> Optional[str]:
+        return self.png
+
+    def _repr_jpeg_(self) -> Optional[str]:
+        return self.jpeg
+
+    def _repr_pdf_(self) -> Optional[str]:
+        return self.pdf
+
+    def _repr_latex_(self) -> Optional[str]:
+        return self.latex
+
+    def _repr_json_(self) -> Optional[Any]:
+        return self.json
+
+    def _repr_javascript_(self) -> Optional[str]:
+        return self.javascript
+
+    @classmethod
+    def _from(cls, r: _CtxdResult, main: bool) -> "Result":
+        kw: Dict[str, Any] = {}
+        extra: Dict[str, Any] = {}
+        for mime, v in r.data.items():
+            name = _MIME_FIELDS.get(mime)
+            if name is None:
+                extra[mime] = v
+                continue
+            if name in ("json", "data", "chart"):
+                try:
+                    v = json.loads(v)
+                except ValueError:
+                    pass
+            kw[name] = v
+        t = kw.get("text")
+        if isinstance(t, str) and len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+            kw["text"] = t[1:-1]  # E2B strips a str result's quotes
+        return cls(is_main_result=main, extra=extra or None, **kw)
+
+
+@dataclass(repr=False)
+class Logs:
+    """What a cell printed: stdout and stderr as lists of chunks."""
+
+    stdout: List[str] = field(default_factory=list)
+    stderr: List[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"Logs(stdout: {self.stdout}, stderr: {self.stderr})"
+
+    def to_json(self) -> str:
+        return json.dumps({"stdout": self.stdout, "stderr": self.stderr})
+
+
+@dataclass(repr=False)
+class Execution:
+    """A cell's outcome: results (displays, figures and the main result),
+    logs, error (None when it ran through), execution_count."""
+
+    results: List[Result] = field(default_factory=list)
+    logs: Logs = field(default_factory=Logs)
+    error: Optional[ExecutionError] = None
+    execution_count: Optional[int] = None
+
+    @property
+    def text(self) -> Optional[str]:
+        """The main result's text (None without one)."""
+        for r in self.results:
+            if r.is_main_result:
+                return r.text
+        return None
+
+    def __repr__(self) -> str:
+        return f"Execution(Results: {self.results}, Logs: {self.logs}, Error: {self.error})"
+
+    def to_json(self) -> str:
+        res = []
+        for r in self.results:
+            d = {k: (r.chart.to_dict() if k == "chart" else r[k]) for k in r.formats()
+                 if k in _FORMATS}
+            d["text"] = r.text
+            res.append(d)
+        return json.dumps({"results": res, "logs": self.logs.to_json(),
+                           "error": self.error.to_json() if self.error else None})
+
+
+class Context:
+    """A code context (a ctxd context): id, language, cwd."""
+
+    def __init__(self, context_id: str, language: str, cwd: str, **_: Any) -> None:
+        self.id, self.language, self.cwd = context_id, language, cwd
+
+    def __repr__(self) -> str:
+        return f"Context(id={self.id!r}, language={self.language!r}, cwd={self.cwd!r})"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Context) and other.id == self.id
+
+
+@dataclass
+class EntryInfo:
+    """A directory entry (files.list): name, type ("file" or "dir"), path
+    (absolute), size (bytes)."""
+
+    name: str
+    type: str
+    path: str
+    size: int = 0
+
+
+@dataclass
+class WriteInfo:
+    """What files.write wrote: name, type ("file"), path (absolute)."""
+
+    name: str
+    type: str
+    path: str
+
+
+# ---- shared by the two sandboxes ---------------------------------------------------------
+
+
+def _check_language(language: Optional[str], context: Any) -> None:
+    if language is not None and context is not None:
+        raise InvalidArgumentException(
+            "You can provide context or language, but not both at the same time.")
+    if language is not None and str(language).lower() not in SUPPORTED_LANGUAGES:
+        raise InvalidArgumentException(
+            f"language {language!r} is not supported: ctxd runs Python only "
+            f"(supported: {', '.join(repr(x) for x in SUPPORTED_LANGUAGES)})")
+
+
+def _context_id(context: Any) -> str:
+    if isinstance(context, Context):
+        return context.id
+    if isinstance(context, str) and context:
+        return context
+    raise InvalidArgumentException(f"not a Context: {context!r}")
+
+
+def _run_timeout(timeout: Optional[float]) -> float:
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise InvalidArgumentException("timeout is a number of seconds >= 0 (0: none)")
+    return float(timeout)
+
+
+def _syntax(client: Any) -> Dict[str, str]:
+    """{"syntax": "ipython"} when the daemon's hello advertises the IPython
+    syntax and this client's execute() can send it; else {} (plain Python,
+    before that feature)."""
+    h = getattr(client, "hello_info", None)
+    if h is None:
+        return {}
+    offered = None
+    for key in ("syntaxes", "syntax"):
+        offered = getattr(h, key, None) or (h.limits.get(key) if h.limits else None)
+        if offered:
+            break
+    if not offered or "ipython" not in offered:
+        return {}
+    try:
+        params = inspect.signature(client.execute).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {"syntax": "ipython"} if "syntax" in params else {}
+
+
+class _Cell:
+    """Collects one cell's outcome from the client's callbacks and calls the
+    user's. A coroutine handler's awaitable is returned (the async client
+    awaits it in order); those fired outside a client callback (the
+    post-cell figures) are kept in `pending` for the async twin."""
+
+    def __init__(self, on_stdout: Any, on_stderr: Any, on_result: Any, on_error: Any) -> None:
+        self.execution = Execution()
+        self.user = (on_stdout, on_stderr, on_result, on_error)
+        self.pending: List[Any] = []
+
+    def _call(self, fn: Any, arg: Any) -> Any:
+        return fn(arg) if fn is not None else None
+
+    def stdout(self, text: str) -> Any:
+        self.execution.logs.stdout.append(text)
+        return self._call(self.user[0], OutputMessage(text, time.time_ns(), False))
+
+    def stderr(self, text: str) -> Any:
+        self.execution.logs.stderr.append(text)
+        return self._call(self.user[1], OutputMessage(text, time.time_ns(), True))
+
+    def result(self, r: _CtxdResult) -> Any:
+        res = Result._from(r, True)
+        self.execution.results.append(res)
+        return self._call(self.user[2], res)
+
+    def display(self, r: _CtxdResult) -> Any:
+        if r.update:
+            return None  # update_display_data: ignored, as E2B does
+        res = Result._from(r, False)
+        self.execution.results.append(res)
+        return self._call(self.user[2], res)
+
+    def error(self, e: Any) -> Any:
+        err = ExecutionError(e.ename, e.evalue, "\n".join(e.traceback))
+        self.execution.error = err
+        return self._call(self.user[3], err)
+
+    def kw(self) -> Dict[str, Any]:
+        return dict(on_stdout=self.stdout, on_stderr=self.stderr, on_result=self.result,
+                    on_display=self.display, on_error=self.error)
+
+    def finish(self, res: ExecResult, t: float) -> None:
+        """Raises E2B's TimeoutException for a run past its timeout; a worker
+        that died or a run aborted becomes the cell's error."""
+        if res.status == "timeout":
+            raise TimeoutException(
+                f"Execution timed out after {t:g} s: the 'timeout' option can be used to "
+                "increase this timeout (the context kept its globals)"
+                if not res.state_lost else
+                f"Execution timed out after {t:g} s; the interpreter was restarted and its "
+                "globals are lost", "timeout")
+        self.execution.execution_count = res.execution_count or None
+        if self.execution.error is None and res.status in ("died", "aborted", "shutdown"):
+            name = "WorkerProcessError" if res.status == "died" else "ExecutionAborted"
+            self._keep(self.error(_Err(name, res.cause or res.status)))
+
+    def _keep(self, r: Any) -> None:
+        if inspect.isawaitable(r):
+            self.pending.append(r)
+
+    def figures(self, res: ExecResult) -> None:
+        """The figures the post-cell run showed, as results."""
+        for d in res.displays:
+            self._keep(self.display(d))
+
+
+@dataclass
+class _Err:
+    ename: str
+    evalue: str
+    traceback: List[str] = field(default_factory=list)
+
+
+_MARK = "@@ctxd-e2b@@ "
+
+
+def _fs_code(op: str, **args: Any) -> str:
+    """A silent run's code doing one file operation in the context's view,
+    printing its JSON answer after _MARK."""
+    body = r'''
+import base64, json, os
+def _answer(v):
+    print(MARK + json.dumps(v))
+p = os.path.expanduser(A["path"])
+try:
+    if OP == "read":
+        if os.path.getsize(p) > A["max"]:
+            _answer({"error": "too_large"})
+        else:
+            with open(p, "rb") as f:
+                _answer({"data": base64.b64encode(f.read()).decode()})
+    elif OP == "write":
+        d = os.path.dirname(p)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(base64.b64decode(A["data"]))
+        _answer({"path": os.path.abspath(p)})
+    elif OP == "list":
+        out = []
+        for e in sorted(os.scandir(p), key=lambda e: e.name)[:10000]:
+            dir_ = e.is_dir(follow_symlinks=False)
+            size = 0 if dir_ else e.stat(follow_symlinks=False).st_size
+            out.append([e.name, "dir" if dir_ else "file", os.path.abspath(e.path), size])
+        _answer({"entries": out})
+    elif OP == "exists":
+        _answer({"exists": os.path.exists(p)})
+    elif OP == "remove":
+        import shutil
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.remove(p)
+        _answer({})
+    elif OP == "make_dir":
+        made = not os.path.exists(p)
+        os.makedirs(p, exist_ok=True)
+        _answer({"made": made})
+except FileNotFoundError as e:
+    _answer({"error": "not_found", "message": str(e)})
+except OSError as e:
+    _answer({"error": "io", "message": str(e)})
+'''
+    src = f"MARK = {_MARK!r}\nOP = {op!r}\nA = {args!r}\n" + body
+    return f"exec({src!r}, {{}})"
+
+
+def _fs_answer(res: ExecResult, path: str) -> Dict[str, Any]:
+    """The JSON answer of a _fs_code run, or E2B's error."""
+    if res.status != "ok":
+        raise SandboxException(f"the file operation on {path!r} failed: "
+                               f"{res.error or res.cause or res.status}", res.status)
+    for line in res.stdout.splitlines():
+        if line.startswith(_MARK):
+            a = json.loads(line[len(_MARK):])
+            if a.get("error") == "not_found":
+                raise NotFoundException(f"path {path!r} not found", "not_found")
+            if a.get("error") == "too_large":
+                raise InvalidArgumentException(
+                    f"{path!r} is over {FILE_VIA_RUN_MAX} bytes: files outside the context's "
+                    "directory move through a run (use a path inside it)", "too_large")
+            if a.get("error"):
+                raise SandboxException(f"{path!r}: {a.get('message')}", a["error"])
+            return a
+    raise SandboxException(f"the file operation on {path!r} gave no answer", "protocol")
+
+
+def _as_bytes(data: Any) -> bytes:
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if hasattr(data, "read"):
+        d = data.read()
+        return d.encode() if isinstance(d, str) else bytes(d)
+    raise InvalidArgumentException("data must be str, bytes or a file object")
+
+
+def _decode(raw: bytes, fmt: str) -> Any:
+    if fmt == "text":
+        return raw.decode("utf-8", "replace")
+    if fmt == "bytes":
+        return bytearray(raw)
+    if fmt == "stream":
+        return iter([raw])
+    raise InvalidArgumentException(f"format {fmt!r}: expected 'text', 'bytes' or 'stream'")
+
+
+# ---- Sandbox ----------------------------------------------------------------------------------
+
+
+class Filesystem:
+    """sandbox.files: read, write, list, exists, remove, make_dir in the
+    default context's view of the filesystem. A relative path is relative to
+    that context's directory; a path inside it moves through the daemon's
+    file.get/file.put (any size), one outside it through a run (at most
+    FILE_VIA_RUN_MAX bytes)."""
+
+    def __init__(self, sandbox: "Sandbox") -> None:
+        self._sb = sandbox
+
+    def _inside(self, path: str) -> Optional[str]:
+        """path relative to the context's directory when it is inside it."""
+        base = self._sb._cwd
+        full = path if os.path.isabs(path) else os.path.join(base, path)
+        full = os.path.normpath(full)
+        if base and os.path.commonpath([base, full]) == base and full != base:
+            return os.path.relpath(full, base)
+        return None
+
+    def _full(self, path: str) -> str:
+        return path if os.path.isabs(path) else os.path.join(self._sb._cwd, path)
+
+    def _run(self, op: str, path: str, **args: Any) -> Dict[str, Any]:
+        c = self._sb._client
+        res = c.execute(_fs_code(op, path=self._full(path), **args), self._sb._default,
+                        silent=True, timeout=60)
+        return _fs_answer(res, path)
+
+    def read(self, path: str, format: str = "text", user: Any = None,
+             request_timeout: Optional[float] = None) -> Any:
+        """The file's content: format "text" (str), "bytes" (bytearray) or
+        "stream" (an iterator of bytes)."""
+        rel = self._inside(path)
+        if rel is not None:
+            try:
+                raw = self._sb._client.get_file(self._sb._default, rel)
+            except CtxdError as e:
+                raise _wrap(e) from None
+        else:
+            raw = base64.b64decode(self._run("read", path, max=FILE_VIA_RUN_MAX)["data"])
+        return _decode(raw, format)
+
+    def write(self, path: str, data: Any, user: Any = None,
+              request_timeout: Optional[float] = None) -> WriteInfo:
+        """Writes data (str, bytes or a file object), making parent
+        directories."""
+        raw = _as_bytes(data)
+        rel = self._inside(path)
+        if rel is not None and os.path.dirname(rel):
+            self.make_dir(os.path.dirname(self._full(path)))
+        if rel is not None:
+            try:
+                self._sb._client.put_file(self._sb._default, rel.replace(os.sep, "/"), raw)
+            except CtxdError as e:
+                raise _wrap(e) from None
+            full = os.path.join(self._sb._cwd, rel)
+        else:
+            if len(raw) > FILE_VIA_RUN_MAX:
+                raise InvalidArgumentException(
+                    f"{len(raw)} bytes: over {FILE_VIA_RUN_MAX} for a path outside the "
+                    "context's directory", "too_large")
+            full = self._run("write", path, data=base64.b64encode(raw).decode())["path"]
+        return WriteInfo(os.path.basename(full), "file", full)
+
+    def list(self, path: str = ".", depth: int = 1, user: Any = None,
+             request_timeout: Optional[float] = None) -> List[EntryInfo]:
+        """The entries of a directory (sorted by name, at most 10000)."""
+        return [EntryInfo(*e) for e in self._run("list", path)["entries"]]
+
+    def exists(self, path: str, user: Any = None,
+               request_timeout: Optional[float] = None) -> bool:
+        return bool(self._run("exists", path)["exists"])
+
+    def remove(self, path: str, user: Any = None,
+               request_timeout: Optional[float] = None) -> None:
+        self._run("remove", path)
+
+    def make_dir(self, path: str, user: Any = None,
+                 request_timeout: Optional[float] = None) -> bool:
+        """Creates the directory and its parents; False if it existed."""
+        return bool(self._run("make_dir", path)["made"])
+
+
+class Sandbox:
+    """E2B's Sandbox over ctxd: Sandbox(endpoint=None, *, client=None,
+    cwd=None, envs=None) or Sandbox.create(...). The default context is
+    created here (cwd, envs: its directory and environment); other E2B
+    arguments (template, timeout, api_key, ...) are accepted and ignored.
+    kill() deletes every context this Sandbox made."""
+
+    def __init__(self, endpoint: Optional[str] = None, *, client: Optional[Client] = None,
+                 cwd: Optional[str] = None, envs: Optional[Dict[str, str]] = None,
+                 **_ignored: Any) -> None:
+        try:
+            self._own = client is None
+            self._client = client if client is not None else Client(endpoint)
+            self._contexts: List[str] = []
+            ctx = self._new_context(cwd, envs)
+        except CtxdError as e:
+            raise _wrap(e) from None
+        self._default, self._cwd = ctx.id, ctx.cwd
+        self.sandbox_id = ctx.id
+        self.files = Filesystem(self)
+
+    @classmethod
+    def create(cls, *args: Any, **kw: Any) -> "Sandbox":
+        return cls(*args, **kw)
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    def _new_context(self, cwd: Optional[str], envs: Optional[Dict[str, str]] = None) -> Context:
+        name = f"e2b-{uuid.uuid4().hex[:12]}"
+        info = self._client.create_context(name, cwd=cwd, env=envs, figures=False)
+        self._contexts.append(info.name)
+        self._post_cell(info.name)
+        return Context(info.name, "python", info.cwd)
+
+    def _post_cell(self, ctx: str) -> ExecResult:
+        """Installs the helper if the interpreter lacks it and shows the
+        figures left open (silent)."""
+        return self._client.execute(_e2b_helper.post_cell_code(), ctx, silent=True, timeout=60)
+
+    def kill(self, request_timeout: Optional[float] = None) -> bool:
+        """Deletes this Sandbox's contexts and closes the client it opened."""
+        names, self._contexts = self._contexts, []
+        for n in names:
+            try:
+                self._client.delete_context(n)
+            except CtxdError:
+                pass  # already gone, or the daemon is
+        if self._own:
+            self._client.close()
+        return bool(names)
+
+    close = kill
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.kill()
+
+    def run_code(self, code: str, language: Optional[str] = None,
+                 context: Optional[Context] = None,
+                 on_stdout: Optional[OutputHandler[OutputMessage]] = None,
+                 on_stderr: Optional[OutputHandler[OutputMessage]] = None,
+                 on_result: Optional[OutputHandler[Result]] = None,
+                 on_error: Optional[OutputHandler[ExecutionError]] = None,
+                 envs: Optional[Dict[str, str]] = None, timeout: Optional[float] = None,
+                 request_timeout: Optional[float] = None) -> Execution:
+        """Runs a cell in context (default: the Sandbox's own) and returns its
+        Execution; callbacks fire as output arrives. A cell that raises sets
+        Execution.error (and calls on_error); a cell past timeout (seconds,
+        None: 300, 0: none) raises TimeoutException."""
+        _check_language(language, context)
+        t = _run_timeout(timeout)
+        ctx = _context_id(context) if context is not None else self._default
+        cell = _Cell(on_stdout, on_stderr, on_result, on_error)
+        try:
+            res = self._client.execute(code, ctx, timeout=t, envs=envs,
+                                       **_syntax(self._client), **cell.kw())
+            cell.finish(res, t)
+            if res.status not in ("died", "aborted", "shutdown"):
+                cell.figures(self._post_cell(ctx))
+        except CtxdError as e:
+            raise _wrap(e) from None
+        return cell.execution
+
+    def create_code_context(self, cwd: Optional[str] = None, language: Optional[str] = None,
+                            request_timeout: Optional[float] = None) -> Context:
+        """A new context (its own interpreter) in directory cwd (None: the
+        daemon's private directory)."""
+        _check_language(language, None)
+        try:
+            return self._new_context(cwd)
+        except CtxdError as e:
+            raise _wrap(e) from None
+
+    def list_code_contexts(self) -> List[Context]:
+        """This Sandbox's contexts that still exist, the default first."""
+        try:
+            infos = {i.name: i for i in self._client.list_contexts()}
+        except CtxdError as e:
+            raise _wrap(e) from None
+        return [Context(n, "python", infos[n].cwd) for n in self._contexts if n in infos]
+
+    def restart_code_context(self, context: Optional[Context] = None,
+                             request_timeout: Optional[float] = None) -> None:
+        """A fresh interpreter for the context (its globals are dropped)."""
+        ctx = _context_id(context) if context is not None else self._default
+        try:
+            self._client.restart_context(ctx)
+            self._post_cell(ctx)
+        except CtxdError as e:
+            raise _wrap(e) from None
+
+    def remove_code_context(self, context: Union[Context, str],
+                            request_timeout: Optional[float] = None) -> None:
+        """Deletes the context (the default one too, after which run_code
+        needs a context)."""
+        ctx = _context_id(context)
+        try:
+            self._client.delete_context(ctx)
+        except CtxdError as e:
+            raise _wrap(e) from None
+        if ctx in self._contexts:
+            self._contexts.remove(ctx)
+
+
+# ---- the async twin ---------------------------------------------------------------------
+
+
+class AsyncFilesystem:
+    """AsyncSandbox.files: as Filesystem, every operation through a run in
+    the default context (so at most FILE_VIA_RUN_MAX bytes per file)."""
+
+    def __init__(self, sandbox: "AsyncSandbox") -> None:
+        self._sb = sandbox
+
+    async def _run(self, op: str, path: str, **args: Any) -> Dict[str, Any]:
+        full = path if os.path.isabs(path) else os.path.join(self._sb._cwd, path)
+        res = await self._sb._client.execute(_fs_code(op, path=full, **args), self._sb._default,
+                                             silent=True, timeout=60)
+        return _fs_answer(res, path)
+
+    async def read(self, path: str, format: str = "text", **_: Any) -> Any:
+        a = await self._run("read", path, max=FILE_VIA_RUN_MAX)
+        return _decode(base64.b64decode(a["data"]), format)
+
+    async def write(self, path: str, data: Any, **_: Any) -> WriteInfo:
+        raw = _as_bytes(data)
+        if len(raw) > FILE_VIA_RUN_MAX:
+            raise InvalidArgumentException(f"{len(raw)} bytes: over {FILE_VIA_RUN_MAX}",
+                                           "too_large")
+        full = (await self._run("write", path, data=base64.b64encode(raw).decode()))["path"]
+        return WriteInfo(os.path.basename(full), "file", full)
+
+    async def list(self, path: str = ".", depth: int = 1, **_: Any) -> List[EntryInfo]:
+        return [EntryInfo(*e) for e in (await self._run("list", path))["entries"]]
+
+    async def exists(self, path: str, **_: Any) -> bool:
+        return bool((await self._run("exists", path))["exists"])
+
+    async def remove(self, path: str, **_: Any) -> None:
+        await self._run("remove", path)
+
+    async def make_dir(self, path: str, **_: Any) -> bool:
+        return bool((await self._run("make_dir", path))["made"])
+
+
+class AsyncSandbox:
+    """The asyncio twin of Sandbox (E2B's AsyncSandbox): make one with
+    `await AsyncSandbox.create(endpoint=None, *, client=None, cwd=None,
+    envs=None)`; the same methods as coroutines; handlers may be coroutine
+    functions (awaited before run_code returns)."""
+
+    def __init__(self, client: AsyncClient, own: bool) -> None:
+        self._client, self._own = client, own
+        self._contexts: List[str] = []
+        self._default = self._cwd = ""
+        self.sandbox_id = ""
+        self.files = AsyncFilesystem(self)
+
+    @classmethod
+    async def create(cls, endpoint: Optional[str] = None, *,
+                     client: Optional[AsyncClient] = None, cwd: Optional[str] = None,
+                     envs: Optional[Dict[str, str]] = None, **_ignored: Any) -> "AsyncSandbox":
+        sb = cls(client if client is not None else AsyncClient(endpoint), client is None)
+        try:
+            ctx = await sb._new_context(cwd, envs)
+        except CtxdError as e:
+            await sb.kill()
+            raise _wrap(e) from None
+        sb._default, sb._cwd, sb.sandbox_id = ctx.id, ctx.cwd, ctx.id
+        return sb
+
+    @property
+    def client(self) -> AsyncClient:
+        return self._client
+
+    async def _new_context(self, cwd: Optional[str],
+                           envs: Optional[Dict[str, str]] = None) -> Context:
+        name = f"e2b-{uuid.uuid4().hex[:12]}"
+        info = await self._client.create_context(name, cwd=cwd, env=envs, figures=False)
+        self._contexts.append(info.name)
+        await self._post_cell(info.name)
+        return Context(info.name, "python", info.cwd)
+
+    async def _post_cell(self, ctx: str) -> ExecResult:
+        return await self._client.execute(_e2b_helper.post_cell_code(), ctx, silent=True,
+                                          timeout=60)
+
+    async def kill(self, request_timeout: Optional[float] = None) -> bool:
+        names, self._contexts = self._contexts, []
+        for n in names:
+            try:
+                await self._client.delete_context(n)
+            except CtxdError:
+                pass  # already gone, or the daemon is
+        if self._own:
+            await self._client.close()
+        return bool(names)
+
+    close = kill
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.kill()
+
+    async def run_code(self, code: str, language: Optional[str] = None,
+                       context: Optional[Context] = None,
+                       on_stdout: Optional[OutputHandler[OutputMessage]] = None,
+                       on_stderr: Optional[OutputHandler[OutputMessage]] = None,
+                       on_result: Optional[OutputHandler[Result]] = None,
+                       on_error: Optional[OutputHandler[ExecutionError]] = None,
+                       envs: Optional[Dict[str, str]] = None, timeout: Optional[float] = None,
+                       request_timeout: Optional[float] = None) -> Execution:
+        """As Sandbox.run_code."""
+        _check_language(language, context)
+        t = _run_timeout(timeout)
+        ctx = _context_id(context) if context is not None else self._default
+        cell = _Cell(on_stdout, on_stderr, on_result, on_error)
+        try:
+            res = await self._client.execute(code, ctx, timeout=t, envs=envs,
+                                             **_syntax(self._client), **cell.kw())
+            try:
+                cell.finish(res, t)
+                if res.status not in ("died", "aborted", "shutdown"):
+                    cell.figures(await self._post_cell(ctx))
+            finally:
+                for p in cell.pending:
+                    await p
+        except CtxdError as e:
+            raise _wrap(e) from None
+        return cell.execution
+
+    async def create_code_context(self, cwd: Optional[str] = None,
+                                  language: Optional[str] = None,
+                                  request_timeout: Optional[float] = None) -> Context:
+        _check_language(language, None)
+        try:
+            return await self._new_context(cwd)
+        except CtxdError as e:
+            raise _wrap(e) from None
+
+    async def list_code_contexts(self) -> List[Context]:
+        try:
+            infos = {i.name: i for i in await self._client.list_contexts()}
+        except CtxdError as e:
+            raise _wrap(e) from None
+        return [Context(n, "python", infos[n].cwd) for n in self._contexts if n in infos]
+
+    async def restart_code_context(self, context: Optional[Context] = None,
+                                   request_timeout: Optional[float] = None) -> None:
+        ctx = _context_id(context) if context is not None else self._default
+        try:
+            await self._client.restart_context(ctx)
+            await self._post_cell(ctx)
+        except CtxdError as e:
+            raise _wrap(e) from None
+
+    async def remove_code_context(self, context: Union[Context, str],
+                                  request_timeout: Optional[float] = None) -> None:
+        ctx = _context_id(context)
+        try:
+            await self._client.delete_context(ctx)
+        except CtxdError as e:
+            raise _wrap(e) from None
+        if ctx in self._contexts:
+            self._contexts.remove(ctx)
