@@ -105,7 +105,7 @@ def _wrap(e: CtxdError) -> SandboxException:
     """The E2B error for a ctxd one."""
     if isinstance(e, SandboxException):
         return e
-    if isinstance(e, NotFoundError):
+    if isinstance(e, NotFoundError) or e.code == "not_found":
         err: SandboxException = NotFoundException(e.message or str(e), e.code)
     elif isinstance(e, CtxdTimeoutError):
         err = TimeoutException(e.message or str(e), e.code)
