@@ -20,17 +20,35 @@ Tiers: mellea's names are passed to the daemon, which resolves them
 namespaces, seccomp, cgroups: no Docker engine). ctxd's own names ("unsafe",
 "sandbox") are accepted too. `execution_mode` reports the name given.
 
+mellea's public names are all here (UnsafeEnvironment,
+StaticAnalysisEnvironment, LLMSandboxEnvironment, code_interpreter,
+local_code_interpreter, COMPATIBILITY_MATRIX, CapabilityPolicy's ENFORCED_*
+flags with enforced_capabilities() / unenforced_capabilities()), and so are
+its warnings, in its words. Packages: a requirement the context can already
+import at a satisfying version (checked in the context's Python) counts as
+installed (environment.installed: "present", the version found); only the
+rest goes to the daemon's pip.install. Artifacts: only a successful run has
+them (mellea's rule); with artifact_dir, the files the run wrote in its
+directory (copied there), the files it wrote into artifact_dir itself, and
+the policy's artifact_export_paths.
+
 Where this differs from mellea, on purpose:
-- A run past its timeout keeps its partial stdout/stderr: `timed_out=True`,
-  `skipped=False` (nothing was skipped: the code ran), `success=False`;
-  to_validationresult_reason() starts with "Execution timed out.". mellea
-  throws the output away and reports the run as skipped.
+- A run past its timeout is reported as mellea does (`timed_out=True`,
+  `skipped=True`, skip_message "Execution timed out.", `success=False`) but
+  keeps its partial stdout/stderr (mellea's are None), and the context its
+  globals when the code stopped on the KeyboardInterrupt;
+  to_validationresult_reason() starts with "Execution timed out." and
+  adds the partial output.
 - The policy is enforced. On "local" and "sandbox" every field given a
   restricting value is enforced by the daemon, which refuses (RefusedError
   `bad_field`) what it cannot enforce rather than run unconfined. On the
   unsafe tiers ("local_unsafe", "unsafe") the policy is only declared, as in
   mellea: fields the daemon's `hello` does not list as enforced for that tier
-  are not sent, and a UserWarning names them (unenforced_capabilities()).
+  are not sent, and a caller's policy gets mellea's UserWarning
+  ("A CapabilityPolicy with unenforced restrictions was passed to ...");
+  environment.unenforced_capabilities() names them. The ENFORCED_* flags
+  describe mellea's default tier; environment.enforced_capabilities() the
+  environment's own.
 - The import allowlist is checked twice on executing tiers: before the run,
   by the daemon's static analysis (an import outside the list skips the run
   with mellea's "Unauthorized imports detected: ..." and nothing runs), and
@@ -46,9 +64,9 @@ Where this differs from mellea, on purpose:
   imports, dynamic_imports, disallowed, executed False), not an ast.Module.
 - stdout_max_bytes / stderr_max_bytes are applied by this client, with
   mellea's marker "... [truncated]" (the daemon's own cap is its
-  --max-output). package_installation and artifact_export_paths are
-  accepted and not used (packages go to the daemon; artifacts are the files
-  a run writes in its working directory).
+  --max-output). package_installation is accepted and not used.
+- Packages are installed into the context, never into the caller's Python;
+  a failure raises PackageInstallError when the tool or context is made.
 - Output is stripped of leading and trailing whitespace, as mellea does
   (strip_output=False keeps it whole).
 """
@@ -1113,13 +1131,17 @@ def python_tool(tier: Optional[ExecutionTier] = None, packages: Optional[Sequenc
     context of the given tier (None: "local_unsafe", with mellea's
     UserWarning).
 
-    packages: installed into the context by the daemon (ctx.create's policy
-    `packages`); specifiers must be non-empty and not start with "-"
-    (ValueError); ignored by "static". A daemon that refuses or fails them
-    raises PackageInstallError here, at construction. artifact_dir: each
-    run's new or changed files (in the context's working directory) are
-    copied there (file.get), keeping their relative paths, and listed in
-    ExecutionResult.artifacts; without it the artifacts are the files in the
+    packages: made importable in the context: those it already imports at
+    a satisfying version count as installed, the rest go to the daemon's
+    pip.install (tool.environment.installed reports both); specifiers must
+    be non-empty and not start with "-" (ValueError); ignored by "static".
+    A daemon that refuses or fails them raises PackageInstallError here, at
+    construction. artifact_dir: a successful run's new or changed files (in
+    the context's working directory) are copied there (file.get), keeping
+    their relative paths, and listed in ExecutionResult.artifacts with the
+    files the run wrote into artifact_dir itself and the policy's
+    artifact_export_paths (copied there); a failed or timed-out run has no
+    artifacts. Without artifact_dir the artifacts are the files in the
     working directory itself. Without working_directory the context works
     in the private directory the daemon gives it (owned by the context's
     uid on the confined tiers), removed with the context by close(). suppress_agg: accepted; ctxd never rewrites the code
