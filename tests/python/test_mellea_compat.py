@@ -2,9 +2,7 @@
 example verbatim, on a daemon with no package source; mellea's public names;
 artifacts, warnings and timeouts as mellea reports them."""
 
-import os
 import sys
-import textwrap
 import warnings
 from pathlib import Path
 
@@ -257,3 +255,21 @@ def test_caller_policy_on_unsafe_tier_warns_with_mellea_wording(endpoint):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         python_tool(tier="local", policy=CapabilityPolicy(), endpoint=endpoint).close()
+
+
+@pytest.mark.parametrize("tier", ["local", "docker", "local_unsafe"])
+def test_present_packages_with_an_import_allowlist(endpoint, tier):
+    """The check needs importlib.metadata, which the allowlist forbids: it
+    runs beside the context, and the allowlist still holds in it."""
+    import numpy
+    t = python_tool(tier=tier, packages=["numpy"], allowed_imports=["numpy"], endpoint=endpoint)
+    try:
+        assert t.environment.installed == [{"name": "numpy", "cached": True,
+                                            "present": numpy.__version__}]
+        assert t.run(code="import numpy; print(numpy.sqrt(4))").stdout == "2.0"
+        r = t.run(code="import os")
+        assert r.skipped and "os" in r.skip_message
+    finally:
+        t.close()
+    with ctxd.Client(endpoint) as c:
+        assert not [i for i in c.list_contexts() if i.name.startswith("mellea-")]

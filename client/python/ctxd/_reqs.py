@@ -12,7 +12,7 @@ specifiers. Only the rest goes to the daemon's pip.install.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ._errors import ProtocolError
 
@@ -114,12 +114,15 @@ def split(reqs: List[str], versions: List[Any]) -> Tuple[List[Dict[str, Any]], L
     return have, missing
 
 
-def install(client: Any, ctx: str, reqs: List[str]) -> List[Dict[str, Any]]:
+def install(client: Any, ctx: str, reqs: List[str],
+            probe: Optional[str] = None) -> List[Dict[str, Any]]:
     """Installs into ctx what it cannot already import. Returns one entry per
     requirement: {"name", "cached", "present": the version found in the
     context} for those already there (pip did not run), then the daemon's
-    pip.install entries for the rest. Raises RefusedError as pip_install."""
-    have, missing = split(reqs, present(client, ctx, reqs))
+    pip.install entries for the rest. probe: the context to check in when
+    not ctx itself (one like it whose policy lets the check import what it
+    needs). Raises RefusedError as pip_install."""
+    have, missing = split(reqs, present(client, probe or ctx, reqs))
     if missing:
         have = have + client.pip_install(missing, ctx)
     return have

@@ -38,8 +38,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 import json
-import sys
-from dataclasses import asdict, fields
+from dataclasses import fields
 from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar
 
 from ._common import ContextInfo, ExecResult

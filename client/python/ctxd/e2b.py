@@ -59,7 +59,7 @@ from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tup
 from . import _e2b_helper
 from ._common import ExecResult
 from ._common import Result as _CtxdResult
-from ._errors import CtxdError, CtxdTimeoutError, NotFoundError, RefusedError
+from ._errors import CtxdError, CtxdTimeoutError, NotFoundError
 from .aio import AsyncClient
 from .client import Client
 

@@ -85,7 +85,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Union
 
 from . import _reqs
 from ._common import ExecResult
@@ -566,7 +566,7 @@ class ExecutionEnvironment:
                                      policy=policy)
         self._owned.contexts.append(info.name)
         if pkgs:
-            self._install(info.name, pkgs)
+            self._install(info.name, pkgs, policy)
         self._ctx, self._cwd = info.name, info.cwd or None
         if self.allowed_imports is not None and self.ctxd_tier != "static":
             chk = client.create_context(f"{name}-imports", tier="static",
@@ -574,17 +574,25 @@ class ExecutionEnvironment:
             self._owned.contexts.append(chk.name)
             self._check_ctx = chk.name
 
-    def _install(self, ctx: str, pkgs: List[str]) -> None:
+    def _install(self, ctx: str, pkgs: List[str], policy: Dict[str, Any]) -> None:
         """Makes pkgs importable in the new context ctx: a requirement the
         context already imports at a satisfying version counts as installed
         (self.installed says so: "present": its version); only the rest goes
-        to the daemon's pip.install. On failure the context is deleted and
-        PackageInstallError names the packages and quotes the daemon."""
+        to the daemon's pip.install. With an import allowlist the check
+        (which imports importlib.metadata) runs in a sibling context of the
+        same tier and policy, allowlist aside, deleted right after. On
+        failure the context is deleted and PackageInstallError names the
+        packages and quotes the daemon."""
         failed = [p for p in pkgs if p in self.failed_packages]
+        probe: Optional[str] = None
         try:
             if failed:
                 raise RefusedError("installation failed earlier (failed_packages)", "install")
-            self.installed = _reqs.install(self.client, ctx, pkgs)
+            if "allowed_imports" in policy:
+                probe = self.client.create_context(
+                    f"{ctx}-probe", tier=self.tier,
+                    policy={k: v for k, v in policy.items() if k != "allowed_imports"}).name
+            self.installed = _reqs.install(self.client, ctx, pkgs, probe=probe)
         except CtxdError as e:
             self.failed_packages.update(pkgs)
             try:
@@ -595,6 +603,12 @@ class ExecutionEnvironment:
             raise PackageInstallError(
                 f"Package installation failed: {', '.join(pkgs)} (ctxd: {e.message or e})",
                 e.code or "install") from e
+        finally:
+            if probe is not None:
+                try:
+                    self.client.delete_context(probe)
+                except CtxdError:
+                    pass  # already gone, or the daemon is
         self.installed_packages.update(pkgs)
 
     def enforced_capabilities(self) -> List[str]:
