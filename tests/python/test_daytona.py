@@ -228,6 +228,7 @@ def test_each_interpreter_can_own_its_default_context(endpoint):
     shared = CodeInterpreter(endpoint=endpoint)
     try:
         a.run_code("who = 'a'")
+        assert a.list_contexts() == []  # its own default is not listed
         b.run_code("who = 'b'")
         shared.run_code("who = 'shared'")
         assert a.run_code("print(who)").stdout == "a\n"

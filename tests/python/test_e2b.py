@@ -356,3 +356,18 @@ def test_async_sandbox(endpoint, tmp_path):
             await sb.kill()
 
     asyncio.run(main())
+
+
+def test_cells_use_ipython_syntax_when_the_daemon_offers_it(sandbox):
+    """E2B users write `!cmd` and `%magic`: sent as IPython cells when the
+    daemon's hello offers that syntax (and this client can ask for it);
+    before that, a cell is plain Python and such a line is a SyntaxError."""
+    from ctxd.e2b import _syntax
+    e = sandbox.run_code("!echo from-the-shell")
+    if _syntax(sandbox.client) == {"syntax": "ipython"}:
+        assert e.error is None and "from-the-shell" in "".join(e.logs.stdout)
+    else:
+        h = sandbox.client.hello_info
+        assert "ipython" not in (getattr(h, "syntaxes", None) or getattr(h, "syntax", None)
+                                 or [])
+        assert e.error is not None and e.error.name == "SyntaxError"

@@ -376,12 +376,14 @@ class CodeInterpreter:
         return InterpreterContext._from(info)
 
     def list_contexts(self, request_timeout: Optional[float] = None) -> List[InterpreterContext]:
-        """The user-created contexts (the default context is not listed)."""
+        """The user-created contexts (the default context, the daemon's or
+        this interpreter's own, is not listed)."""
         try:
             infos = self._client.list_contexts(request_timeout=_request_timeout(request_timeout))
         except CtxdError as e:
             raise _prefixed(e, "Failed to list interpreter contexts: ") from None
-        return [InterpreterContext._from(i) for i in infos if i.name != "default"]
+        return [InterpreterContext._from(i) for i in infos
+                if i.name not in ("default", self._default)]
 
     def delete_context(self, context: InterpreterContext,
                        request_timeout: Optional[float] = None) -> None:
@@ -481,7 +483,8 @@ class AsyncCodeInterpreter:
                 request_timeout=_request_timeout(request_timeout))
         except CtxdError as e:
             raise _prefixed(e, "Failed to list interpreter contexts: ") from None
-        return [InterpreterContext._from(i) for i in infos if i.name != "default"]
+        return [InterpreterContext._from(i) for i in infos
+                if i.name not in ("default", self._default)]
 
     async def delete_context(self, context: InterpreterContext,
                              request_timeout: Optional[float] = None) -> None:
