@@ -371,3 +371,12 @@ def test_cells_use_ipython_syntax_when_the_daemon_offers_it(sandbox):
         assert "ipython" not in (getattr(h, "syntaxes", None) or getattr(h, "syntax", None)
                                  or [])
         assert e.error is not None and e.error.name == "SyntaxError"
+
+
+def test_a_respawned_interpreter_charts_again(sandbox):
+    sandbox.run_code("import matplotlib.pyplot as plt")
+    e = sandbox.run_code("import os\nos._exit(3)")
+    assert e.error is not None and e.error.name == "WorkerProcessError"
+    assert "3" in e.error.value
+    e = sandbox.run_code("import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0])")
+    assert only_chart(e).elements[0].points == [(0.0, 1.0), (1.0, 0.0)]

@@ -343,6 +343,14 @@ class _Finder:
         return None
 
 
+def after_cell():
+    """Run after each cell: a backend chosen before the helper came (a
+    respawned worker) is switched, then the open figures are shown."""
+    if "matplotlib.pyplot" in sys.modules:
+        install()
+    flush()
+
+
 def install():
     """Backend, pandas hook; idempotent."""
     os.environ["MPLBACKEND"] = "module://_ctxd_e2b"
@@ -352,6 +360,7 @@ def install():
             import matplotlib.pyplot as plt
             try:
                 if plt.get_backend() != "module://_ctxd_e2b":
+                    flush()  # switching closes the open figures: show them first
                     plt.switch_backend("module://_ctxd_e2b")
             except Exception:
                 pass
@@ -364,27 +373,24 @@ def install():
         sys.meta_path.insert(0, f)
 '''
 
-# Run by the E2B surface (silent) after creating a context, and after each
-# cell: installs the helper when the interpreter lacks it (a new or
-# restarted one), then shows the figures the cell left open. Runs in a
-# namespace of its own, so the context's globals are untouched.
-POST_CELL = r'''
-import sys as _s
-if "_ctxd_e2b" not in _s.modules:
-    import types as _t
-    _m = _t.ModuleType("_ctxd_e2b")
-    _m.__dict__["display"] = display
-    exec(compile(HELPER_SRC, "<ctxd-e2b>", "exec"), _m.__dict__)
-    _s.modules["_ctxd_e2b"] = _m
-_m = _s.modules["_ctxd_e2b"]
+# Run by the E2B surface (silent) when a context is made or restarted, and
+# when POST_CELL finds the helper missing (a worker that was respawned):
+# makes the helper the module _ctxd_e2b and installs it, in a namespace of
+# its own, so the context's globals are untouched.
+_INSTALL = r'''
+import sys as _s, types as _t
+_m = _t.ModuleType("_ctxd_e2b")
+_m.__dict__["display"] = display
+exec(compile(HELPER_SRC, "<ctxd-e2b>", "exec"), _m.__dict__)
+_s.modules["_ctxd_e2b"] = _m
 _m.install()
-if "matplotlib" in _s.modules:
-    _m._backend()
-_m.flush()
 '''
 
+MISSING = "@@ctxd-e2b-missing@@"
 
-def post_cell_code() -> str:
-    """The silent run's code."""
-    src = "HELPER_SRC = " + repr(HELPER_SRC) + "\n" + POST_CELL
-    return f"exec({src!r}, {{'display': display}})"
+# Queued (silent) behind each cell: shows the figures the cell left open;
+# one expression, so nothing is bound in the context's globals.
+POST_CELL = ("(lambda m: print(%r) if m is None else m.after_cell())"
+             "(__import__('sys').modules.get('_ctxd_e2b'))" % MISSING)
+
+INSTALL = "exec(%r, {'display': display})" % ("HELPER_SRC = " + repr(HELPER_SRC) + "\n" + _INSTALL)

@@ -535,7 +535,7 @@ def _run_timeout(timeout: Optional[float]) -> float:
 
 def _syntax(client: Any) -> Dict[str, str]:
     """{"syntax": "ipython"} when the daemon's hello advertises the IPython
-    syntax and this client's execute() can send it; else {} (plain Python,
+    syntax and this client's submit() can send it; else {} (plain Python,
     before that feature)."""
     h = getattr(client, "hello_info", None)
     if h is None:
@@ -548,7 +548,7 @@ def _syntax(client: Any) -> Dict[str, str]:
     if not offered or "ipython" not in offered:
         return {}
     try:
-        params = inspect.signature(client.execute).parameters
+        params = inspect.signature(client.submit).parameters
     except (TypeError, ValueError):
         return {}
     return {"syntax": "ipython"} if "syntax" in params else {}
@@ -627,6 +627,14 @@ class _Err:
     ename: str
     evalue: str
     traceback: List[str] = field(default_factory=list)
+
+
+def _installed(res: ExecResult) -> ExecResult:
+    """Checks the helper's install run."""
+    if res.status != "ok":
+        raise SandboxException(f"installing the E2B helper in the context failed: "
+                               f"{res.error or res.cause or res.status}", "helper")
+    return res
 
 
 _MARK = "@@ctxd-e2b@@ "
@@ -843,13 +851,23 @@ class Sandbox:
         name = f"e2b-{uuid.uuid4().hex[:12]}"
         info = self._client.create_context(name, cwd=cwd, env=envs, figures=False)
         self._contexts.append(info.name)
-        self._post_cell(info.name)
+        self._install(info.name)
         return Context(info.name, "python", info.cwd)
 
-    def _post_cell(self, ctx: str) -> ExecResult:
-        """Installs the helper if the interpreter lacks it and shows the
-        figures left open (silent)."""
-        return self._client.execute(_e2b_helper.post_cell_code(), ctx, silent=True, timeout=60)
+    def _install(self, ctx: str) -> ExecResult:
+        """Installs the helper in ctx's interpreter (a silent run; figures
+        already open are shown by it)."""
+        return _installed(self._client.execute(_e2b_helper.INSTALL, ctx, silent=True,
+                                               timeout=60))
+
+    def _figures(self, cell: _Cell, post: ExecResult, ctx: str) -> None:
+        """The figures the post-cell run showed; a respawned interpreter
+        that lacked the helper (or a post-cell run aborted with the cell)
+        gets it, and its figures are shown then."""
+        if post.status != "ok" or _e2b_helper.MISSING in post.stdout:
+            cell.figures(self._install(ctx))
+            post = self._client.execute(_e2b_helper.POST_CELL, ctx, silent=True, timeout=60)
+        cell.figures(post)
 
     def kill(self, request_timeout: Optional[float] = None) -> bool:
         """Deletes this Sandbox's contexts and closes the client it opened."""
@@ -888,11 +906,17 @@ class Sandbox:
         ctx = _context_id(context) if context is not None else self._default
         cell = _Cell(on_stdout, on_stderr, on_result, on_error)
         try:
-            res = self._client.execute(code, ctx, timeout=t, envs=envs,
-                                       **_syntax(self._client), **cell.kw())
+            # the post-cell run is queued right behind the cell: no extra
+            # round trip
+            run = self._client.submit(code, ctx, timeout=t, envs=envs,
+                                      **_syntax(self._client), **cell.kw())
+            post_run = self._client.submit(_e2b_helper.POST_CELL, ctx, silent=True, timeout=60)
+            try:
+                res = run.wait()
+            finally:
+                post = post_run.wait()
             cell.finish(res, t)
-            if res.status not in ("died", "aborted", "shutdown"):
-                cell.figures(self._post_cell(ctx))
+            self._figures(cell, post, ctx)
         except CtxdError as e:
             raise _wrap(e) from None
         return cell.execution
@@ -921,7 +945,7 @@ class Sandbox:
         ctx = _context_id(context) if context is not None else self._default
         try:
             self._client.restart_context(ctx)
-            self._post_cell(ctx)
+            self._install(ctx)
         except CtxdError as e:
             raise _wrap(e) from None
 
@@ -1014,12 +1038,19 @@ class AsyncSandbox:
         name = f"e2b-{uuid.uuid4().hex[:12]}"
         info = await self._client.create_context(name, cwd=cwd, env=envs, figures=False)
         self._contexts.append(info.name)
-        await self._post_cell(info.name)
+        await self._install(info.name)
         return Context(info.name, "python", info.cwd)
 
-    async def _post_cell(self, ctx: str) -> ExecResult:
-        return await self._client.execute(_e2b_helper.post_cell_code(), ctx, silent=True,
-                                          timeout=60)
+    async def _install(self, ctx: str) -> ExecResult:
+        return _installed(await self._client.execute(_e2b_helper.INSTALL, ctx, silent=True,
+                                                     timeout=60))
+
+    async def _figures(self, cell: _Cell, post: ExecResult, ctx: str) -> None:
+        if post.status != "ok" or _e2b_helper.MISSING in post.stdout:
+            cell.figures(await self._install(ctx))
+            post = await self._client.execute(_e2b_helper.POST_CELL, ctx, silent=True,
+                                              timeout=60)
+        cell.figures(post)
 
     async def kill(self, request_timeout: Optional[float] = None) -> bool:
         names, self._contexts = self._contexts, []
@@ -1054,12 +1085,17 @@ class AsyncSandbox:
         ctx = _context_id(context) if context is not None else self._default
         cell = _Cell(on_stdout, on_stderr, on_result, on_error)
         try:
-            res = await self._client.execute(code, ctx, timeout=t, envs=envs,
-                                             **_syntax(self._client), **cell.kw())
+            run = await self._client.submit(code, ctx, timeout=t, envs=envs,
+                                            **_syntax(self._client), **cell.kw())
+            post_run = await self._client.submit(_e2b_helper.POST_CELL, ctx, silent=True,
+                                                 timeout=60)
+            try:
+                res = await run.wait()
+            finally:
+                post = await post_run.wait()
             try:
                 cell.finish(res, t)
-                if res.status not in ("died", "aborted", "shutdown"):
-                    cell.figures(await self._post_cell(ctx))
+                await self._figures(cell, post, ctx)
             finally:
                 for p in cell.pending:
                     await p
@@ -1088,7 +1124,7 @@ class AsyncSandbox:
         ctx = _context_id(context) if context is not None else self._default
         try:
             await self._client.restart_context(ctx)
-            await self._post_cell(ctx)
+            await self._install(ctx)
         except CtxdError as e:
             raise _wrap(e) from None
 
