@@ -273,3 +273,18 @@ def test_present_packages_with_an_import_allowlist(endpoint, tier):
         t.close()
     with ctxd.Client(endpoint) as c:
         assert not [i for i in c.list_contexts() if i.name.startswith("mellea-")]
+
+
+def test_path_roots_warn_once_at_construction(endpoint, tmp_path):
+    with pytest.warns(UserWarning) as rec:
+        p = CapabilityPolicy(filesystem_read_roots=[tmp_path], subprocess_execution=True,
+                             network_access=True, env_var_access=True)
+    (w,) = rec
+    assert str(w.message).startswith("CapabilityPolicy was constructed with path-restriction "
+                                      "fields that are declared but not enforced at runtime")
+    assert "'filesystem_read_roots': declared but not enforced at runtime" in str(w.message)
+    assert w.filename == __file__
+    with warnings.catch_warnings():  # merging packages and copying: no second warning
+        warnings.simplefilter("error")
+        t = python_tool(tier="local", policy=p, packages=["numpy"], endpoint=endpoint)
+        t.close()

@@ -231,6 +231,23 @@ class CapabilityPolicy:
     ENFORCED_artifact_export_paths: ClassVar[bool] = True
     ENFORCED_packages: ClassVar[bool] = True
 
+    def __post_init__(self) -> None:
+        """mellea's construction-time warning for path roots, in its words
+        (mellea users' filters keep working), and what ctxd adds: they are
+        only declared on the unsafe tiers, enforced on "local" and
+        "docker"."""
+        named = [k for k in ("filesystem_read_roots", "filesystem_write_roots")
+                 if getattr(self, k) is not None]
+        if named:
+            lines = "\n".join(f"  {k!r}: declared but not enforced at runtime" for k in named)
+            _warn("CapabilityPolicy was constructed with path-restriction fields that are "
+                  "declared but not enforced at runtime \u2014 the declared paths will not "
+                  f"restrict actual filesystem access:\n{lines}\nThese fields are "
+                  "informational only. Check CapabilityPolicy.ENFORCED_* class attributes to "
+                  "see what is actively enforced. Use a 'docker' tier for stronger isolation. "
+                  "(ctxd: this holds on the 'local_unsafe' tier; the 'local' and 'docker' "
+                  "tiers enforce them.)")
+
     def unenforced_capabilities(self) -> List[str]:
         """The fields whose ENFORCED_* flag is False (declared only on
         mellea's default tier), subclasses' flags winning."""
@@ -267,6 +284,15 @@ class CapabilityPolicy:
         if self.packages:
             p["packages"] = list(self.packages)
         return p
+
+
+def _copy(policy: "CapabilityPolicy", **changes: Any) -> "CapabilityPolicy":
+    """dataclasses.replace without warning again (the caller saw it when
+    the policy was made)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="CapabilityPolicy was constructed",
+                                category=UserWarning)
+        return dataclasses.replace(policy, **changes)
 
 
 def _enforced_flags(cls: type) -> List[Tuple[str, bool]]:
@@ -920,7 +946,7 @@ def make_execution_environment(tier: ExecutionTier, policy: Optional[CapabilityP
         elif tier in ("docker", "sandbox"):
             policy = DOCKER_POLICY
     if policy is not None:
-        policy = dataclasses.replace(policy)  # the environment keeps its own copy
+        policy = _copy(policy)  # the environment keeps its own copy
     if TIERS[tier] == "static":
         return StaticAnalysisEnvironment(allowed_imports, policy, working_directory,
                                          **ctxd_options)
@@ -1188,7 +1214,7 @@ def python_tool(tier: Optional[ExecutionTier] = None, packages: Optional[Sequenc
     if pkgs and TIERS[tier] != "static":
         base = policy if policy is not None else CapabilityPolicy()
         merged = list(base.packages) + [p for p in pkgs if p not in base.packages]
-        policy = dataclasses.replace(base, packages=merged, package_installation=True)
+        policy = _copy(base, packages=merged, package_installation=True)
     env = make_execution_environment(tier, policy, allowed_imports, None, **ctxd_options)
     env._warn_declared = False  # warned above, at the caller's line, if at all
     # Without one, the daemon gives the context a private directory of its
