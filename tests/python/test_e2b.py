@@ -34,7 +34,7 @@ from ctxd.e2b import (
 
 @pytest.fixture
 def sandbox(endpoint):
-    sb = Sandbox(endpoint)
+    sb = Sandbox(endpoint=endpoint)
     yield sb
     sb.kill()
 
@@ -283,7 +283,7 @@ def test_contexts_with_cwd(sandbox, tmp_path):
 
 
 def test_sandboxes_are_separate_and_kill_removes_their_contexts(endpoint):
-    a, b = Sandbox(endpoint), Sandbox.create(endpoint)
+    a, b = Sandbox(endpoint=endpoint), Sandbox.create(endpoint=endpoint)
     try:
         a.run_code("only_a = 1")
         assert b.run_code("only_a").error.name == "NameError"
@@ -328,7 +328,7 @@ def test_files(sandbox, tmp_path):
 
 def test_async_sandbox(endpoint, tmp_path):
     async def main():
-        sb = await AsyncSandbox.create(endpoint)
+        sb = await AsyncSandbox.create(endpoint=endpoint)
         try:
             lines = []
 
@@ -380,3 +380,16 @@ def test_a_respawned_interpreter_charts_again(sandbox):
     assert "3" in e.error.value
     e = sandbox.run_code("import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0])")
     assert only_chart(e).elements[0].points == [(0.0, 1.0), (1.0, 0.0)]
+
+
+def test_e2b_style_construction(endpoint, monkeypatch):
+    """E2B code makes its sandbox with no daemon address, maybe a template
+    name: the daemon comes from $CTXD_ENDPOINT, the template is ignored."""
+    monkeypatch.setenv("CTXD_ENDPOINT", endpoint)
+    with Sandbox("code-interpreter-v1", timeout=300, api_key="unused") as sb:
+        assert sb.run_code("6 * 7").text == "42"
+    sb = Sandbox.create()
+    try:
+        assert sb.run_code("1").text == "1"
+    finally:
+        sb.kill()

@@ -819,15 +819,17 @@ class Filesystem:
 
 
 class Sandbox:
-    """E2B's Sandbox over ctxd: Sandbox(endpoint=None, *, client=None,
-    cwd=None, envs=None) or Sandbox.create(...). The default context is
-    created here (cwd, envs: its directory and environment); other E2B
-    arguments (template, timeout, api_key, ...) are accepted and ignored.
-    kill() deletes every context this Sandbox made."""
+    """E2B's Sandbox over ctxd: Sandbox(template=None, *, endpoint=None,
+    client=None, cwd=None, envs=None) or Sandbox.create(...). The default
+    context is created here (cwd, envs: its directory and environment);
+    endpoint (else $CTXD_ENDPOINT, else the default socket) or client say
+    which daemon; E2B's other arguments (template, timeout, api_key, ...)
+    are accepted and ignored. kill() deletes every context this Sandbox
+    made."""
 
-    def __init__(self, endpoint: Optional[str] = None, *, client: Optional[Client] = None,
-                 cwd: Optional[str] = None, envs: Optional[Dict[str, str]] = None,
-                 **_ignored: Any) -> None:
+    def __init__(self, template: Optional[str] = None, *, endpoint: Optional[str] = None,
+                 client: Optional[Client] = None, cwd: Optional[str] = None,
+                 envs: Optional[Dict[str, str]] = None, **_ignored: Any) -> None:
         try:
             self._own = client is None
             self._client = client if client is not None else Client(endpoint)
@@ -1005,9 +1007,9 @@ class AsyncFilesystem:
 
 class AsyncSandbox:
     """The asyncio twin of Sandbox (E2B's AsyncSandbox): make one with
-    `await AsyncSandbox.create(endpoint=None, *, client=None, cwd=None,
-    envs=None)`; the same methods as coroutines; handlers may be coroutine
-    functions (awaited before run_code returns)."""
+    `await AsyncSandbox.create(template=None, *, endpoint=None, client=None,
+    cwd=None, envs=None)`; the same methods as coroutines; handlers may be coroutine
+    functions, awaited as their output arrives)."""
 
     def __init__(self, client: AsyncClient, own: bool) -> None:
         self._client, self._own = client, own
@@ -1017,7 +1019,7 @@ class AsyncSandbox:
         self.files = AsyncFilesystem(self)
 
     @classmethod
-    async def create(cls, endpoint: Optional[str] = None, *,
+    async def create(cls, template: Optional[str] = None, *, endpoint: Optional[str] = None,
                      client: Optional[AsyncClient] = None, cwd: Optional[str] = None,
                      envs: Optional[Dict[str, str]] = None, **_ignored: Any) -> "AsyncSandbox":
         sb = cls(client if client is not None else AsyncClient(endpoint), client is None)
