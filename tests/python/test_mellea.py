@@ -341,8 +341,9 @@ def test_default_policy_blocks_network(env_for, tier):
 @pytest.mark.parametrize("tier", ("local",) + SANDBOX_TIERS)
 def test_policy_limits_enforced(env_for, tier, tmp_path):
     roots = reachable.writable(tmp_path / "w")
-    pol = CapabilityPolicy(subprocess_execution=False, memory_bytes=256 << 20,
-                           filesystem_write_roots=[roots], timeout=30)
+    with pytest.warns(UserWarning, match="'local' and 'docker' tiers enforce them"):
+        pol = CapabilityPolicy(subprocess_execution=False, memory_bytes=256 << 20,
+                               filesystem_write_roots=[roots], timeout=30)
     env = env_for(tier, policy=pol, working_directory=str(roots))
     r = env.execute("import subprocess\nsubprocess.run(['true'])")
     assert not r.success and "PermissionError" in r.stderr
@@ -380,11 +381,12 @@ def test_policy_defaults_are_melleas():
 
 
 def test_policy_to_ctxd_mapping(tmp_path):
-    p = CapabilityPolicy(filesystem_read_roots=[tmp_path], filesystem_write_roots=[Path("rel")],
-                         network_access=True, timeout=7, stdout_max_bytes=10,
-                         packages=["numpy"], memory_bytes=1 << 28, cpu_seconds=2,
-                         max_processes=4, file_size_bytes=1000, env=["HOME"],
-                         allowed_imports=["math"], artifact_export_paths=[Path("/x")])
+    with pytest.warns(UserWarning, match="path-restriction fields"):
+        p = CapabilityPolicy(filesystem_read_roots=[tmp_path],
+                             filesystem_write_roots=[Path("rel")], network_access=True, timeout=7, stdout_max_bytes=10,
+                             packages=["numpy"], memory_bytes=1 << 28, cpu_seconds=2,
+                             max_processes=4, file_size_bytes=1000, env=["HOME"],
+                             allowed_imports=["math"], artifact_export_paths=[Path("/x")])
     m = p.to_ctxd()
     assert m == {"timeout": 7, "network_access": True, "subprocess_execution": False,
                  "env_var_access": True, "env": ["HOME"],
