@@ -64,7 +64,8 @@ def test_text_and_execution_count(sandbox):
 
 def test_streaming_callbacks_in_order(sandbox):
     seen = []
-    code = ("import sys, time\nprint('one', flush=True)\nprint('err', file=sys.stderr, flush=True)\n"
+    code = ("import sys, time\nprint('one', flush=True)\n"
+            "print('err', file=sys.stderr, flush=True)\n"
             "time.sleep(0.05)\nprint('two', flush=True)\ndisplay({'a': 1})\n7 * 6")
     e = sandbox.run_code(code, on_stdout=lambda m: seen.append(("out", m)),
                          on_stderr=lambda m: seen.append(("err", m)),

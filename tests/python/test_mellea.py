@@ -383,7 +383,8 @@ def test_policy_defaults_are_melleas():
 def test_policy_to_ctxd_mapping(tmp_path):
     with pytest.warns(UserWarning, match="path-restriction fields"):
         p = CapabilityPolicy(filesystem_read_roots=[tmp_path],
-                             filesystem_write_roots=[Path("rel")], network_access=True, timeout=7, stdout_max_bytes=10,
+                             filesystem_write_roots=[Path("rel")], network_access=True,
+                             timeout=7, stdout_max_bytes=10,
                              packages=["numpy"], memory_bytes=1 << 28, cpu_seconds=2,
                              max_processes=4, file_size_bytes=1000, env=["HOME"],
                              allowed_imports=["math"], artifact_export_paths=[Path("/x")])

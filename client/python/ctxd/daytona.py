@@ -24,11 +24,24 @@ Semantics, as Daytona documents them:
   daemon is unreachable, DaytonaNotFoundError for an unknown context), with
   Daytona's message prefixes ("Failed to run code: ...").
 
+As Daytona's interpreter: sys.exit() / sys.exit(0) / SystemExit(None) ends
+a run normally (error None); a KeyboardInterrupt the code raises itself
+raises DaytonaTimeoutError, as Daytona's SDK reports it. The models have
+pydantic's model_dump() / model_dump_json(); InterpreterContext.created_at
+is an ISO 8601 str; DaytonaError carries status_code (the HTTP status
+Daytona's API would answer), error_code (the daemon's err code) and
+headers (empty).
+
 ctxd specifics: a worker that died during the run (e.g. a segfault) or a run
 aborted by a context restart/delete returns an ExecutionResult whose error
 is ExecutionError("WorkerProcessError" / "ExecutionAborted", cause) and
-calls on_error (also when the daemon shut down during the run); ExecutionResult also carries `result`, the repr of a
-trailing expression (Daytona has none; None when absent).
+calls on_error (also when the daemon shut down during the run);
+ExecutionResult also carries `result`, the repr of a trailing expression
+(Daytona has none; None when absent), and `displays`, the display()
+outputs and matplotlib figures (Display: data, the MIME bundle; `charts`,
+those with an image); sys.exit(n) with n not 0 is an error (SystemExit).
+CodeInterpreter(own_default_context=True) runs in a context of its own
+rather than the daemon's shared "default".
 """
 
 from __future__ import annotations
