@@ -288,3 +288,33 @@ def test_path_roots_warn_once_at_construction(endpoint, tmp_path):
         warnings.simplefilter("error")
         t = python_tool(tier="local", policy=p, packages=["numpy"], endpoint=endpoint)
         t.close()
+
+
+def test_with_a_wheelhouse_only_the_missing_go_to_pip(tmp_path):
+    """A daemon whose wheelhouse has neither numpy nor matplotlib (pip would
+    say "No matching distribution"): those the context imports count as
+    installed, the one it lacks comes from the wheelhouse."""
+    from conftest import Daemon
+    from test_pkgs import make_wheel
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    make_wheel(wh, "ctxdmellpkg", "1.2", "VALUE = 12\n")
+    d = Daemon(tmp_path).start("--wheelhouse", str(wh), "--package-cache",
+                               str(tmp_path / "cache"))
+    try:
+        t = python_tool(tier="local", packages=["matplotlib", "numpy", "ctxdmellpkg==1.2"],
+                        endpoint=d.endpoint)
+        try:
+            got = {e["name"]: e for e in t.environment.installed}
+            assert got["matplotlib"]["present"] and got["numpy"]["present"]
+            assert got["ctxdmellpkg==1.2"] == {"name": "ctxdmellpkg==1.2", "cached": False}
+            r = t.run(code="import numpy, ctxdmellpkg; print(ctxdmellpkg.VALUE)")
+            assert r.stdout == "12"
+        finally:
+            t.close()
+        with pytest.raises(PackageInstallError, match="No matching distribution"):
+            python_tool(tier="local", packages=["numpy", "ctxd-not-in-wheelhouse"],
+                        endpoint=d.endpoint)
+    finally:
+        crashed = d.stop()
+        assert crashed is None, crashed
