@@ -176,7 +176,10 @@ def test_models_dump_like_pydantic(ci):
     assert "Traceback" in d["error"]["traceback"]
     j = json.loads(r.model_dump_json())
     assert j["error"] == d["error"] and j["stdout"] == "hi\n"
-    assert r.model_dump(exclude={"displays", "result"}).keys() == {"stdout", "stderr", "error"}
+    # Daytona's fields only: ctxd's extras when asked for
+    assert d.keys() == {"stdout", "stderr", "error"}
+    assert r.model_dump(include={"stdout", "result"}) == {"stdout": "hi\n", "result": None}
+    assert r.model_dump(exclude={"stderr", "error"}) == {"stdout": "hi\n"}
     assert r.error.model_dump() == d["error"]
     assert OutputMessage("x").model_dump() == {"output": "x"}
     ctx = ci.create_context()
@@ -266,3 +269,5 @@ def test_displays_and_figures_reachable(ci):
     (fig,) = r.charts
     assert base64.b64decode(fig.png)[:4] == b"\x89PNG"
     assert fig.model_dump()["data"]["image/png"] == fig.png
+    dumped = r.model_dump(include={"displays"})["displays"]
+    assert [x["data"]["image/png"] for x in dumped if "image/png" in x["data"]] == [fig.png]

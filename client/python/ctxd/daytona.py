@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 import json
 from dataclasses import fields
-from typing import Any, Callable, Dict, List, Mapping, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from ._common import ContextInfo, ExecResult
 from ._errors import (
@@ -114,11 +114,17 @@ OutputHandler = Callable[[T], Any]
 
 class _Model:
     """What user code touches of Daytona's pydantic models: model_dump()
-    and model_dump_json() (exclude, include, exclude_none; indent)."""
+    and model_dump_json() (exclude, include, exclude_none; indent). The
+    dump holds Daytona's fields; ctxd's extra ones (_EXTRA) only when
+    `include` names them, so a dump sent on (to a model, say) is Daytona's."""
+
+    _EXTRA: Tuple[str, ...] = ()
 
     def model_dump(self, *, mode: str = "python", include: Any = None, exclude: Any = None,
                    exclude_none: bool = False, **_: Any) -> Dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if not f.name.startswith("_")
+             and (f.name not in self._EXTRA or (include is not None and f.name in include))}
         d = {k: (v.model_dump(mode=mode, exclude_none=exclude_none)
                  if isinstance(v, _Model) else
                  [x.model_dump(mode=mode, exclude_none=exclude_none)
@@ -180,6 +186,7 @@ class ExecutionResult(_Model):
     error: Optional[ExecutionError] = None
     result: Optional[str] = None
     displays: List[Display] = field(default_factory=list)
+    _EXTRA = ("result", "displays")
 
     @property
     def charts(self) -> List[Display]:
