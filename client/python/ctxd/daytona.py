@@ -122,6 +122,7 @@ class _Model:
 
     def model_dump(self, *, mode: str = "python", include: Any = None, exclude: Any = None,
                    exclude_none: bool = False, **_: Any) -> Dict[str, Any]:
+        """The model as a dict, as pydantic's model_dump."""
         d = {f.name: getattr(self, f.name) for f in fields(self)
              if not f.name.startswith("_")
              and (f.name not in self._EXTRA or (include is not None and f.name in include))}
@@ -139,6 +140,7 @@ class _Model:
         return d
 
     def model_dump_json(self, *, indent: Optional[int] = None, **kw: Any) -> str:
+        """The model as JSON text, as pydantic's model_dump_json."""
         return json.dumps(self.model_dump(mode="json", **kw), indent=indent,
                           separators=None if indent is not None else (",", ":"), default=str)
 
@@ -172,6 +174,7 @@ class Display(_Model):
 
     @property
     def png(self) -> Optional[str]:
+        """The base64 PNG, when the display is an image."""
         return self.data.get("image/png")
 
 

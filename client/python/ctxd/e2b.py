@@ -146,6 +146,7 @@ class ScaleType(str, enum.Enum):
 
 
 def _scale(v: Any) -> ScaleType:
+    """A scale name as ScaleType (UNKNOWN for one E2B does not name)."""
     try:
         return ScaleType(v)
     except ValueError:
@@ -169,6 +170,7 @@ class Chart:
         self.elements = list(kw.get("elements") or [])
 
     def to_dict(self) -> Dict[str, Any]:
+        """The chart as the extractor made it (E2B's wire form)."""
         return self._raw
 
     def __repr__(self) -> str:
@@ -326,6 +328,7 @@ class ExecutionError:
         self.name, self.value, self.traceback = name, value, traceback
 
     def to_json(self) -> str:
+        """The object as JSON text, as E2B's to_json."""
         return json.dumps({"name": self.name, "value": self.value, "traceback": self.traceback})
 
     def __repr__(self) -> str:
@@ -406,6 +409,7 @@ class Result:
 
     @classmethod
     def _from(cls, r: _CtxdResult, main: bool) -> "Result":
+        """The E2B Result of a ctxd display or main result."""
         kw: Dict[str, Any] = {}
         extra: Dict[str, Any] = {}
         for mime, v in r.data.items():
@@ -436,6 +440,7 @@ class Logs:
         return f"Logs(stdout: {self.stdout}, stderr: {self.stderr})"
 
     def to_json(self) -> str:
+        """The object as JSON text, as E2B's to_json."""
         return json.dumps({"stdout": self.stdout, "stderr": self.stderr})
 
 
@@ -461,6 +466,7 @@ class Execution:
         return f"Execution(Results: {self.results}, Logs: {self.logs}, Error: {self.error})"
 
     def to_json(self) -> str:
+        """The object as JSON text, as E2B's to_json."""
         res = []
         for r in self.results:
             d = {k: (r.chart.to_dict() if k == "chart" else r[k]) for k in r.formats()
@@ -508,6 +514,7 @@ class WriteInfo:
 
 
 def _check_language(language: Optional[str], context: Any) -> None:
+    """E2B's checks: context and language exclude each other; Python only."""
     if language is not None and context is not None:
         raise InvalidArgumentException(
             "You can provide context or language, but not both at the same time.")
@@ -518,6 +525,7 @@ def _check_language(language: Optional[str], context: Any) -> None:
 
 
 def _context_id(context: Any) -> str:
+    """The ctxd context name of a Context (or of its id)."""
     if isinstance(context, Context):
         return context.id
     if isinstance(context, str) and context:
@@ -526,6 +534,7 @@ def _context_id(context: Any) -> str:
 
 
 def _run_timeout(timeout: Optional[float]) -> float:
+    """run_code's timeout in seconds: None is E2B's default, 0 none."""
     if timeout is None:
         return DEFAULT_TIMEOUT
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
@@ -566,22 +575,27 @@ class _Cell:
         self.pending: List[Any] = []
 
     def _call(self, fn: Any, arg: Any) -> Any:
+        """Calls a user handler (if any), returning what it returns."""
         return fn(arg) if fn is not None else None
 
     def stdout(self, text: str) -> Any:
+        """A stdout chunk: logged, passed on with its arrival time."""
         self.execution.logs.stdout.append(text)
         return self._call(self.user[0], OutputMessage(text, time.time_ns(), False))
 
     def stderr(self, text: str) -> Any:
+        """A stderr chunk: logged, passed on with its arrival time."""
         self.execution.logs.stderr.append(text)
         return self._call(self.user[1], OutputMessage(text, time.time_ns(), True))
 
     def result(self, r: _CtxdResult) -> Any:
+        """The trailing expression's value: the main result."""
         res = Result._from(r, True)
         self.execution.results.append(res)
         return self._call(self.user[2], res)
 
     def display(self, r: _CtxdResult) -> Any:
+        """A display() output or figure: a result that is not the main one."""
         if r.update:
             return None  # update_display_data: ignored, as E2B does
         res = Result._from(r, False)
@@ -589,11 +603,13 @@ class _Cell:
         return self._call(self.user[2], res)
 
     def error(self, e: Any) -> Any:
+        """The exception the cell raised."""
         err = ExecutionError(e.ename, e.evalue, "\n".join(e.traceback))
         self.execution.error = err
         return self._call(self.user[3], err)
 
     def kw(self) -> Dict[str, Any]:
+        """The client callbacks feeding this cell."""
         return dict(on_stdout=self.stdout, on_stderr=self.stderr, on_result=self.result,
                     on_display=self.display, on_error=self.error)
 
@@ -613,6 +629,7 @@ class _Cell:
             self._keep(self.error(_Err(name, res.cause or res.status)))
 
     def _keep(self, r: Any) -> None:
+        """Keeps a handler's awaitable fired outside a client callback."""
         if inspect.isawaitable(r):
             self.pending.append(r)
 
@@ -712,6 +729,7 @@ def _fs_answer(res: ExecResult, path: str) -> Dict[str, Any]:
 
 
 def _as_bytes(data: Any) -> bytes:
+    """files.write's data (str, bytes or a file object) as bytes."""
     if isinstance(data, str):
         return data.encode()
     if isinstance(data, (bytes, bytearray, memoryview)):
@@ -723,6 +741,7 @@ def _as_bytes(data: Any) -> bytes:
 
 
 def _decode(raw: bytes, fmt: str) -> Any:
+    """files.read's result in the format asked for."""
     if fmt == "text":
         return raw.decode("utf-8", "replace")
     if fmt == "bytes":
@@ -755,9 +774,11 @@ class Filesystem:
         return None
 
     def _full(self, path: str) -> str:
+        """path made absolute against the default context's directory."""
         return path if os.path.isabs(path) else os.path.join(self._sb._cwd, path)
 
     def _run(self, op: str, path: str, **args: Any) -> Dict[str, Any]:
+        """One file operation through a silent run in the default context."""
         c = self._sb._client
         res = c.execute(_fs_code(op, path=self._full(path), **args), self._sb._default,
                         silent=True, timeout=60)
@@ -806,10 +827,12 @@ class Filesystem:
 
     def exists(self, path: str, user: Any = None,
                request_timeout: Optional[float] = None) -> bool:
+        """Whether the path exists in the context's view."""
         return bool(self._run("exists", path)["exists"])
 
     def remove(self, path: str, user: Any = None,
                request_timeout: Optional[float] = None) -> None:
+        """Removes a file, or a directory with its content."""
         self._run("remove", path)
 
     def make_dir(self, path: str, user: Any = None,
@@ -843,13 +866,16 @@ class Sandbox:
 
     @classmethod
     def create(cls, *args: Any, **kw: Any) -> "Sandbox":
+        """E2B's constructor spelling."""
         return cls(*args, **kw)
 
     @property
     def client(self) -> Client:
+        """The ctxd client this sandbox uses."""
         return self._client
 
     def _new_context(self, cwd: Optional[str], envs: Optional[Dict[str, str]] = None) -> Context:
+        """A ctxd context for E2B: figures left to the helper, helper installed."""
         name = f"e2b-{uuid.uuid4().hex[:12]}"
         info = self._client.create_context(name, cwd=cwd, env=envs, figures=False)
         self._contexts.append(info.name)
@@ -975,16 +1001,19 @@ class AsyncFilesystem:
         self._sb = sandbox
 
     async def _run(self, op: str, path: str, **args: Any) -> Dict[str, Any]:
+        """One file operation through a silent run in the default context."""
         full = path if os.path.isabs(path) else os.path.join(self._sb._cwd, path)
         res = await self._sb._client.execute(_fs_code(op, path=full, **args), self._sb._default,
                                              silent=True, timeout=60)
         return _fs_answer(res, path)
 
     async def read(self, path: str, format: str = "text", **_: Any) -> Any:
+        """As Filesystem.read."""
         a = await self._run("read", path, max=FILE_VIA_RUN_MAX)
         return _decode(base64.b64decode(a["data"]), format)
 
     async def write(self, path: str, data: Any, **_: Any) -> WriteInfo:
+        """As Filesystem.write."""
         raw = _as_bytes(data)
         if len(raw) > FILE_VIA_RUN_MAX:
             raise InvalidArgumentException(f"{len(raw)} bytes: over {FILE_VIA_RUN_MAX}",
@@ -993,15 +1022,19 @@ class AsyncFilesystem:
         return WriteInfo(os.path.basename(full), "file", full)
 
     async def list(self, path: str = ".", depth: int = 1, **_: Any) -> List[EntryInfo]:
+        """As Filesystem.list."""
         return [EntryInfo(*e) for e in (await self._run("list", path))["entries"]]
 
     async def exists(self, path: str, **_: Any) -> bool:
+        """Whether the path exists in the context's view."""
         return bool((await self._run("exists", path))["exists"])
 
     async def remove(self, path: str, **_: Any) -> None:
+        """Removes a file, or a directory with its content."""
         await self._run("remove", path)
 
     async def make_dir(self, path: str, **_: Any) -> bool:
+        """As Filesystem.make_dir."""
         return bool((await self._run("make_dir", path))["made"])
 
 
@@ -1022,6 +1055,7 @@ class AsyncSandbox:
     async def create(cls, template: Optional[str] = None, *, endpoint: Optional[str] = None,
                      client: Optional[AsyncClient] = None, cwd: Optional[str] = None,
                      envs: Optional[Dict[str, str]] = None, **_ignored: Any) -> "AsyncSandbox":
+        """E2B's constructor spelling."""
         sb = cls(client if client is not None else AsyncClient(endpoint), client is None)
         try:
             ctx = await sb._new_context(cwd, envs)
@@ -1033,10 +1067,12 @@ class AsyncSandbox:
 
     @property
     def client(self) -> AsyncClient:
+        """The ctxd client this sandbox uses."""
         return self._client
 
     async def _new_context(self, cwd: Optional[str],
                            envs: Optional[Dict[str, str]] = None) -> Context:
+        """A ctxd context for E2B: figures left to the helper, helper installed."""
         name = f"e2b-{uuid.uuid4().hex[:12]}"
         info = await self._client.create_context(name, cwd=cwd, env=envs, figures=False)
         self._contexts.append(info.name)
@@ -1044,10 +1080,12 @@ class AsyncSandbox:
         return Context(info.name, "python", info.cwd)
 
     async def _install(self, ctx: str) -> ExecResult:
+        """As Sandbox._install."""
         return _installed(await self._client.execute(_e2b_helper.INSTALL, ctx, silent=True,
                                                      timeout=60))
 
     async def _figures(self, cell: _Cell, post: ExecResult, ctx: str) -> None:
+        """As Sandbox._figures."""
         if post.status != "ok" or _e2b_helper.MISSING in post.stdout:
             cell.figures(await self._install(ctx))
             post = await self._client.execute(_e2b_helper.POST_CELL, ctx, silent=True,
@@ -1055,6 +1093,7 @@ class AsyncSandbox:
         cell.figures(post)
 
     async def kill(self, request_timeout: Optional[float] = None) -> bool:
+        """As Sandbox.kill."""
         names, self._contexts = self._contexts, []
         for n in names:
             try:
@@ -1108,6 +1147,7 @@ class AsyncSandbox:
     async def create_code_context(self, cwd: Optional[str] = None,
                                   language: Optional[str] = None,
                                   request_timeout: Optional[float] = None) -> Context:
+        """As Sandbox.create_code_context."""
         _check_language(language, None)
         try:
             return await self._new_context(cwd)
@@ -1115,6 +1155,7 @@ class AsyncSandbox:
             raise _wrap(e) from None
 
     async def list_code_contexts(self) -> List[Context]:
+        """As Sandbox.list_code_contexts."""
         try:
             infos = {i.name: i for i in await self._client.list_contexts()}
         except CtxdError as e:
@@ -1123,6 +1164,7 @@ class AsyncSandbox:
 
     async def restart_code_context(self, context: Optional[Context] = None,
                                    request_timeout: Optional[float] = None) -> None:
+        """As Sandbox.restart_code_context."""
         ctx = _context_id(context) if context is not None else self._default
         try:
             await self._client.restart_context(ctx)
@@ -1132,6 +1174,7 @@ class AsyncSandbox:
 
     async def remove_code_context(self, context: Union[Context, str],
                                   request_timeout: Optional[float] = None) -> None:
+        """As Sandbox.remove_code_context."""
         ctx = _context_id(context)
         try:
             await self._client.delete_context(ctx)

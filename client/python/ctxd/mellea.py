@@ -318,6 +318,7 @@ DOCKER_POLICY = CapabilityPolicy(network_access=False, package_installation=True
 # namespaces, seccomp, cgroups); "policy_applied" is mellea's (False for the
 # unsafe tiers, whose policy is only declared).
 def _tier_row(execute: bool, policy: bool, isolated: bool) -> Dict[str, bool]:
+    """One COMPATIBILITY_MATRIX row."""
     return {"execute_code": execute, "timeout_enforcement": execute,
             "import_allowlist": True, "policy_applied": policy, "copy_in": execute,
             "copy_out": execute, "package_installation": execute,
@@ -960,6 +961,7 @@ _SNAPSHOT_MAX = 10000   # files of artifact_dir looked at for changes
 
 
 def _snapshot_entry(path: Path) -> Optional[Tuple[int, int]]:
+    """A file's (mtime_ns, size), None when it cannot be read."""
     try:
         st = path.stat()
     except OSError:
