@@ -119,10 +119,6 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 11);
-    proto_put_str(&b, "syntaxes");
-    proto_put_array(&b, sizeof syntaxes / sizeof syntaxes[0]);
-    for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
-        proto_put_str(&b, syntaxes[i]);
     proto_put_str(&b, "server");
     proto_put_str(&b, "ctxd");
     proto_put_str(&b, "version");
@@ -144,6 +140,10 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     sup_zygote_put_preloads(&b);
     proto_put_str(&b, "identity");
     sup_ident_put_hello(&b);
+    proto_put_str(&b, "syntaxes");
+    proto_put_array(&b, sizeof syntaxes / sizeof syntaxes[0]);
+    for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
+        proto_put_str(&b, syntaxes[i]);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
