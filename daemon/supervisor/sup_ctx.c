@@ -76,6 +76,7 @@ void sup_run_free(sup_run *r)
     }
     free(r->code);
     proto_buf_free(&r->env);
+    proto_buf_free(&r->script);
     free(r);
 }
 
@@ -102,6 +103,7 @@ typedef struct run_end {
     bool state_lost;
     const char *cause;
     const proto_val *artifacts; /* from the worker's done, checked */
+    const proto_val *exit_code; /* from the worker's done (sys.exit), checked */
 } run_end;
 
 static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
@@ -118,7 +120,8 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
     proto_buf_init(&b);
     uint64_t dropped = r->dropped[0] + r->dropped[1];
     sup_msg_begin(&b, "done", &r->peer,
-                  7 + (e->cause ? 1 : 0) + (dropped ? 1 : 0) + (e->artifacts ? 1 : 0));
+                  7 + (e->cause ? 1 : 0) + (dropped ? 1 : 0) + (e->artifacts ? 1 : 0) +
+                      (e->exit_code ? 1 : 0));
     proto_put_str(&b, "status");
     proto_put_str(&b, e->status);
     proto_put_str(&b, "execution_count");
@@ -148,6 +151,10 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
     if (e->artifacts) {
         proto_put_str(&b, "artifacts");
         proto_put_val(&b, e->artifacts);
+    }
+    if (e->exit_code) {
+        proto_put_str(&b, "exit_code");
+        proto_put_uint(&b, e->exit_code->as.u);
     }
     ctx_send(c, &r->peer, &b);
     proto_buf_free(&b);
@@ -916,7 +923,12 @@ static void on_done(sup_ctx *c, const proto_val *msg)
         worker_broken(c, "malformed artifacts");
         return;
     }
-    run_end e = {.status = st, .artifacts = arts};
+    const proto_val *code = proto_map_get(msg, "exit_code");
+    if (code && (code->kind != PROTO_UINT || code->as.u > 255)) {
+        worker_broken(c, "malformed exit_code");
+        return;
+    }
+    run_end e = {.status = st, .artifacts = arts, .exit_code = code};
     char cause[160];
     if (c->timed_out && c->cpu_exceeded && strcmp(st, "timeout") == 0) {
         snprintf(cause, sizeof cause,
@@ -964,6 +976,7 @@ static const proto_field done_fields[] = {
     {"status", PF_STR, true, 32},
     {"cpu_time", PF_NUM, false, 0},
     {"artifacts", PF_ARRAY, false, 1000},
+    {"exit_code", PF_UINT, false, 0},
 };
 static const proto_field ready_fields[] = {{"pid", PF_UINT, false, 0}};
 static const proto_field start_fields[] = {{"run_id", PF_UINT, true, 0}};
@@ -1173,7 +1186,7 @@ static void dispatch(sup_ctx *c)
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 8);
+    proto_put_map(&c->out, 8 + r->script_n);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
     proto_put_str(&c->out, "run_id");
@@ -1193,6 +1206,7 @@ static void dispatch(sup_ctx *c)
         proto_buf_append(&c->out, r->env.data, r->env.len);
     else
         proto_put_map(&c->out, 0);
+    proto_buf_append(&c->out, r->script.data, r->script.len); /* argv, file */
     proto_frame_end(&c->out, start);
     free(r->code); /* the frame holds it now */
     r->code = NULL;

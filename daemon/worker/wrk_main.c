@@ -203,6 +203,8 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
         {"execution_count", PF_UINT, true, 0},
         {"silent", PF_BOOL | PF_NIL, false, 0},
         {"env", PF_STRMAP | PF_NIL, false, 0},
+        {"argv", PF_ARRAY | PF_NIL, false, 0},
+        {"file", PF_STR | PF_NIL, false, 0},
     };
     /* code may legitimately hold NUL bytes (Python reports them), which the
      * generic str check refuses: check it separately. */
@@ -223,6 +225,10 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     const proto_val *arts = proto_map_get(msg, "artifacts");
     req->artifacts = arts && arts->kind == PROTO_BOOL && arts->as.b;
     req->env = env && env->kind == PROTO_MAP ? env : NULL;
+    const proto_val *argv = proto_map_get(msg, "argv");
+    const proto_val *file = proto_map_get(msg, "file");
+    req->argv = argv && argv->kind == PROTO_ARRAY ? argv : NULL;
+    req->file = file && file->kind == PROTO_STR ? file : NULL;
     return FRAME_RUN;
 }
 

@@ -41,12 +41,51 @@ static const char helper_src[] =
     "_SKIP = ()  # path prefixes of asyncio, once a run used top-level await\n"
     "_loop = None\n"
     "\n"
-    "def run(code, filename, silent, g):\n"
+    "def run(code, filename, silent, g, script=None):\n"
+    "    saved = None if script is None else _script_enter(script, g)\n"
     "    try:\n"
     "        return _run(code, filename, silent, g)\n"
     "    finally:\n"
+    "        if saved is not None:\n"
+    "            _script_leave(saved, g)\n"
     "        if _rich is not None:\n"
     "            _rich.end_run(silent)\n"
+    "\n"
+    /* A run of a script (execute `file` and/or `argv`): for its duration
+     * __file__, sys.argv, sys.orig_argv and sys.path[0] are what
+     * `python3 FILE ARGS...` would have (PROTOCOL.md section 5); they are
+     * put back afterwards, since the next run is not that script. */
+    "_NONE = object()\n"
+    "\n"
+    "def _script_enter(script, g):\n"
+    "    file, argv = script\n"
+    "    saved = (sys.argv, getattr(sys, 'orig_argv', _NONE), g.get('__file__', _NONE), None)\n"
+    "    sys.argv = list(argv) if argv else [file if file is not None else '']\n"
+    "    sys.orig_argv = [sys.executable] + sys.argv\n"
+    "    if file is None:\n"
+    "        return saved\n"
+    "    g['__file__'] = file\n"
+    "    try:\n"
+    "        d = os.path.dirname(os.path.realpath(file))\n"
+    "    except (OSError, ValueError):\n"
+    "        d = os.path.dirname(file)\n"
+    "    if sys.path and sys.path[0] == '':\n"
+    "        sys.path[0] = d\n"
+    "    else:\n"
+    "        sys.path.insert(0, d)\n"
+    "    return saved[:3] + (d,)\n"
+    "\n"
+    "def _script_leave(saved, g):\n"
+    "    argv, orig, file, d = saved\n"
+    "    sys.argv = argv\n"
+    "    if orig is not _NONE:\n"
+    "        sys.orig_argv = orig\n"
+    "    if file is _NONE:\n"
+    "        g.pop('__file__', None)\n"
+    "    else:\n"
+    "        g['__file__'] = file\n"
+    "    if d is not None and sys.path and sys.path[0] is d:\n"
+    "        sys.path[0] = ''\n"
     "\n"
     "def _run(code, filename, silent, g):\n"
     "    linecache.cache[filename] = (len(code), None, _LINE.findall(code), filename)\n"
@@ -125,19 +164,26 @@ static const char helper_src[] =
     "\n"
     /* A forked child that falls off the end of the cell exits like a
      * script would: SystemExit's code, or 1 with the traceback on stderr. */
+    /* SystemExit's exit status as the interpreter computes it: None is 0,
+     * an int is itself (low 8 bits), anything else is printed to stderr
+     * and is 1. */
+    "def exit_code(e):\n"
+    "    code = e.code\n"
+    "    if code is None:\n"
+    "        return 0\n"
+    "    if isinstance(code, int):\n"
+    "        return code & 0xff\n"
+    "    try:\n"
+    "        print(code, file=sys.stderr)\n"
+    "    except BaseException:\n"
+    "        pass\n"
+    "    return 1\n"
+    "\n"
     "def child_exit(e):\n"
     "    if e is None:\n"
     "        code = 0\n"
     "    elif isinstance(e, SystemExit):\n"
-    "        code = e.code\n"
-    "        if code is None:\n"
-    "            code = 0\n"
-    "        elif not isinstance(code, int):\n"
-    "            try:\n"
-    "                print(code, file=sys.stderr)\n"
-    "            except BaseException:\n"
-    "                pass\n"
-    "            code = 1\n"
+    "        code = exit_code(e)\n"
     "    else:\n"
     "        try:\n"
     "            sys.stderr.write('\\n'.join(format(e)[2]) + '\\n')\n"
@@ -154,6 +200,7 @@ static const char *const fn_names[WRK_PY_NFNS] = {
     [WRK_PY_FORMAT] = "format",
     [WRK_PY_FLUSH] = "flush",
     [WRK_PY_CHILD_EXIT] = "child_exit",
+    [WRK_PY_EXIT_CODE] = "exit_code",
 };
 
 static PyObject *fns[WRK_PY_NFNS];

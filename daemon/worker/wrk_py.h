@@ -12,10 +12,12 @@
 typedef enum wrk_py_fn {
     WRK_PY_ENV_APPLY,   /* (env: dict) -> saved state */
     WRK_PY_ENV_RESTORE, /* (saved) -> None */
-    WRK_PY_RUN,        /* (code, filename, silent, globals) -> MIME bundle dict, repr str or None */
+    WRK_PY_RUN, /* (code, filename, silent, globals[, (file, argv)]) -> MIME bundle dict, repr
+                   str or None */
     WRK_PY_FORMAT,     /* (exc) -> (ename, evalue, [lines]) */
     WRK_PY_FLUSH,      /* () -> None: flush sys.stdout / sys.stderr */
     WRK_PY_CHILD_EXIT, /* (exc or None) -> exit status of a forked child */
+    WRK_PY_EXIT_CODE,  /* (SystemExit) -> the exit status a script would have */
     WRK_PY_NFNS
 } wrk_py_fn;
 

@@ -33,7 +33,7 @@ static ctx_cmd_fn cmd_run, cmd_create, cmd_ls, cmd_rm, cmd_restart, cmd_interrup
 static const ctx_cmd ctx_commands[] = {
     {"run", cmd_run,
      "[-c CTX] [-t SECONDS] [--silent] [--stop-on-error] [-e KEY=VAL]... [--base64] "
-     "(CODE | -f FILE | -)",
+     "(CODE | -f FILE [ARGS...] | -)",
      "run Python code in a context, streaming its output",
      "Output is written as it arrives: the code's stdout to stdout, its stderr to\n"
      "stderr. A trailing expression's value is printed on stdout (its repr), a\n"
@@ -48,7 +48,11 @@ static const ctx_cmd ctx_commands[] = {
      "                       (repeatable)\n"
      "      --silent         no result, no execution count increment\n"
      "      --stop-on-error  if this run fails, abort the runs queued behind it\n"
-     "  -f, --file FILE      read the code from FILE ('-': stdin)\n"
+     "  -f, --file FILE [ARGS...]\n"
+     "                       run FILE as `python3 FILE ARGS...` would: __file__,\n"
+     "                       sys.argv, sys.path[0] (for this run); options go\n"
+     "                       before -f, everything after FILE is the script's\n"
+     "                       ('-': the code from stdin)\n"
      "  -                    read the code from stdin\n"
      "      --base64         with --json: stream data as exact bytes in base64\n\n"
      "With --json, every event of the run is one line on stdout, in order:\n"
@@ -736,6 +740,8 @@ static int run_outcome(run_state *rs, const ctxd_outcome *out)
         jw_knum(w, "cpu_time", out->cpu_time);
         jw_kbool(w, "truncated", out->truncated);
         jw_kbool(w, "state_lost", out->state_lost);
+        if (out->exit_code >= 0)
+            jw_kuint(w, "exit_code", (uint64_t)out->exit_code);
         if (out->truncated) {
             jw_key(w, "dropped");
             jw_obj(w);
@@ -747,8 +753,10 @@ static int run_outcome(run_state *rs, const ctxd_outcome *out)
             jw_kstr(w, "cause", out->cause);
         jw_obj_end(w);
         jw_line(w);
-        return status_exit[out->status];
+        return out->exit_code >= 0 ? out->exit_code : status_exit[out->status];
     }
+    if (out->exit_code >= 0) /* sys.exit(): the script's own exit status */
+        return out->exit_code;
     const char *what = what_of[out->status];
     if (rs->error_shown && out->status == CTXD_INTERRUPTED)
         what = NULL; /* the KeyboardInterrupt traceback says it */
@@ -760,6 +768,21 @@ static int run_outcome(run_state *rs, const ctxd_outcome *out)
     if (out->state_lost)
         fprintf(stderr, "ctx: state lost: the globals of context '%s' are gone\n", rs->ctx);
     return status_exit[out->status];
+}
+
+/* getopt stopped at -f FILE: what follows is the script's argv. */
+#define SCRIPT_ARGS (-1000)
+
+/* FILE as python3 makes __file__ of it: absolute by prefixing the current
+ * directory, not normalised. */
+static char *script_path(const char *file)
+{
+    char cwd[4096];
+    if (file[0] == '/' || !getcwd(cwd, sizeof cwd))
+        return mem_strdup(file);
+    char *p = mem_alloc(strlen(cwd) + strlen(file) + 2);
+    sprintf(p, "%s/%s", cwd, file);
+    return p;
 }
 
 /* ctx run: execute code and mirror the run on the terminal (or as JSON). */
@@ -789,6 +812,7 @@ static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
             break;
         case 'f':
             file = optarg;
+            r = SCRIPT_ARGS; /* the rest of the command line is the script's */
             break;
         case 'e':
             r = env_add(&env, cmd, optarg);
@@ -806,12 +830,25 @@ static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
             r = common_opt(cli, cmd, opt, argv);
         }
     }
-    if (r == CONTINUE)
+    char *script = NULL; /* -f FILE: as python3 names it in __file__ */
+    const char **sargv = NULL;
+    if (r == SCRIPT_ARGS) {
+        r = CONTINUE;
+        sargv = mem_calloc((size_t)(argc - optind) + 1, sizeof *sargv);
+        sargv[0] = file;
+        for (int i = optind; i < argc; i++)
+            sargv[i - optind + 1] = argv[i];
+        opts.argv = sargv;
+        opts.argc = (size_t)(argc - optind) + 1;
+        if (strcmp(file, "-") != 0)
+            opts.file = script = script_path(file);
+    } else if (r == CONTINUE) {
         r = positionals(cmd, argc, argv, 0, 1);
+    }
     char *code = NULL;
     size_t len = 0;
     if (r == CONTINUE)
-        r = load_code(cmd, file, optind < argc ? argv[optind] : NULL, &code, &len);
+        r = load_code(cmd, file, !file && optind < argc ? argv[optind] : NULL, &code, &len);
     if (r == CONTINUE)
         r = ctx_need_client(cli);
     if (r == CONTINUE)
@@ -841,6 +878,8 @@ static int cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         r = rc < 0 ? ctx_report(cli, rc) : run_outcome(&rs, &out);
     }
     free(code);
+    free(script);
+    free(sargv);
     free(env.kv);
     return r;
 }
