@@ -347,11 +347,13 @@ class AsyncClient:
                      timeout: Optional[float] = None, envs: Optional[Dict[str, str]] = None,
                      silent: bool = False, stop_on_error: bool = False,
                      on_display: Callback = None, on_clear_output: Callback = None,
-                     on_input: Callback = None, artifacts: bool = False) -> AsyncRun:
+                     on_input: Callback = None, artifacts: bool = False,
+                     argv: Optional[List[str]] = None, file: Optional[str] = None) -> AsyncRun:
         """Sends an execute and returns an AsyncRun to wait() for."""
         await self._ensure()
         fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error,
-                             allow_stdin=on_input is not None, artifacts=artifacts)
+                             allow_stdin=on_input is not None, artifacts=artifacts,
+                             argv=argv, file=file)
         q: asyncio.Queue = asyncio.Queue()
         rid, data = self._core.request("exec", q, "execute", route_ctx=fields["ctx"], **fields)
         await self._send(data)
@@ -366,14 +368,16 @@ class AsyncClient:
                       envs: Optional[Dict[str, str]] = None, *, silent: bool = False,
                       stop_on_error: bool = False, on_accepted: Callback = None,
                       on_display: Callback = None, on_clear_output: Callback = None,
-                      on_input: Callback = None, artifacts: bool = False) -> ExecResult:
+                      on_input: Callback = None, artifacts: bool = False,
+                      argv: Optional[List[str]] = None, file: Optional[str] = None) -> ExecResult:
         """As Client.execute; callbacks may be coroutine functions."""
         run = await self.submit(code, ctx, on_stdout=on_stdout, on_stderr=on_stderr,
                                 on_result=on_result, on_error=on_error,
                                 on_accepted=on_accepted, timeout=timeout, envs=envs,
                                 silent=silent, stop_on_error=stop_on_error,
                                 on_display=on_display, on_clear_output=on_clear_output,
-                                on_input=on_input, artifacts=artifacts)
+                                on_input=on_input, artifacts=artifacts,
+                                argv=argv, file=file)
         return await run.wait()
 
     async def interrupt(self, ctx: Any = None, run: Any = None) -> bool:
