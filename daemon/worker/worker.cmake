@@ -8,6 +8,7 @@ add_executable(ctxd-worker
   ${CMAKE_CURRENT_LIST_DIR}/wrk_display.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_input.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_log.c
+  ${CMAKE_CURRENT_LIST_DIR}/wrk_mpmain.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_output.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_py.c
   ${CMAKE_CURRENT_LIST_DIR}/wrk_query.c
