@@ -1,6 +1,7 @@
 /* sup_ctx: the context table, each context's FIFO of runs, its worker's
  * lifecycle (spawn, death, incarnations) and the worker channel. */
 #include "sup.h"
+#include "sup_linger.h"
 #include "sup_policy.h"
 
 #include "mem.h"
@@ -1376,6 +1377,8 @@ bool sup_ctx_is_worker(pid_t pid)
  * have been reused. */
 void sup_ctx_before_reap(pid_t pid)
 {
+    if (sup_linger_before_reap(pid))
+        return;
     for (sup_ctx *c = contexts; c; c = c->next)
         if (pid > 0 && c->pid == pid)
             signal_worker(c, SIGKILL);
@@ -1386,8 +1389,17 @@ void sup_ctx_broken(sup_ctx *c, const char *why)
     worker_broken(c, why);
 }
 
+/* The context ends on purpose: an idle worker gets to run its atexit
+ * handlers (sup_linger.c) instead of being killed by discard_worker. */
+static void linger_worker(sup_ctx *c)
+{
+    if (c->ready && !c->running && !c->spawning && c->out.len == 0)
+        (void)sup_linger_start(c->name, &c->fd, &c->pid, &c->pidfd, c->cgroup);
+}
+
 void sup_ctx_delete(sup_ctx *c)
 {
+    linger_worker(c);
     discard_worker(c, "aborted", "context deleted");
     /* Its private directory is gone when the reply says so (unless a
      * ctx.fork copy still works in it). */
@@ -1406,6 +1418,7 @@ void sup_ctx_delete(sup_ctx *c)
 
 int sup_ctx_restart(sup_ctx *c, proto_error *err)
 {
+    linger_worker(c);
     discard_worker(c, "aborted", "context restarted");
     c->death_unshown = false;
     return spawn(c, err);
@@ -1542,6 +1555,9 @@ double sup_ctx_tick(double now)
             if (t[i] > 0 && (next == 0 || t[i] < next))
                 next = t[i];
     }
+    double l = sup_linger_tick(now); /* kills workers whose atexit took too long */
+    if (l > 0 && (next == 0 || l < next))
+        next = l;
     double z = sup_zygote_tick(now); /* restarts a dead zygote */
     if (z > 0 && (next == 0 || z < next))
         next = z;
@@ -1561,9 +1577,11 @@ void sup_ctx_shutdown_all(void)
 {
     sup_pkgs_shutdown();
     for (sup_ctx *c = contexts; c; c = c->next) {
+        linger_worker(c);
         discard_worker(c, "shutdown", "the daemon is shutting down");
         sup_outq_flush(&c->pending);
     }
+    sup_linger_shutdown(); /* bounded by kill_grace */
     while (contexts) {
         sup_ctx *c = contexts;
         contexts = c->next;

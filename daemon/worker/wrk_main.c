@@ -136,8 +136,9 @@ static void send_ready(void)
     proto_buf_free(&b);
 }
 
-/* What the supervisor sent: a run, a fork (ctx.fork) or a query. */
-typedef enum frame_kind { FRAME_RUN, FRAME_FORK, FRAME_QUERY } frame_kind;
+/* What the supervisor sent: a run, a fork (ctx.fork), a query, or `exit`
+ * (the context ends on purpose). */
+typedef enum frame_kind { FRAME_RUN, FRAME_FORK, FRAME_QUERY, FRAME_EXIT } frame_kind;
 
 /* Decodes a `query` frame into q (pointing into the frame); a malformed one
  * is a broken supervisor: exit(2). */
@@ -192,6 +193,8 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     wrk_run_set_id(id && id->kind == PROTO_UINT ? id->as.u : 0);
     if (proto_str_eq(proto_map_get(msg, "t"), "fork"))
         return FRAME_FORK;
+    if (proto_str_eq(proto_map_get(msg, "t"), "exit"))
+        return FRAME_EXIT;
     if (proto_str_eq(proto_map_get(msg, "t"), "query")) {
         parse_query(msg, q);
         return FRAME_QUERY;
@@ -254,6 +257,22 @@ static void install_crash_handlers(void)
         sigaction(sigs[i], &sa, NULL);
 }
 
+/* `exit`: the context is deleted or restarted, or the daemon stops. The
+ * atexit handlers run as when an interpreter exits, as a silent run whose
+ * frames go out as usual (sup_linger.c logs them; the supervisor kills the
+ * worker if they take longer than its kill grace); then the worker and what
+ * it started end. */
+static _Noreturn void exit_on_request(void)
+{
+    static const char code[] = "__import__('atexit')._run_exitfuncs()";
+    wrk_run_req req = {.code = code, .code_len = sizeof code - 1, .silent = true};
+    if (!sbx_static()) {
+        sbx_run_begin(); /* the handlers are user code */
+        wrk_run_execute(&req);
+    }
+    wrk_chan_gone(0);
+}
+
 /* Sends `ready`, then serves `run`, `query` and `fork` frames one at a time. */
 static _Noreturn void serve_channel(void)
 {
@@ -274,6 +293,8 @@ static _Noreturn void serve_channel(void)
         wrk_run_req req;
         wrk_query_req q;
         frame_kind kind = parse_frame(body, len, &doc, &req, &q);
+        if (kind == FRAME_EXIT)
+            exit_on_request();
         if (kind == FRAME_FORK) {
             bool copy = wrk_zygote_fork_live(&doc.nodes[0]);
             proto_doc_free(&doc);
