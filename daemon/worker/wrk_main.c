@@ -101,7 +101,7 @@ static void init_python(void)
 static void init_session(void)
 {
     if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0 ||
-        wrk_mpmain_init() < 0 || wrk_query_init() < 0)
+        wrk_mpmain_init() < 0 || wrk_py_install_hooks() < 0 || wrk_query_init() < 0)
         goto fail;
     PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
     if (!main_mod)

@@ -2,6 +2,7 @@
 #include "wrk_py.h"
 
 #include "mem.h"
+#include "wrk_display.h"
 
 /* The helper's source. Names starting with "_" are internal. */
 static const char helper_src[] =
@@ -41,13 +42,19 @@ static const char helper_src[] =
     "_SKIP = ()  # path prefixes of asyncio, once a run used top-level await\n"
     "_loop = None\n"
     "\n"
-    "def run(code, filename, silent, g, script=None):\n"
-    "    saved = None if script is None else _script_enter(script, g)\n"
+    /* A run is staged so that no frame of this helper is on the stack
+     * while user code runs (faulthandler and traceback.print_stack show
+     * the stack as python3 would): wrk_run.c calls enter, compile_cell,
+     * evaluates the code objects itself (await_ for a coroutine), then
+     * result and leave. */
+    "def enter(script, g):\n"
+    "    return None if script is None else _script_enter(script, g)\n"
+    "\n"
+    "def leave(saved, silent, g):\n"
     "    try:\n"
-    "        return _run(code, filename, silent, g)\n"
-    "    finally:\n"
     "        if saved is not None:\n"
     "            _script_leave(saved, g)\n"
+    "    finally:\n"
     "        if _rich is not None:\n"
     "            _rich.end_run(silent)\n"
     "\n"
@@ -87,16 +94,17 @@ static const char helper_src[] =
     "    if d is not None and sys.path and sys.path[0] is d:\n"
     "        sys.path[0] = ''\n"
     "\n"
-    "def _run(code, filename, silent, g):\n"
+    /* (body, last): the code compiled, a trailing expression apart. */
+    "def compile_cell(code, filename):\n"
     "    linecache.cache[filename] = (len(code), None, _LINE.findall(code), filename)\n"
     "    tree = compile(code, filename, 'exec', ast.PyCF_ONLY_AST | _AWAIT, dont_inherit=True)\n"
     "    last = None\n"
     "    if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
     "        last = ast.Expression(tree.body.pop().value)\n"
-    "    _exec(compile(tree, filename, 'exec', _AWAIT, dont_inherit=True), g)\n"
-    "    if last is None:\n"
-    "        return None\n"
-    "    value = _exec(compile(last, filename, 'eval', _AWAIT, dont_inherit=True), g)\n"
+    "        last = compile(last, filename, 'eval', _AWAIT, dont_inherit=True)\n"
+    "    return compile(tree, filename, 'exec', _AWAIT, dont_inherit=True), last\n"
+    "\n"
+    "def result(value, silent, g):\n"
     "    if value is None or silent:\n"
     "        return None\n"
     "    g['_'] = value\n"
@@ -104,17 +112,14 @@ static const char helper_src[] =
     "\n"
     /* Top-level await: the code object is a coroutine function body; it
      * runs to completion in one event loop kept across runs. */
-    "def _exec(c, g):\n"
-    "    r = eval(c, g)\n"
-    "    if c.co_flags & 0x80:  # CO_COROUTINE\n"
-    "        global _loop, _SKIP\n"
-    "        import asyncio\n"
-    "        _SKIP = (os.path.dirname(asyncio.__file__) + os.sep,)\n"
-    "        if _loop is None or _loop.is_closed():\n"
-    "            _loop = asyncio.new_event_loop()\n"
-    "        asyncio.set_event_loop(_loop)\n"
-    "        r = _loop.run_until_complete(r)\n"
-    "    return r\n"
+    "def await_(coro):\n"
+    "    global _loop, _SKIP\n"
+    "    import asyncio\n"
+    "    _SKIP = (os.path.dirname(asyncio.__file__) + os.sep,)\n"
+    "    if _loop is None or _loop.is_closed():\n"
+    "        _loop = asyncio.new_event_loop()\n"
+    "    asyncio.set_event_loop(_loop)\n"
+    "    return _loop.run_until_complete(coro)\n"
     "\n"
     /* Drops the helper's own leading frames from every exception of the
      * chain (causes, contexts, members of exception groups). */
@@ -154,6 +159,70 @@ static const char helper_src[] =
     "        text = text[:-1]\n"
     "    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, e.__traceback__\n"
     "    return ename, evalue, text.split('\\n')\n"
+    "\n"
+    /* The default sys.unraisablehook and threading.excepthook are C, and
+     * C reads source lines from files only: a cell's lines (in linecache)
+     * would be missing from what they print. These do the same in Python,
+     * so they show them; output is otherwise the C hooks' own. */
+    "def _exc_line(t, v):\n"
+    "    mod = getattr(t, '__module__', None)\n"
+    "    if not isinstance(mod, str):\n"
+    "        name = '<unknown>'\n"
+    "    else:\n"
+    "        name = '' if mod in ('builtins', '__main__') else mod + '.'\n"
+    "        name += getattr(t, '__qualname__', '<unknown>')\n"
+    "    if v is not None:\n"
+    "        try:\n"
+    "            name += ': ' + str(v)\n"
+    "        except BaseException:\n"
+    "            name += ': <exception str() failed>'\n"
+    "    return name + '\\n'\n"
+    "\n"
+    "def unraisablehook(u, /):\n"
+    "    f = sys.stderr\n"
+    "    if f is None:\n"
+    "        return\n"
+    "    out = []\n"
+    "    if u.object is not None:\n"
+    "        out.append((str(u.err_msg) if u.err_msg is not None else 'Exception ignored in') + ': ')\n"
+    "        try:\n"
+    "            out.append(repr(u.object))\n"
+    "        except BaseException:\n"
+    "            out.append('<object repr() failed>')\n"
+    "        out.append('\\n')\n"
+    "    elif u.err_msg is not None:\n"
+    "        out.append(str(u.err_msg) + ':\\n')\n"
+    "    if u.exc_traceback is not None:\n"
+    "        out.append('Traceback (most recent call last):\\n')\n"
+    "        out.extend(traceback.format_tb(u.exc_traceback))\n"
+    "    if u.exc_type is not None:\n"
+    "        out.append(_exc_line(u.exc_type, u.exc_value))\n"
+    "    f.write(''.join(out))\n"
+    "    f.flush()\n"
+    "\n"
+    "def thread_excepthook(args, /):\n"
+    "    if args.exc_type == SystemExit:\n"
+    "        return\n"
+    "    if sys.stderr is not None:\n"
+    "        stderr = sys.stderr\n"
+    "    elif args.thread is not None:\n"
+    "        stderr = args.thread._stderr\n"
+    "        if stderr is None:\n"
+    "            return\n"
+    "    else:\n"
+    "        return\n"
+    "    import threading\n"
+    "    name = args.thread.name if args.thread is not None else threading.get_ident()\n"
+    "    print(f'Exception in thread {name}:', file=stderr, flush=True)\n"
+    "    traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback,\n"
+    "                              file=stderr)\n"
+    "    stderr.flush()\n"
+    "\n"
+    "def patch_threading(mod):\n"
+    "    mod.excepthook = mod.__excepthook__ = thread_excepthook\n"
+    "\n"
+    "def install_hooks():\n"
+    "    sys.unraisablehook = sys.__unraisablehook__ = unraisablehook\n"
     "\n"
     "def flush():\n"
     "    for name in ('stdout', 'stderr'):\n"
@@ -196,7 +265,11 @@ static const char helper_src[] =
 static const char *const fn_names[WRK_PY_NFNS] = {
     [WRK_PY_ENV_APPLY] = "env_apply",
     [WRK_PY_ENV_RESTORE] = "env_restore",
-    [WRK_PY_RUN] = "run",
+    [WRK_PY_ENTER] = "enter",
+    [WRK_PY_COMPILE] = "compile_cell",
+    [WRK_PY_AWAIT] = "await_",
+    [WRK_PY_RESULT] = "result",
+    [WRK_PY_LEAVE] = "leave",
     [WRK_PY_FORMAT] = "format",
     [WRK_PY_FLUSH] = "flush",
     [WRK_PY_CHILD_EXIT] = "child_exit",
@@ -247,11 +320,30 @@ fail:
     return -1;
 }
 
+/* GIL held, after wrk_display_init: the traceback-printing hooks that show
+ * a cell's source lines (sys.unraisablehook now, threading.excepthook when
+ * threading is imported). -1 with a Python error set. */
+int wrk_py_install_hooks(void)
+{
+    PyObject *g = fns[WRK_PY_ENTER] ? PyFunction_GetGlobals(fns[WRK_PY_ENTER]) : NULL;
+    PyObject *install = g ? PyDict_GetItemString(g, "install_hooks") : NULL;
+    PyObject *patch = g ? PyDict_GetItemString(g, "patch_threading") : NULL;
+    if (!install || !patch) {
+        PyErr_SetString(PyExc_RuntimeError, "helper not loaded");
+        return -1;
+    }
+    PyObject *r = PyObject_CallNoArgs(install);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return wrk_display_patch_module("threading", patch);
+}
+
 /* Sets a global of the helper module (reached through a helper function's
  * globals), e.g. `_rich` from wrk_display. */
 int wrk_py_set_global(const char *name, PyObject *value)
 {
-    PyObject *g = fns[WRK_PY_RUN] ? PyFunction_GetGlobals(fns[WRK_PY_RUN]) : NULL;
+    PyObject *g = fns[WRK_PY_ENTER] ? PyFunction_GetGlobals(fns[WRK_PY_ENTER]) : NULL;
     if (!g) {
         PyErr_SetString(PyExc_RuntimeError, "helper not loaded");
         return -1;

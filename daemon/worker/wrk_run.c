@@ -303,6 +303,61 @@ static PyObject *script_arg(const wrk_run_req *req)
     return t;
 }
 
+/* Evaluates a code object of the run in its namespace; a body compiled
+ * with top-level await is a coroutine, run to its end by the helper. Done
+ * here, not in the helper, so no helper frame is on the stack while user
+ * code runs. */
+static PyObject *eval_code(PyObject *co)
+{
+    PyObject *r = PyEval_EvalCode(co, run_globals, run_globals);
+    if (r && (((PyCodeObject *)co)->co_flags & CO_COROUTINE)) {
+        PyObject *coro = r;
+        r = wrk_py_call(WRK_PY_AWAIT, PyTuple_Pack(1, coro));
+        Py_DECREF(coro);
+    }
+    return r;
+}
+
+/* The run proper: a script's set-up, the code, the trailing expression's
+ * value as a MIME bundle or repr (None when there is none), the set-up
+ * undone whatever happened. NULL with the run's exception set. */
+static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, PyObject *script)
+{
+    PyObject *saved = wrk_py_call(WRK_PY_ENTER, PyTuple_Pack(2, script, run_globals));
+    if (!saved)
+        return NULL;
+    PyObject *value = NULL, *repr = NULL;
+    PyObject *cc = wrk_py_call(WRK_PY_COMPILE, PyTuple_Pack(2, code, filename));
+    if (cc && PyTuple_Check(cc) && PyTuple_GET_SIZE(cc) == 2) {
+        PyObject *r = eval_code(PyTuple_GET_ITEM(cc, 0));
+        PyObject *last = PyTuple_GET_ITEM(cc, 1);
+        if (r)
+            value = last == Py_None ? Py_NewRef(Py_None) : eval_code(last);
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(cc);
+    PyObject *sil = silent ? Py_True : Py_False;
+    if (value) {
+        repr = wrk_py_call(WRK_PY_RESULT, PyTuple_Pack(3, value, sil, run_globals));
+        Py_DECREF(value);
+    }
+    /* leave runs in any case; the run's own exception, if any, wins. */
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyObject *l = wrk_py_call(WRK_PY_LEAVE, PyTuple_Pack(3, saved, sil, run_globals));
+    Py_DECREF(saved);
+    if (l) {
+        Py_DECREF(l);
+    } else if (et) {
+        PyErr_Clear();
+    } else {
+        Py_CLEAR(repr);
+    }
+    if (et)
+        PyErr_Restore(et, ev, etb);
+    return repr;
+}
+
 /* ---- the run --------------------------------------------------------------- */
 
 /* A process forked by the cell (os.fork) that returns from it must not go
@@ -365,9 +420,7 @@ void wrk_run_execute(const wrk_run_req *req)
     PyObject *repr = NULL;
     if (!exc) {
         PyObject *script = script_arg(req);
-        repr = wrk_py_call(WRK_PY_RUN,
-                           Py_BuildValue("(OOOOO)", code, filename,
-                                         req->silent ? Py_True : Py_False, run_globals, script));
+        repr = run_cell(code, filename, req->silent, script);
         Py_DECREF(script);
         if (!repr)
             exc = fetch_exception();
