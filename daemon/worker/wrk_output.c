@@ -944,8 +944,10 @@ static PyObject *text_write(out_obj *self, PyObject *arg)
 /* BufferedIOBase.write: any bytes-like object, returns its length. */
 static PyObject *bin_write(out_obj *self, PyObject *arg)
 {
-    if (out_closed(self))
-        return closed_error_raw();
+    if (out_closed(self)) {
+        PyErr_SetString(PyExc_ValueError, "write to closed file"); /* BufferedWriter's */
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
