@@ -302,6 +302,7 @@ SANDBOX = textwrap.dedent("""\
     m, s = os.openpty()
     os.write(m, b"through a pty\\n")
     print(os.read(s, 100))
+    sys.stdout.flush()
     pid, fd = pty.fork()
     if pid == 0:
         print("child on a tty:", os.isatty(0), flush=True)
