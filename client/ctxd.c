@@ -714,9 +714,8 @@ static int ev_done(ctxd_client *c, run *r, const msg_in *m)
         .dropped_stdout = get_uint(dropped, "stdout"),
         .dropped_stderr = get_uint(dropped, "stderr"),
         .cause = cause,
-        .exit_code = proto_map_get(m->root, "exit_code")
-                         ? (int)(get_uint(m->root, "exit_code") & 0xff)
-                         : -1,
+        .exit_code =
+            proto_map_get(m->root, "exit_code") ? (int)(get_uint(m->root, "exit_code") & 0xff) : -1,
     };
     end_run(c, r, 0, &out, NULL, NULL);
     free(cause);

@@ -57,7 +57,8 @@ static const char *const allowed[] = {
     "llistxattr", "flistxattr", "mknodat",
     /* extended attributes of its own files (the kernel keeps trusted.* and
      * security.* for capabilities it does not have; read-only binds refuse) */
-    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
     /* waiting for descriptors: selectors, asyncio, subprocess */
     "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
     "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "timerfd_create",
@@ -133,8 +134,8 @@ int sbx_allow_load(bool no_network, bool no_subprocess)
         rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 0);
     else if (!rc) /* AF_UNIX is not network: its paths are in this root, its
                      abstract names in this net namespace */
-        rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-                              SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+        rc =
+            seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
     /* setreuid(-1, -1) and the like change nothing (the namespace has one
      * uid): allowed, as the no-ops they are */
     static const int noop_id_calls[] = {SCMP_SYS(setreuid), SCMP_SYS(setregid)};

@@ -973,10 +973,8 @@ static const proto_field error_fields[] = {
     {"traceback", PF_ARRAY, true, 10000},
 };
 static const proto_field done_fields[] = {
-    {"run_id", PF_UINT, true, 0},
-    {"status", PF_STR, true, 32},
-    {"cpu_time", PF_NUM, false, 0},
-    {"artifacts", PF_ARRAY, false, 1000},
+    {"run_id", PF_UINT, true, 0},     {"status", PF_STR, true, 32},
+    {"cpu_time", PF_NUM, false, 0},   {"artifacts", PF_ARRAY, false, 1000},
     {"exit_code", PF_UINT, false, 0},
 };
 static const proto_field ready_fields[] = {{"pid", PF_UINT, false, 0}};

@@ -882,10 +882,10 @@ typedef struct request_kind {
 #define MAX_ENV 1024
 #define MAX_ARGV 4096
 static const proto_field execute_fields[] = {
-    {"ctx", PF_NAME | PF_NIL, false, 0},         {"code", PF_STR, true, 0},
-    {"timeout", PF_NUM | PF_NIL, false, 0},      {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
-    {"silent", PF_BOOL | PF_NIL, false, 0},      {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
-    {"allow_stdin", PF_BOOL | PF_NIL, false, 0}, {"artifacts", PF_BOOL | PF_NIL, false, 0},
+    {"ctx", PF_NAME | PF_NIL, false, 0},          {"code", PF_STR, true, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0},       {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
+    {"silent", PF_BOOL | PF_NIL, false, 0},       {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
+    {"allow_stdin", PF_BOOL | PF_NIL, false, 0},  {"artifacts", PF_BOOL | PF_NIL, false, 0},
     {"argv", PF_ARRAY | PF_NIL, false, MAX_ARGV}, {"file", PF_STR | PF_NIL, false, 4095},
 };
 static const proto_field file_put_fields[] = {

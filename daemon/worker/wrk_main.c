@@ -204,10 +204,8 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
         _exit(2);
     }
     static const proto_field fields[] = {
-        {"execution_count", PF_UINT, true, 0},
-        {"silent", PF_BOOL | PF_NIL, false, 0},
-        {"env", PF_STRMAP | PF_NIL, false, 0},
-        {"argv", PF_ARRAY | PF_NIL, false, 0},
+        {"execution_count", PF_UINT, true, 0}, {"silent", PF_BOOL | PF_NIL, false, 0},
+        {"env", PF_STRMAP | PF_NIL, false, 0}, {"argv", PF_ARRAY | PF_NIL, false, 0},
         {"file", PF_STR | PF_NIL, false, 0},
     };
     /* code may legitimately hold NUL bytes (Python reports them), which the

@@ -1037,7 +1037,7 @@ static PyObject *out_close(out_obj *self, PyObject *unused)
  * LookupError; a new encoding without errors means errors='strict'. */
 static PyObject *out_reconfigure(out_obj *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"encoding", "errors",        "newline",
+    static char *names[] = {"encoding",       "errors",        "newline",
                             "line_buffering", "write_through", NULL};
     PyObject *enc = Py_None, *err = Py_None, *nl = NULL, *lb = Py_None, *wt = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOO:reconfigure", names, &enc, &err, &nl, &lb,
@@ -1058,8 +1058,7 @@ static PyObject *out_reconfigure(out_obj *self, PyObject *args, PyObject *kw)
             if (PyUnicode_Check(nl))
                 PyErr_Format(PyExc_ValueError, "illegal newline value: %U", nl);
             else
-                PyErr_Format(PyExc_TypeError, "illegal newline type: %.100s",
-                             Py_TYPE(nl)->tp_name);
+                PyErr_Format(PyExc_TypeError, "illegal newline type: %.100s", Py_TYPE(nl)->tp_name);
             return NULL;
         }
     }

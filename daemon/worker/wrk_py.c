@@ -184,7 +184,8 @@ static const char helper_src[] =
     "        return\n"
     "    out = []\n"
     "    if u.object is not None:\n"
-    "        out.append((str(u.err_msg) if u.err_msg is not None else 'Exception ignored in') + ': ')\n"
+    "        msg = 'Exception ignored in' if u.err_msg is None else str(u.err_msg)\n"
+    "        out.append(msg + ': ')\n"
     "        try:\n"
     "            out.append(repr(u.object))\n"
     "        except BaseException:\n"
@@ -263,16 +264,11 @@ static const char helper_src[] =
     "    return code & 0xff\n";
 
 static const char *const fn_names[WRK_PY_NFNS] = {
-    [WRK_PY_ENV_APPLY] = "env_apply",
-    [WRK_PY_ENV_RESTORE] = "env_restore",
-    [WRK_PY_ENTER] = "enter",
-    [WRK_PY_COMPILE] = "compile_cell",
-    [WRK_PY_AWAIT] = "await_",
-    [WRK_PY_RESULT] = "result",
-    [WRK_PY_LEAVE] = "leave",
-    [WRK_PY_FORMAT] = "format",
-    [WRK_PY_FLUSH] = "flush",
-    [WRK_PY_CHILD_EXIT] = "child_exit",
+    [WRK_PY_ENV_APPLY] = "env_apply", [WRK_PY_ENV_RESTORE] = "env_restore",
+    [WRK_PY_ENTER] = "enter",         [WRK_PY_COMPILE] = "compile_cell",
+    [WRK_PY_AWAIT] = "await_",        [WRK_PY_RESULT] = "result",
+    [WRK_PY_LEAVE] = "leave",         [WRK_PY_FORMAT] = "format",
+    [WRK_PY_FLUSH] = "flush",         [WRK_PY_CHILD_EXIT] = "child_exit",
     [WRK_PY_EXIT_CODE] = "exit_code",
 };
 

@@ -13,11 +13,11 @@ typedef enum wrk_py_fn {
     WRK_PY_ENV_APPLY,   /* (env: dict) -> saved state */
     WRK_PY_ENV_RESTORE, /* (saved) -> None */
     /* A run, in stages (wrk_run.c evaluates the code objects itself): */
-    WRK_PY_ENTER,   /* ((file, argv) or None, globals) -> saved state of a script run */
-    WRK_PY_COMPILE, /* (code, filename) -> (body code, trailing expression's code or None) */
-    WRK_PY_AWAIT,   /* (coroutine) -> its value, run in the helper's event loop */
-    WRK_PY_RESULT,  /* (value, silent, globals) -> MIME bundle dict, repr str or None */
-    WRK_PY_LEAVE,   /* (saved, silent, globals) -> None */
+    WRK_PY_ENTER,      /* ((file, argv) or None, globals) -> saved state of a script run */
+    WRK_PY_COMPILE,    /* (code, filename) -> (body code, trailing expression's code or None) */
+    WRK_PY_AWAIT,      /* (coroutine) -> its value, run in the helper's event loop */
+    WRK_PY_RESULT,     /* (value, silent, globals) -> MIME bundle dict, repr str or None */
+    WRK_PY_LEAVE,      /* (saved, silent, globals) -> None */
     WRK_PY_FORMAT,     /* (exc) -> (ename, evalue, [lines]) */
     WRK_PY_FLUSH,      /* () -> None: flush sys.stdout / sys.stderr */
     WRK_PY_CHILD_EXIT, /* (exc or None) -> exit status of a forked child */

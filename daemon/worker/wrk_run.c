@@ -290,9 +290,9 @@ static PyObject *script_arg(const wrk_run_req *req)
         }
         Py_DECREF(s);
     }
-    PyObject *file = req->file ? PyUnicode_DecodeFSDefaultAndSize(req->file->as.s,
-                                                                  (Py_ssize_t)req->file->n)
-                               : Py_NewRef(Py_None);
+    PyObject *file =
+        req->file ? PyUnicode_DecodeFSDefaultAndSize(req->file->as.s, (Py_ssize_t)req->file->n)
+                  : Py_NewRef(Py_None);
     if (!argv || !file)
         fatal("run: out of memory building the request");
     PyObject *t = PyTuple_Pack(2, file, argv);

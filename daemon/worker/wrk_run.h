@@ -18,9 +18,9 @@ typedef struct wrk_run_req {
     size_t code_len;
     uint64_t execution_count;
     bool silent;
-    bool allow_stdin;     /* input() may ask the client */
-    bool artifacts;       /* scan the cwd before and after for done.artifacts */
-    const proto_val *env; /* map str -> str, or NULL */
+    bool allow_stdin;      /* input() may ask the client */
+    bool artifacts;        /* scan the cwd before and after for done.artifacts */
+    const proto_val *env;  /* map str -> str, or NULL */
     const proto_val *argv; /* array of str (sys.argv of a script), or NULL */
     const proto_val *file; /* str: the script's path (__file__), or NULL */
 } wrk_run_req;

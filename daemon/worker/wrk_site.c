@@ -25,15 +25,15 @@ static const char site_code[] =
  * tier's is /tmp, a context's env may set it), so they are computed again
  * as python3 started here would; the old user site leaves sys.path unless
  * it is still the one. */
-static const char user_code[] =
-    "import site, sys\n"
-    "old = site.USER_SITE\n"
-    "site.USER_BASE = site.USER_SITE = None\n"
-    "site.getuserbase()\n"
-    "site.getusersitepackages()\n"
-    "if old and old != site.USER_SITE and old in sys.path:\n"
-    "    sys.path.remove(old)\n";
+static const char user_code[] = "import site, sys\n"
+                                "old = site.USER_SITE\n"
+                                "site.USER_BASE = site.USER_SITE = None\n"
+                                "site.getuserbase()\n"
+                                "site.getusersitepackages()\n"
+                                "if old and old != site.USER_SITE and old in sys.path:\n"
+                                "    sys.path.remove(old)\n";
 
+/* Runs user_code once per worker (its HOME is final by now). */
 static void reset_user_site(void)
 {
     PyGILState_STATE gil = PyGILState_Ensure();
