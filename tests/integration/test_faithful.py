@@ -76,6 +76,31 @@ def test_input_reads_a_replaced_stdin_and_keeps_signatures(client, tmp_path):
     same(client, tmp_path, code)
 
 
+def test_input_in_a_forked_child_reads_its_terminal(client, tmp_path):
+    code = textwrap.dedent("""\
+        import os, pty, sys
+        sys.stdout.flush()
+        pid, fd = pty.fork()
+        if pid == 0:
+            s = input("name? ")
+            print("got", s, flush=True)
+            os._exit(0)
+        os.write(fd, b"hello\\n")
+        data = b""
+        while True:
+            try:
+                chunk = os.read(fd, 100)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        os.waitpid(pid, 0)
+        print(sorted(set(data.replace(b"\\r", b"").split(b"\\n")) - {b""}))
+        """)
+    same(client, tmp_path, code)
+
+
 # ---- 2. sys.exit ------------------------------------------------------------
 
 @pytest.mark.parametrize("end", [
