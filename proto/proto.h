@@ -1,12 +1,13 @@
 /* proto: the msgpack codec and framing shared by the ctxd daemon, its workers
  * and libctxd. See proto/PROTOCOL.md for the wire contract.
  *
- * Encoding appends msgpack to a growable proto_buf (allocation failure aborts).
- * Decoding is a bounded, two-pass parser: it never allocates more than the
- * input can describe, rejects nesting deeper than PROTO_MAX_DEPTH, trailing
- * bytes, truncation, non-string map keys and duplicated keys. Decoded strings
- * point into the caller's input buffer (not NUL-terminated): keep the input
- * alive while the proto_doc is used. */
+ * msgpack-c does the packing and unpacking. Encoding appends msgpack to a
+ * growable proto_buf (allocation failure aborts) through msgpack-c's packer.
+ * Decoding first walks the message (proto_walk.c) so msgpack-c never
+ * allocates more than the input can describe, and rejects nesting deeper
+ * than PROTO_MAX_DEPTH, trailing bytes, truncation, non-string map keys and
+ * duplicated keys. Decoded strings point into the caller's input buffer (not
+ * NUL-terminated): keep the input alive while the proto_doc is used. */
 #ifndef CTXD_PROTO_H
 #define CTXD_PROTO_H
 

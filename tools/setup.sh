@@ -11,7 +11,7 @@ mode=${1:-demo}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 
-PACKAGES="build-essential cmake pkg-config libzmq3-dev python3-dev python3-zmq
+PACKAGES="build-essential cmake pkg-config libzmq3-dev libmsgpack-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
 python3-matplotlib python3-pip"
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).
@@ -43,9 +43,25 @@ install_missing() {
     fi
 }
 
+# Node.js and npm (the TypeScript client and MCP server, client/js): Debian's,
+# when missing.
+install_node() {
+    command -v node >/dev/null && command -v npm >/dev/null && return 0
+    saved=$PACKAGES
+    PACKAGES="nodejs npm"
+    install_missing
+    PACKAGES=$saved
+}
+
 build_all() {
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$build" -j"$(nproc)"
+    # client/js: its dependencies from the committed lockfile (again only
+    # when the lockfile changed since), then tsc.
+    (cd "$root/client/js" &&
+        { [ node_modules/.package-lock.json -nt package-lock.json ] ||
+            npm ci --no-audit --no-fund; } &&
+        npm run build)
 }
 
 demo() {
@@ -80,6 +96,7 @@ for i in range(3):
 }
 
 install_missing
+install_node
 build_all
 case "$mode" in
 demo) demo ;;

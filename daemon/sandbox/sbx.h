@@ -1,8 +1,9 @@
 /* sbx: confinement of a worker by its context's tier and policy (PROTOCOL.md
- * §5 ctx.create, daemon/sup_policy.c). The supervisor passes the policy in
- * the variable CTXD_SANDBOX; sbx_init removes it and applies the policy
- * before the worker sends its first `ready`, so no user code ever runs
- * unconfined. */
+ * §5 ctx.create, daemon/supervisor/sup_policy.c). The supervisor passes the
+ * policy in the variable CTXD_SANDBOX; sbx_init removes it and applies the
+ * policy before the worker sends its first `ready`, so no user code ever
+ * runs unconfined. Confinement steps only: nothing here knows runs, frames
+ * or the channel (daemon/sandbox/README.md). */
 #ifndef CTXD_SBX_H
 #define CTXD_SBX_H
 
@@ -11,10 +12,10 @@
 #include <sys/types.h>
 
 #include "sbx_cgroup.h"
+#include "sbx_host.h"
 #include "sbx_path.h"
-#include "wrk_run.h"
 
-/* The policy as the supervisor sent it (CTXD_SANDBOX, daemon/sup_policy.c). */
+/* The policy as the supervisor sent it (CTXD_SANDBOX, daemon/supervisor/sup_policy.c). */
 typedef struct sbx_policy {
     bool active, is_static, confined, sandbox, no_network, no_subprocess;
     unsigned long long memory_bytes, max_processes, file_size_bytes;
@@ -38,10 +39,11 @@ void sbx_policy_free(sbx_policy *p);
  * process (status 1, reason in the daemon's log) when a requested limit
  * cannot be enforced: a policy is never silently weakened. */
 void sbx_init(void);
-/* True in a `static` tier worker: runs are analysed, never executed. */
+/* True in a `static` tier worker: runs are analysed (by the worker,
+ * wrk_static.c), never executed. */
 bool sbx_static(void);
-/* GIL not held. The static tier's run: start, the analysis, done. */
-void sbx_static_execute(const wrk_run_req *req);
+/* The policy sbx_init applied (all zero without CTXD_SANDBOX). */
+const sbx_policy *sbx_policy_current(void);
 /* Around each run: the per-run CPU budget (policy cpu_seconds). */
 void sbx_run_begin(void);
 void sbx_run_end(void);
@@ -50,13 +52,8 @@ void sbx_run_end(void);
 int sbx_py_init(void);
 /* Installs the import allowlist (names NULL-terminated). */
 int sbx_py_imports(char **names, bool set);
-/* The static tier: only records the list for the analysis. */
-int sbx_py_static_imports(char **names, bool set);
 /* Makes SIGXCPU raise TimeoutError in the run. */
 int sbx_py_cpu_handler(double seconds);
-/* The analysis of code for the static tier: a new reference to a tuple
- * (summary str, json str, error ename or None, error evalue or None). */
-PyObject *sbx_py_analyze(const char *code, size_t len);
 
 /* sbx_ns.c: the sandbox tier's namespaces, root and cgroups. */
 /* The clone flags the intermediate process of a sandbox worker unshares

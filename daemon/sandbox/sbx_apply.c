@@ -8,6 +8,9 @@
  * Every step that was asked for and cannot be applied ends the worker
  * (exit 1, reason in the daemon's log): ctx.create then fails instead of
  * returning a context weaker than its policy. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 #include "sbx.h"
 
 #include <errno.h>
@@ -32,9 +35,7 @@
 #include <unistd.h>
 
 #include "mem.h"
-#include "proto.h"
-#include "wrk_log.h"
-#include "wrk_output.h"
+#include "sbx_host.h"
 
 /* ---- the policy as the supervisor sent it ------------------------------ */
 
@@ -126,7 +127,7 @@ void sbx_policy_parse(sbx_policy *p, const char *text)
 
 static _Noreturn void fail(const char *what)
 {
-    wrk_log("policy: cannot enforce %s: %s", what, strerror(errno));
+    sbx_host_log("policy: cannot enforce %s: %s", what, strerror(errno));
     _exit(1);
 }
 
@@ -523,7 +524,7 @@ static void scrub_initial_environ(void)
     for (size_t i = 0; environ && environ[i]; i++)
         environ[i] = mem_strdup(environ[i]);
     unsigned long long start, end;
-    if (wrk_log_stat_range(49, &start, &end) < 0 || end - start > (64u << 20)) {
+    if (sbx_host_stat_range(49, &start, &end) < 0 || end - start > (64u << 20)) {
         errno = EINVAL;
         fail("a clean environment (cannot find the initial environment block)");
     }
@@ -535,6 +536,11 @@ static void scrub_initial_environ(void)
 bool sbx_static(void)
 {
     return pol.active && pol.is_static;
+}
+
+const sbx_policy *sbx_policy_current(void)
+{
+    return &pol;
 }
 
 void sbx_init(void)
@@ -570,20 +576,17 @@ void sbx_init(void)
     Py_XDECREF(environ);
     Py_XDECREF(os);
     unsetenv("CTXD_SANDBOX");
-    /* The Python side (import hook, CPU timer, analysis) only for tiers
-     * that use it: an unsafe context starts without its imports. */
-    if (!r || ((pol.is_static || pol.confined) && sbx_py_init() < 0)) {
+    /* The Python side (import hook, CPU timer) only for tiers that use it:
+     * an unsafe context starts without its imports. */
+    if (!r || (pol.confined && sbx_py_init() < 0)) {
         PyErr_Print();
         errno = EINVAL;
         fail("the policy (Python set-up)");
     }
-    if (pol.is_static) { /* runs nothing: only the analysis needs the list */
-        if (sbx_py_static_imports(pol.imports, pol.imports_set) < 0)
-            fail("allowed_imports");
-        PyGILState_Release(gil);
-        return;
-    }
-    if (!pol.confined) { /* unsafe: the supervisor's timeout cap is all */
+    /* static: runs nothing (the worker analyses, wrk_static.c, with
+     * sbx_policy_current()'s list); unsafe: the supervisor's timeout cap
+     * is all. */
+    if (!pol.confined) {
         PyGILState_Release(gil);
         return;
     }
@@ -631,69 +634,4 @@ void sbx_init(void)
     } else {
         seccomp_filter();
     }
-}
-
-/* ---- the static tier's run ------------------------------------------------- */
-
-/* The static tier's error frame: the analysis is the whole story, so the
- * traceback is the one line "ename: evalue". */
-static void put_static_error(proto_buf *b, PyObject *ename, PyObject *evalue)
-{
-    size_t start = proto_frame_begin(b);
-    proto_put_map(b, 4);
-    proto_put_str(b, "t");
-    proto_put_str(b, "error");
-    proto_put_str(b, "ename");
-    wrk_run_put_pystr(b, ename, SIZE_MAX);
-    proto_put_str(b, "evalue");
-    wrk_run_put_pystr(b, evalue, SIZE_MAX);
-    proto_put_str(b, "traceback");
-    proto_put_array(b, 1);
-    PyObject *line = PyUnicode_FromFormat("%S: %S", ename, evalue);
-    wrk_run_put_pystr(b, line, SIZE_MAX);
-    Py_XDECREF(line);
-    proto_frame_end(b, start);
-}
-
-void sbx_static_execute(const wrk_run_req *req)
-{
-    proto_buf frames;
-    proto_buf_init(&frames);
-    wrk_run_put_start(&frames);
-    wrk_output_begin_run(&frames);
-    frames.len = 0;
-
-    const char *status = "ok";
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *a = sbx_py_analyze(req->code, req->code_len);
-    if (!a || !PyTuple_Check(a) || PyTuple_GET_SIZE(a) != 4) {
-        PyErr_Clear();
-        status = "error";
-        PyObject *ename = PyUnicode_FromString("RuntimeError");
-        PyObject *evalue = PyUnicode_FromString("the static analysis failed");
-        put_static_error(&frames, ename, evalue);
-        Py_XDECREF(ename);
-        Py_XDECREF(evalue);
-    } else {
-        size_t start = proto_frame_begin(&frames);
-        proto_put_map(&frames, 2);
-        proto_put_str(&frames, "t");
-        proto_put_str(&frames, "result");
-        proto_put_str(&frames, "data");
-        proto_put_map(&frames, 2);
-        proto_put_str(&frames, "text/plain");
-        wrk_run_put_pystr(&frames, PyTuple_GET_ITEM(a, 0), SIZE_MAX);
-        proto_put_str(&frames, "application/vnd.ctxd.analysis+json");
-        wrk_run_put_pystr(&frames, PyTuple_GET_ITEM(a, 1), SIZE_MAX);
-        proto_frame_end(&frames, start);
-        if (PyTuple_GET_ITEM(a, 2) != Py_None) {
-            status = "error";
-            put_static_error(&frames, PyTuple_GET_ITEM(a, 2), PyTuple_GET_ITEM(a, 3));
-        }
-    }
-    Py_XDECREF(a);
-    PyGILState_Release(gil);
-    wrk_run_put_done(&frames, status, 0, NULL);
-    wrk_output_end_run(&frames);
-    proto_buf_free(&frames);
 }

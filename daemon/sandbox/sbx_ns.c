@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "mem.h"
-#include "wrk_log.h"
+#include "sbx_host.h"
 
 /* Where the new root is assembled, in the worker's own mount namespace
  * (the host's /tmp is hidden only there; sources are opened first). */
@@ -95,7 +95,7 @@ int sbx_ns_prepare(pid_t w, const sbx_policy *p, char *msg, size_t n)
 
 static _Noreturn void fail(const char *what, const char *path)
 {
-    wrk_log("sandbox: %s%s%s: %s", what, path ? " " : "", path ? path : "", strerror(errno));
+    sbx_host_log("sandbox: %s%s%s: %s", what, path ? " " : "", path ? path : "", strerror(errno));
     _exit(1);
 }
 
@@ -312,7 +312,7 @@ static void new_devpts(void)
     make_target("/dev/pts", true);
     if (mount("devpts", NEW_ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
               "newinstance,ptmxmode=0666,mode=0620") < 0) {
-        wrk_log("sandbox: no devpts (%s): os.openpty will fail", strerror(errno));
+        sbx_host_log("sandbox: no devpts (%s): os.openpty will fail", strerror(errno));
         return;
     }
     symlink_new("pts/ptmx", "/dev/ptmx");

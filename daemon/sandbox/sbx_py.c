@@ -2,7 +2,7 @@
  * hook on builtins.__import__, importlib.import_module and importlib.__import__
  * for modules already loaded, plus a sys.meta_path finder that refuses to load
  * any new module for user code, whichever way it asked), the CPU budget
- * handler, and the static tier's analysis.
+ * handler. (The static tier's analysis is the worker's: wrk_static.c.)
  *
  * The hook decides by the importing code's globals: code of a real module
  * (its globals are that module's dict in sys.modules) or of the worker's own
@@ -14,10 +14,9 @@
 #include <Python.h>
 
 #include "sbx.h"
-#include "wrk_log.h"
 
 static const char sbx_src[] =
-    "import builtins, importlib, importlib.abc, json, sys, ast, signal\n"
+    "import builtins, importlib, importlib.abc, sys, signal\n"
     "_G = globals()\n"
     "_TRUSTED = ('_ctxd_worker', '_ctxd_zygote', '_ctxd_sbx', '_ctxd_query')\n"
     "\n"
@@ -87,75 +86,13 @@ static const char sbx_src[] =
     "    def on_xcpu(signum, frame):\n"
     "        raise TimeoutError('the run used its CPU budget of %g s (policy cpu_seconds)' % "
     "seconds)\n"
-    "    signal.signal(signal.SIGXCPU, on_xcpu)\n"
-    "\n"
-    "def _dyn_name(node):\n"
-    "    f = node.func\n"
-    "    dyn = (isinstance(f, ast.Name) and f.id == '__import__') or (\n"
-    "        isinstance(f, ast.Attribute) and f.attr in ('import_module', '__import__'))\n"
-    "    if not dyn:\n"
-    "        return None, False\n"
-    "    if node.args and isinstance(node.args[0], ast.Constant) and \\\n"
-    "            isinstance(node.args[0].value, str):\n"
-    "        return node.args[0].value, True\n"
-    "    return None, True\n"
-    "\n"
-    "def analyze(src, allowed):\n"
-    "    res = {'syntax_error': None, 'imports': [], 'dynamic_imports': 0, 'disallowed': []}\n"
-    "    try:\n"
-    "        tree = ast.parse(src, '<cell>')\n"
-    "    except SyntaxError as e:\n"
-    "        res['syntax_error'] = {'message': e.msg, 'line': e.lineno, 'col': e.offset,\n"
-    "                               'end_line': getattr(e, 'end_lineno', None),\n"
-    "                               'end_col': getattr(e, 'end_offset', None),\n"
-    "                               'text': (e.text or '').rstrip('\\n')}\n"
-    "        tree = None\n"
-    "    except ValueError as e:\n"
-    "        res['syntax_error'] = {'message': str(e), 'line': None, 'col': None,\n"
-    "                               'end_line': None, 'end_col': None, 'text': ''}\n"
-    "        tree = None\n"
-    "    found = []\n"
-    "    for node in ast.walk(tree) if tree is not None else ():\n"
-    "        if isinstance(node, ast.Import):\n"
-    "            found += [a.name for a in node.names]\n"
-    "        elif isinstance(node, ast.ImportFrom):\n"
-    "            found.append('.' * node.level + (node.module or ''))\n"
-    "        elif isinstance(node, ast.Call):\n"
-    "            name, dyn = _dyn_name(node)\n"
-    "            if name:\n"
-    "                found.append(name)\n"
-    "            elif dyn:\n"
-    "                res['dynamic_imports'] += 1\n"
-    "    for n in found:\n"
-    "        if n not in res['imports']:\n"
-    "            res['imports'].append(n)\n"
-    "    if allowed is not None:\n"
-    "        allowed = frozenset(allowed)\n"
-    "        res['disallowed'] = [n for n in res['imports']\n"
-    "                             if not n.startswith('.') and not _allowed(n, allowed)]\n"
-    "        if res['dynamic_imports']:\n"
-    "            res['disallowed'].append('<dynamic import>')\n"
-    "    ename = evalue = None\n"
-    "    se = res['syntax_error']\n"
-    "    if se:\n"
-    "        ename, evalue = 'SyntaxError', '%s (line %s, col %s)' % (se['message'], se['line'], "
-    "se['col'])\n"
-    "        summary = 'syntax error: ' + evalue\n"
-    "    elif res['disallowed']:\n"
-    "        ename = 'ImportError'\n"
-    "        evalue = 'not allowed by the policy: ' + ', '.join(res['disallowed'])\n"
-    "        summary = 'imports ' + ', '.join(res['imports']) + '; ' + evalue\n"
-    "    else:\n"
-    "        summary = 'syntax ok; imports: ' + (', '.join(res['imports']) or 'none')\n"
-    "    summary += '; not executed (static tier)'\n"
-    "    res['executed'] = False\n"
-    "    return summary, json.dumps(res), ename, evalue\n";
+    "    signal.signal(signal.SIGXCPU, on_xcpu)\n";
 
-static PyObject *fn_install_imports, *fn_install_cpu, *fn_analyze, *static_allowed;
+static PyObject *fn_install_imports, *fn_install_cpu;
 
 int sbx_py_init(void)
 {
-    if (fn_analyze)
+    if (fn_install_imports)
         return 0;
     PyObject *mod = PyModule_New("_ctxd_sbx");
     PyObject *d = mod ? PyModule_GetDict(mod) : NULL;
@@ -171,15 +108,11 @@ int sbx_py_init(void)
     }
     fn_install_imports = PyDict_GetItemString(d, "install_imports");
     fn_install_cpu = PyDict_GetItemString(d, "install_cpu");
-    fn_analyze = PyDict_GetItemString(d, "analyze");
     Py_XINCREF(fn_install_imports);
     Py_XINCREF(fn_install_cpu);
-    Py_XINCREF(fn_analyze);
     /* The module stays alive through its functions' globals. */
     Py_DECREF(mod);
-    static_allowed = Py_None;
-    Py_INCREF(Py_None);
-    return fn_install_imports && fn_install_cpu && fn_analyze ? 0 : -1;
+    return fn_install_imports && fn_install_cpu ? 0 : -1;
 }
 
 static PyObject *str_list(char **names)
@@ -197,24 +130,13 @@ static PyObject *str_list(char **names)
     return l;
 }
 
-int sbx_py_static_imports(char **names, bool set)
+int sbx_py_imports(char **names, bool set)
 {
     if (!set)
         return 0;
     PyObject *l = str_list(names);
-    if (!l)
-        return -1;
-    Py_SETREF(static_allowed, l);
-    return 0;
-}
-
-int sbx_py_imports(char **names, bool set)
-{
-    if (sbx_py_static_imports(names, set) < 0)
-        return -1;
-    if (!set)
-        return 0;
-    PyObject *r = PyObject_CallOneArg(fn_install_imports, static_allowed);
+    PyObject *r = l ? PyObject_CallOneArg(fn_install_imports, l) : NULL;
+    Py_XDECREF(l);
     Py_XDECREF(r);
     return r ? 0 : -1;
 }
@@ -226,14 +148,4 @@ int sbx_py_cpu_handler(double seconds)
     Py_XDECREF(s);
     Py_XDECREF(r);
     return r ? 0 : -1;
-}
-
-PyObject *sbx_py_analyze(const char *code, size_t len)
-{
-    PyObject *src = PyUnicode_DecodeUTF8(code, (Py_ssize_t)len, "replace");
-    if (!src)
-        return NULL;
-    PyObject *r = PyObject_CallFunctionObjArgs(fn_analyze, src, static_allowed, NULL);
-    Py_DECREF(src);
-    return r;
 }

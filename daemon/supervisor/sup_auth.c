@@ -2,7 +2,9 @@
  * state directory (made on first start); clients are let in when their public
  * key is in the authorized keys file, checked by a ZAP handler that runs in
  * the supervisor's own loop (RFC 27). */
-#include "sup.h"
+#include "sup_auth.h"
+
+#include "sup_config.h"
 
 #include "mem.h"
 

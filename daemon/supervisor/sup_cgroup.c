@@ -1,14 +1,17 @@
 /* sup_cgroup: the supervisor's half of "every process in a cgroup".
  *
  * Each worker incarnation gets a cgroup named ctxd/<daemon pid>/w<n>
- * (daemon/sbx_cgroup.c puts the worker in before it runs anything; a
+ * (daemon/sandbox/sbx_cgroup.c puts the worker in before it runs anything; a
  * ctx.fork copy is moved into its own here). Whatever the worker starts,
  * setsid or double-forked, stays in it: killing the context kills the
  * cgroup (cgroup.kill), on delete, restart, timeout, death and shutdown.
  * Its CPU time (cpu.stat) is the context's, children included. Cgroups of
  * a daemon that died without cleaning up are killed and removed when the
  * next daemon starts. */
-#include "sup.h"
+#include "sup_cgroup.h"
+
+#include "sup_config.h"
+#include "sup_log.h"
 
 #include "mem.h"
 #include "sbx_cgroup.h"

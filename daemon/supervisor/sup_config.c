@@ -1,15 +1,18 @@
 /* sup_config: ctxd's settings, from the command line and from a config file
  * (`--config FILE`, lines of `key = value` using the long option names). One
  * table describes every option for both, and for --help. */
-#include "sup.h"
+#include "sup_config.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+char sup_instance[33];
 
 sup_config sup_cfg = {
     .max_contexts = 1024,
@@ -169,9 +172,24 @@ static int set_no_cgroup_tuning(const char *v, char *err, size_t n)
     return 0;
 }
 
+/* --worker-uids FIRST:COUNT (sup_ident.c hands them out). */
 static int set_worker_uids(const char *v, char *err, size_t n)
 {
-    return sup_ident_parse_range(v, err, n);
+    char *end;
+    errno = 0;
+    unsigned long first = strtoul(v, &end, 10);
+    unsigned long count = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
+    if (errno || *end || first < 1000 || count < 2 || count > (1u << 24) ||
+        first + count > 0xfffffffeul) {
+        snprintf(err, n,
+                 "'%s' must be FIRST:COUNT (FIRST >= 1000, 2 <= COUNT <= 16777216, all below "
+                 "2^32 - 1)",
+                 v);
+        return -1;
+    }
+    sup_cfg.worker_uid_first = (unsigned)first;
+    sup_cfg.worker_uid_count = (unsigned)count;
+    return 0;
 }
 
 static const option_def options[] = {

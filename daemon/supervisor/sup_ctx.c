@@ -1,10 +1,26 @@
 /* sup_ctx: the context table, each context's FIFO of runs, its worker's
  * lifecycle (spawn, death, incarnations) and the worker channel. */
-#include "sup.h"
+#include "sup_ctx.h"
+
+#include "sup_cgroup.h"
+#include "sup_config.h"
+#include "sup_held.h"
+#include "sup_ident.h"
 #include "sup_linger.h"
+#include "sup_log.h"
+#include "sup_outmem.h"
+#include "sup_peer.h"
+#include "sup_pkgs.h"
 #include "sup_policy.h"
+#include "sup_proc.h"
+#include "sup_send.h"
+#include "sup_spawn.h"
+#include "sup_stats.h"
+#include "sup_trash.h"
+#include "sup_zygote.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -109,12 +125,8 @@ typedef struct run_end {
 
 static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
 {
-    if (r->fork_name) { /* a ctx.fork that will not happen */
-        sup_fork_abort(r, e->cause ? e->cause : e->status);
-        return;
-    }
-    if (r->query_op) { /* a query that will not be answered */
-        sup_query_abort(r, e->status, e->cause);
+    if (r->kind) { /* a ctx.fork that will not happen, a query not answered */
+        r->kind->abort(r, e->status, e->cause);
         return;
     }
     proto_buf b;
@@ -237,7 +249,16 @@ static int start_worker(sup_ctx *c, bool use_zygote, proto_error *err)
     pid_t pid;
     int fd;
     sup_cgroup_new_name(c->cgroup);
-    int rc = sup_spawn_worker(c, use_zygote, &pid, &fd, c->out_rd, err);
+    sup_spawn_req w = {.owner = c,
+                       .name = c->name,
+                       .cwd = c->cwd,
+                       .cgroup = c->cgroup,
+                       .env = c->env,
+                       .nenv = c->nenv,
+                       .site = c->site,
+                       .policy = c->policy,
+                       .ident = c->ident};
+    int rc = sup_spawn_worker(&w, use_zygote, &pid, &fd, c->out_rd, err);
     if (rc < 0) {
         sup_cgroup_release(c->cgroup);
         return -1;
@@ -286,7 +307,7 @@ static void reply_waiters_ok(sup_ctx *c)
         proto_buf_init(&b);
         sup_msg_begin(&b, "ok", &w->peer, 1);
         proto_put_str(&b, "ctx");
-        sup_put_ctx_info(&b, c);
+        sup_ctx_put_info(&b, c);
         sup_deliver(&w->peer, &b);
         proto_buf_free(&b);
         free(w);
@@ -606,7 +627,7 @@ typedef struct frame_kind {
     const proto_field *fields;
     size_t nfields;
     frame_rule rule;
-    void (*handle)(sup_ctx *c, const proto_val *msg);
+    void (*handle)(sup_ctx *c, const proto_val *msg); /* NULL: c->running->kind */
 } frame_kind;
 
 static void on_ready(sup_ctx *c, const proto_val *msg)
@@ -871,6 +892,76 @@ bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len, bool eof)
     return true;
 }
 
+/* `%pip install` in a run (wrk_ipy.c): the worker asks for what
+ * pip.install does for its own context and waits for pip_reply {n, value}:
+ * value "" once the packages are importable, else the message. The wait
+ * is found again by name, incarnation and package directory: a reply for
+ * a worker that is gone is dropped, one that crosses an interrupt is
+ * dropped by the worker. */
+typedef struct pip_wait {
+    char name[PROTO_MAX_NAME + 1];
+    unsigned incarnation;
+    uint64_t n;
+    sup_site *site;
+} pip_wait;
+
+static void pip_reply(sup_ctx *c, uint64_t n, const char *value)
+{
+    size_t start = proto_frame_begin(&c->out);
+    proto_put_map(&c->out, 3);
+    proto_put_str(&c->out, "t");
+    proto_put_str(&c->out, "pip_reply");
+    proto_put_str(&c->out, "n");
+    proto_put_uint(&c->out, n);
+    proto_put_str(&c->out, "value");
+    proto_put_str(&c->out, value);
+    proto_frame_end(&c->out, start);
+    sup_ctx_on_writable(c);
+}
+
+static void pip_installed(void *arg, const sup_pkgs_result *res)
+{
+    pip_wait *w = arg;
+    sup_ctx *c = sup_ctx_find(w->name, strlen(w->name));
+    if (c && c->site == w->site && c->incarnation == w->incarnation && c->fd >= 0) {
+        proto_error err;
+        if (res->error)
+            pip_reply(c, w->n, res->error);
+        else if (sup_pkgs_link(c->site, res->reqs, res->n, &err) < 0)
+            pip_reply(c, w->n, err.msg);
+        else
+            pip_reply(c, w->n, "");
+    }
+    sup_pkgs_site_unref(w->site);
+    free(w);
+}
+
+static void on_pip_request(sup_ctx *c, const proto_val *msg)
+{
+    uint64_t n = proto_map_get(msg, "n")->as.u;
+    char **reqs;
+    size_t nreqs;
+    proto_error err;
+    if (sup_pkgs_parse(proto_map_get(msg, "packages"), "packages", &reqs, &nreqs, &err) < 0) {
+        pip_reply(c, n, err.msg);
+        return;
+    }
+    if (!sup_pkgs_enabled() || !c->site) {
+        pip_reply(c, n,
+                  "this daemon offers no packages: start it with --wheelhouse DIR or "
+                  "--package-index URL");
+        sup_pkgs_free_reqs(reqs, nreqs);
+        return;
+    }
+    pip_wait *w = mem_calloc(1, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", c->name);
+    w->incarnation = c->incarnation;
+    w->n = n;
+    w->site = sup_pkgs_site_ref(c->site);
+    sup_pkgs_fetch(reqs, nreqs, pip_installed, w);
+    sup_pkgs_free_reqs(reqs, nreqs);
+}
+
 static void on_error(sup_ctx *c, const proto_val *msg)
 {
     const proto_val *tb = proto_map_get(msg, "traceback");
@@ -967,6 +1058,10 @@ static const proto_field input_request_fields[] = {
     {"password", PF_BOOL, true, 0},
     {"n", PF_UINT, true, 0},
 };
+static const proto_field pip_request_fields[] = {
+    {"n", PF_UINT, true, 0},
+    {"packages", PF_ARRAY, true, SUP_PKGS_MAX},
+};
 static const proto_field error_fields[] = {
     {"ename", PF_STR, true, 4096},
     {"evalue", PF_STR, true, 1u << 20},
@@ -998,11 +1093,12 @@ static const frame_kind frame_kinds[] = {
     {"display", FIELDS(display_fields), RULE_EVENT, on_display},
     {"clear_output", FIELDS(clear_output_fields), RULE_EVENT, on_clear_output},
     {"input_request", FIELDS(input_request_fields), RULE_EVENT, on_input_request},
+    {"pip_request", FIELDS(pip_request_fields), RULE_EVENT, on_pip_request},
     {"error", FIELDS(error_fields), RULE_EVENT, on_error},
     {"done", FIELDS(done_fields), RULE_DONE, on_done},
-    {"answer", FIELDS(answer_fields), RULE_ANSWER, sup_query_on_answer},
-    {"forked", FIELDS(forked_fields), RULE_FORK, sup_fork_on_forked},
-    {"fork_failed", FIELDS(fork_failed_fields), RULE_FORK, sup_fork_on_failed},
+    {"answer", FIELDS(answer_fields), RULE_ANSWER, NULL},
+    {"forked", FIELDS(forked_fields), RULE_FORK, NULL},
+    {"fork_failed", FIELDS(fork_failed_fields), RULE_FORK, NULL},
 };
 
 /* Checks a well-formed frame against the worker's state; NULL when it is
@@ -1081,7 +1177,9 @@ static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
     else if (k->handle == on_stream && !count_stream(c, msg))
         worker_broken(c, "stream name is not stdout or stderr");
     else if (k->rule == RULE_EVENT && c->running->query_op)
-        ; /* a query has no output or result: whatever it made is dropped */
+        ;                /* a query has no output or result: whatever it made is dropped */
+    else if (!k->handle) /* answer, forked, fork_failed: the run's kind's */
+        c->running->kind->on_frame(c, k->type, msg);
     else
         k->handle(c, msg);
     proto_doc_free(&doc);
@@ -1174,18 +1272,14 @@ static void dispatch(sup_ctx *c)
     r->next = NULL;
     c->running = r;
     r->run_id = new_run_id();
-    if (r->fork_name) { /* ctx.fork: its turn has come */
-        sup_fork_start(c);
-        return;
-    }
-    if (r->query_op) { /* complete, inspect, is_complete */
-        sup_query_start(c);
+    if (r->kind) { /* ctx.fork, complete, inspect, is_complete: its turn */
+        r->kind->start(c);
         return;
     }
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 8 + r->script_n);
+    proto_put_map(&c->out, 9 + r->script_n);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
     proto_put_str(&c->out, "run_id");
@@ -1206,6 +1300,8 @@ static void dispatch(sup_ctx *c)
     else
         proto_put_map(&c->out, 0);
     proto_buf_append(&c->out, r->script.data, r->script.len); /* argv, file */
+    proto_put_str(&c->out, "syntax"); /* last: forged-frame tests rely on it */
+    proto_put_str(&c->out, r->syntax ? r->syntax : "");
     proto_frame_end(&c->out, start);
     free(r->code); /* the frame holds it now */
     r->code = NULL;
@@ -1451,6 +1547,16 @@ static void free_ctx(sup_ctx *c)
  * when it would expire. */
 static bool reap_if_idle(sup_ctx *c, double now, double *next)
 {
+    /* A leased context whose owner stopped renewing is gone, busy or not. */
+    if (c->lease > 0) {
+        if (now >= c->lease_until) {
+            sup_stats_event("reaped ctx=%s lease=%g expired", c->name, c->lease);
+            sup_ctx_delete(c);
+            return true;
+        }
+        if (*next == 0 || c->lease_until < *next)
+            *next = c->lease_until;
+    }
     if (sup_cfg.idle_ttl <= 0 || strcmp(c->name, "default") == 0)
         return false;
     if (c->running || c->queue || c->waiters || c->pending.head) {
@@ -1559,7 +1665,7 @@ double sup_ctx_tick(double now)
     double z = sup_zygote_tick(now); /* restarts a dead zygote */
     if (z > 0 && (next == 0 || z < next))
         next = z;
-    double id = sup_ident_tick(now); /* empties deleted contexts' directories */
+    double id = sup_trash_tick(now); /* empties deleted contexts' directories */
     if (id > 0 && (next == 0 || id < next))
         next = id;
     double g = sup_cgroup_tick(now); /* removes emptied cgroups */
@@ -1587,4 +1693,105 @@ void sup_ctx_shutdown_all(void)
     }
     sup_ctx_tick(0);
     sup_cgroup_shutdown();
+}
+
+/* Resident and proportional memory of a worker (bytes; 0 when unknown):
+ * PSS is what an idle context really costs once pages are shared. */
+static void worker_memory(pid_t pid, uint64_t *rss, uint64_t *pss)
+{
+    *rss = *pss = 0;
+    if (pid <= 0)
+        return;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "Rss: %llu kB", &kb) == 1)
+            *rss = kb * 1024;
+        else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+            *pss = kb * 1024;
+    }
+    fclose(f);
+}
+
+void sup_ctx_put_info(proto_buf *b, const sup_ctx *c)
+{
+    uint64_t rss, pss;
+    worker_memory(c->pid, &rss, &pss);
+    proto_put_map(b, 12 + (c->last_death ? 1 : 0) + (c->lease > 0 ? 1 : 0));
+    proto_put_str(b, "name");
+    proto_put_str(b, c->name);
+    proto_put_str(b, "cwd");
+    proto_put_str(b, c->cwd);
+    proto_put_str(b, "state");
+    proto_put_str(b, sup_ctx_state_name(c));
+    proto_put_str(b, "pid");
+    proto_put_uint(b, (uint64_t)c->pid);
+    proto_put_str(b, "incarnation");
+    proto_put_uint(b, c->incarnation);
+    proto_put_str(b, "created");
+    proto_put_double(b, c->created);
+    proto_put_str(b, "execution_count");
+    proto_put_uint(b, c->execution_count);
+    proto_put_str(b, "queued");
+    proto_put_uint(b, c->queued);
+    proto_put_str(b, "rss");
+    proto_put_uint(b, rss);
+    proto_put_str(b, "pss");
+    proto_put_uint(b, pss);
+    proto_put_str(b, "tier");
+    proto_put_str(b, sup_policy_tier_name(c->policy));
+    proto_put_str(b, "policy");
+    sup_policy_put(b, c->policy);
+    if (c->last_death) {
+        proto_put_str(b, "last_death");
+        proto_put_str(b, c->last_death);
+    }
+    if (c->lease > 0) {
+        proto_put_str(b, "lease");
+        proto_put_double(b, c->lease);
+    }
+}
+
+/* For the `stats` reply (sup_stats.c counts nothing itself). */
+void sup_ctx_counts(size_t *live, size_t *busy, size_t *queued)
+{
+    *live = *busy = *queued = 0;
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
+        (*live)++;
+        *busy += c->running != NULL;
+        *queued += c->queued;
+    }
+}
+
+/* The context a request names (field `ctx`, default "default"); `default`
+ * is made on first use when make_default is set. */
+sup_ctx *sup_ctx_lookup(const proto_val *msg, const sup_peer *peer, bool make_default)
+{
+    const proto_val *name = proto_map_get(msg, "ctx");
+    if (name && name->kind == PROTO_NIL) /* an explicit nil reads as absent */
+        name = NULL;
+    const char *s = name ? name->as.s : "default";
+    size_t n = name ? name->n : 7;
+    sup_ctx *c = sup_ctx_find(s, n);
+    if (c) {
+        if (c->lease > 0) /* any request naming a leased context renews it */
+            c->lease_until = sup_now() + c->lease;
+        return c;
+    }
+    if (make_default && n == 7 && memcmp(s, "default", 7) == 0) {
+        proto_error err;
+        sup_ident *id = sup_ident_new(false, "default", true, &err);
+        c = id ? sup_ctx_create("default", id->dir, NULL, 0, NULL, id, &err) : NULL;
+        if (!c) {
+            sup_ident_unref(id);
+            sup_reply_err(peer, err.code, "%s", err.msg);
+        }
+        return c;
+    }
+    sup_reply_err(peer, "unknown_context", "no context named '%.*s'", (int)n, s);
+    return NULL;
 }

@@ -5,7 +5,12 @@
  * component at a time with openat(O_NOFOLLOW): `..`, absolute paths and
  * symbolic links anywhere on the path are refused, so no path leaves that
  * directory. Only regular files are read or written. */
-#include "sup.h"
+#include "sup_files.h"
+#include "sup_ident.h"
+
+#include "sup_ctx.h"
+#include "sup_peer.h"
+#include "sup_send.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +20,7 @@
 #include <unistd.h>
 
 #include "mem.h"
+#include "proto.h"
 #include "sbx_path.h"
 
 static const proto_val *get(const proto_val *msg, const char *key)

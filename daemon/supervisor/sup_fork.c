@@ -10,9 +10,20 @@
  * context enters the table with it and its pidfd and waits for the copy's
  * `ready`, which answers the request with `ok {ctx: INFO}` (as for
  * ctx.create). */
-#include "sup.h"
+#include "sup_fork.h"
+
+#include "sup_cgroup.h"
+#include "sup_config.h"
+#include "sup_ctx.h"
+#include "sup_log.h"
+#include "sup_peer.h"
+#include "sup_proc.h"
+#include "sup_send.h"
+#include "sup_spawn.h"
+#include "sup_zygote.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -23,16 +34,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+static const sup_run_kind fork_kind;
+
 void sup_ctx_fork(sup_ctx *src, const char *name, const sup_peer *peer)
 {
     sup_run *r = mem_calloc(1, sizeof *r);
+    r->kind = &fork_kind;
     r->peer = *peer;
     r->fork_name = mem_strdup(name);
     r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
     sup_ctx_submit(src, r);
 }
 
-void sup_fork_abort(const sup_run *r, const char *cause)
+static void sup_fork_abort(const sup_run *r, const char *cause)
 {
     sup_reply_err(&r->peer, "aborted", "the fork into '%s' did not happen: %s", r->fork_name,
                   cause);
@@ -80,7 +94,7 @@ static ssize_t send_with_fds(int fd, const proto_buf *b, const int *fds, size_t 
     return n;
 }
 
-void sup_fork_start(sup_ctx *c)
+static void sup_fork_start(sup_ctx *c)
 {
     sup_run *r = c->running;
     c->started = c->interrupt_wanted = c->timed_out = false;
@@ -178,7 +192,7 @@ static int verify_copy(const sup_ctx *c, const sup_run *r, pid_t pid, char *why,
     return fd;
 }
 
-void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
+static void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
 {
     sup_run *r = running_fork(c, "forked");
     if (!r)
@@ -227,7 +241,7 @@ void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
     sup_ctx_dispatch(c);
 }
 
-void sup_fork_on_failed(sup_ctx *c, const proto_val *msg)
+static void sup_fork_on_failed(sup_ctx *c, const proto_val *msg)
 {
     sup_run *r = running_fork(c, "fork_failed");
     if (!r)
@@ -237,3 +251,24 @@ void sup_fork_on_failed(sup_ctx *c, const proto_val *msg)
     end_fork(c, "spawn", "the worker of '%s' could not fork: %.*s", c->name,
              ok ? (int)(m->n > 300 ? 300 : m->n) : 1, ok ? m->as.s : "?");
 }
+
+/* The kind's abort: a fork has no status of its own, only a cause. */
+static void fork_abort(const sup_run *r, const char *status, const char *cause)
+{
+    sup_fork_abort(r, cause ? cause : status);
+}
+
+/* The worker frames that answer a `fork`. */
+static void fork_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
+{
+    static const struct {
+        const char *type;
+        void (*handle)(sup_ctx *c, const proto_val *msg);
+    } frames[] = {{"forked", sup_fork_on_forked}, {"fork_failed", sup_fork_on_failed}};
+    for (size_t i = 0; i < sizeof frames / sizeof frames[0]; i++)
+        if (!strcmp(type, frames[i].type))
+            frames[i].handle(c, msg);
+}
+
+/* What sup_ctx.c calls for a ctx.fork run. */
+static const sup_run_kind fork_kind = {sup_fork_start, fork_abort, fork_on_frame};

@@ -3,7 +3,10 @@
  * so both can be bounded (--max-client-held, --max-held) and reported
  * (stats `held_bytes`). A client is known by its listening socket and
  * routing id; it has an entry only while something is held for it. */
-#include "sup.h"
+#include "sup_held.h"
+
+#include "sup_config.h"
+#include "sup_peer.h"
 
 #include "mem.h"
 

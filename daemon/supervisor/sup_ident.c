@@ -14,9 +14,15 @@
  * uid; sup_privdir.c), never
  * the daemon's working directory. It is removed with the last context that
  * uses it, by descriptor (a worker may have left symbolic links in it). */
-#include "sup.h"
+#include "sup_ident.h"
+
+#include "sup_auth.h"
+#include "sup_config.h"
+#include "sup_privdir.h"
+#include "sup_trash.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -37,27 +43,12 @@ static struct {
     unsigned next, in_use;
 } ids = {.first = DEFAULT_FIRST, .count = DEFAULT_COUNT};
 
-int sup_ident_parse_range(const char *v, char *err, size_t n)
-{
-    char *end;
-    errno = 0;
-    unsigned long first = strtoul(v, &end, 10);
-    unsigned long count = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
-    if (errno || *end || first < 1000 || count < 2 || count > (1u << 24) ||
-        first + count > 0xfffffffeul) {
-        snprintf(err, n,
-                 "'%s' must be FIRST:COUNT (FIRST >= 1000, 2 <= COUNT <= 16777216, all below "
-                 "2^32 - 1)",
-                 v);
-        return -1;
-    }
-    ids.first = (unsigned)first;
-    ids.count = (unsigned)count;
-    return 0;
-}
-
 void sup_ident_init(void)
 {
+    if (sup_cfg.worker_uid_count) {
+        ids.first = sup_cfg.worker_uid_first;
+        ids.count = sup_cfg.worker_uid_count;
+    }
     ids.separated = geteuid() == 0;
     ids.used = mem_calloc((ids.count + 7) / 8, 1);
 }
@@ -112,130 +103,6 @@ static void release_uid(uid_t uid)
         return;
     ids.used[k / 8] &= (uint8_t) ~(1u << (k % 8));
     ids.in_use--;
-}
-
-/* ---- removing private directories without blocking ------------------ */
-
-/* A deleted context's directory is renamed into STATE_DIR/contexts/.trash
- * at once (its path is gone when ctx.delete answers) and emptied there a
- * bounded number of entries per loop turn, by descriptor: files unlinked,
- * subdirectories renamed into the trash to become items of their own, so
- * no tree, however deep or large a worker made it, blocks the loop or
- * grows the daemon's memory. Nothing is followed: a symbolic link is an
- * entry like any other. */
-#define TRASH_BUDGET 512 /* entries removed per loop turn */
-
-static int trash_fd = -1;
-static bool trash_busy;
-static unsigned long trash_serial;
-
-/* The trash directory (0700), opened once. -1 if it cannot be made. */
-static int trash_dir(void)
-{
-    if (trash_fd >= 0)
-        return trash_fd;
-    char path[4096];
-    const char *state = sup_auth_state_dir();
-    if (!state || (size_t)snprintf(path, sizeof path, "%s/contexts/.trash", state) >= sizeof path)
-        return -1;
-    (void)mkdir(path, 0700);
-    trash_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (trash_fd >= 0 && (fstat(trash_fd, &st) < 0 || st.st_uid != geteuid())) {
-        close(trash_fd);
-        trash_fd = -1;
-    }
-    trash_busy = trash_fd >= 0; /* a previous daemon may have left work */
-    return trash_fd;
-}
-
-/* Moves the entry `name` of the open directory dir into the trash. */
-static int to_trash(int dir, const char *name)
-{
-    char item[32];
-    snprintf(item, sizeof item, "t%d.%lu", (int)getpid(), ++trash_serial);
-    if (renameat(dir, name, trash_dir(), item) < 0)
-        return -1;
-    trash_busy = true;
-    return 0;
-}
-
-/* Empties one trash item, within *budget entries; removes it once empty. */
-static void empty_item(const char *item, int *budget)
-{
-    int fd = openat(trash_fd, item, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) { /* not a directory (or gone): one entry */
-        (void)unlinkat(trash_fd, item, 0);
-        (*budget)--;
-        return;
-    }
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    bool empty = true;
-    struct dirent *e;
-    while (*budget > 0 && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        struct stat st;
-        (*budget)--;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-            continue;
-        if (!S_ISDIR(st.st_mode) ? unlinkat(dirfd(d), e->d_name, 0) < 0
-                                 : to_trash(dirfd(d), e->d_name) < 0)
-            empty = false; /* (another file system: left, never followed) */
-    }
-    if (*budget > 0 && empty)
-        (void)unlinkat(trash_fd, item, AT_REMOVEDIR);
-    closedir(d);
-}
-
-double sup_ident_tick(double now)
-{
-    if (!trash_busy || trash_fd < 0)
-        return 0;
-    int budget = TRASH_BUDGET;
-    int fd = dup(trash_fd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return now + 1;
-    }
-    rewinddir(d);
-    bool any = false;
-    struct dirent *e;
-    while (budget > 0 && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        any = true;
-        empty_item(e->d_name, &budget);
-    }
-    closedir(d);
-    trash_busy = any;
-    return any ? now : 0;
-}
-
-void sup_ident_start(void)
-{
-    (void)trash_dir(); /* empties what a previous daemon left in the trash */
-}
-
-void sup_ident_rmtree(const char *path)
-{
-    char *copy = mem_strdup(path);
-    char *slash = strrchr(copy, '/');
-    if (slash && slash != copy && slash[1]) {
-        *slash = '\0';
-        int parent = open(copy, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (parent >= 0 && trash_dir() >= 0 && to_trash(parent, slash + 1) < 0)
-            sup_log("context directory %s: cannot remove it: %s", path, strerror(errno));
-        if (parent >= 0)
-            close(parent);
-    }
-    free(copy);
 }
 
 /* This daemon's directory for private directories (sup_privdir.c). */
@@ -296,7 +163,7 @@ void sup_ident_unref(sup_ident *id)
     if (!id || --id->refs > 0)
         return;
     if (id->dir)
-        sup_ident_rmtree(id->dir);
+        sup_trash_rmtree(id->dir);
     if (id->own_uid)
         release_uid(id->uid);
     free(id->dir);

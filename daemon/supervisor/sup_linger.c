@@ -22,7 +22,11 @@
 #include <unistd.h>
 
 #include "proto.h"
-#include "sup.h"
+#include "sup_cgroup.h"
+#include "sup_config.h"
+#include "sup_log.h"
+#include "sup_proc.h"
+#include "sup_stats.h"
 
 #define MAX_LINGER 64
 #define DRAIN_MAX (1024 * 1024)

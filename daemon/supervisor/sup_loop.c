@@ -1,8 +1,22 @@
 /* sup_loop: the supervisor's one event loop over the client socket, the
  * worker channels, a signalfd and the context timers. */
-#include "sup.h"
+#include "sup_loop.h"
+
+#include "sup_auth.h"
+#include "sup_config.h"
+#include "sup_ctx.h"
+#include "sup_log.h"
+#include "sup_peer.h"
+#include "sup_persist.h"
+#include "sup_pkgs.h"
+#include "sup_request.h"
+#include "sup_route.h"
+#include "sup_send.h"
+#include "sup_stats.h"
+#include "sup_zygote.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -25,184 +39,6 @@ static void *routers[NSOCKS];
 static void *zctx;
 static int sigfd = -1;
 static bool stopping;
-
-double sup_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-double sup_unix_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-void sup_log(const char *fmt, ...)
-{
-    if (!sup_cfg.verbose)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ctxd: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-int sup_send(const sup_peer *peer, const proto_buf *body)
-{
-    void *router = routers[peer->sock];
-    if (!sup_route_ok(peer)) /* its connection is gone: not to whoever holds the id now */
-        return 1;
-    if (zmq_send(router, peer->route, peer->route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        /* EHOSTUNREACH: the client is gone; its events are dropped. */
-        return errno == EAGAIN ? -1 : 1;
-    }
-    /* The routing frame went out, so the body cannot fail on HWM. */
-    if (zmq_send(router, body->data, body->len, ZMQ_DONTWAIT) < 0)
-        sup_log("send to client failed: %s", zmq_strerror(errno));
-    return 0;
-}
-
-typedef struct sup_outmsg {
-    struct sup_outmsg *next;
-    sup_peer peer;
-    proto_buf body;
-} sup_outmsg;
-
-/* Messages for clients whose queue was full, not tied to a live context.
- * Bounded: a client past max_client_held gets no more replies queued (its
- * requests are refused, sup_request.c); what deleted contexts leave here is
- * cut, oldest first and logged, past twice max_held, the last safety. */
-static sup_outq outbox;
-static size_t outbox_bytes;
-#define OUTBOX_MAX_BYTES (2 * sup_cfg.max_held)
-#define OUTMSG_OVERHEAD sizeof(sup_outmsg)
-
-void sup_outq_push(sup_outq *q, const sup_peer *peer, const proto_buf *body)
-{
-    sup_outmsg *m = mem_calloc(1, sizeof *m);
-    m->peer = *peer;
-    proto_buf_append(&m->body, body->data, body->len);
-    q->bytes += body->len + OUTMSG_OVERHEAD;
-    sup_held_add(peer, body->len + OUTMSG_OVERHEAD);
-    if (q->tail)
-        q->tail->next = m;
-    else
-        q->head = m;
-    q->tail = m;
-    q->n++;
-}
-
-static void outmsg_free(sup_outmsg *m)
-{
-    sup_held_sub(&m->peer, m->body.len + OUTMSG_OVERHEAD);
-    proto_buf_free(&m->body);
-    free(m);
-}
-
-bool sup_outq_flush(sup_outq *q)
-{
-    while (q->head) {
-        if (sup_send(&q->head->peer, &q->head->body) < 0)
-            return false;
-        sup_outmsg *m = q->head;
-        q->head = m->next;
-        if (!q->head)
-            q->tail = NULL;
-        q->n--;
-        q->bytes -= m->body.len + OUTMSG_OVERHEAD;
-        outmsg_free(m);
-    }
-    return true;
-}
-
-static bool same_peer(const sup_peer *a, const sup_peer *b)
-{
-    return a->sock == b->sock && a->route_len == b->route_len &&
-           memcmp(a->route, b->route, a->route_len) == 0;
-}
-
-/* Sends what the outbox holds, in order per client; a client whose queue is
- * still full does not hold up the others. True when the outbox is empty. */
-static bool outbox_flush(void)
-{
-    enum { MAX_BLOCKED = 32 };
-    const sup_peer *blocked[MAX_BLOCKED];
-    size_t nblocked = 0;
-    sup_outmsg **link = &outbox.head, *prev = NULL;
-    while (*link) {
-        sup_outmsg *m = *link;
-        bool skip = false;
-        for (size_t i = 0; i < nblocked && !skip; i++)
-            skip = same_peer(blocked[i], &m->peer);
-        if (!skip && sup_send(&m->peer, &m->body) >= 0) {
-            *link = m->next;
-            outbox.n--;
-            outbox_bytes -= m->body.len + OUTMSG_OVERHEAD;
-            outmsg_free(m);
-            continue;
-        }
-        if (!skip) {
-            if (nblocked == MAX_BLOCKED)
-                break;
-            blocked[nblocked++] = &m->peer;
-        }
-        prev = m;
-        link = &m->next;
-    }
-    if (!*link) /* walked to the end: prev is the last message kept */
-        outbox.tail = prev;
-    return outbox.head == NULL;
-}
-
-void sup_outq_adopt(sup_outq *q)
-{
-    if (!q->head)
-        return;
-    for (sup_outmsg *m = q->head; m; m = m->next)
-        outbox_bytes += m->body.len + OUTMSG_OVERHEAD;
-    if (outbox.tail)
-        outbox.tail->next = q->head;
-    else
-        outbox.head = q->head;
-    outbox.tail = q->tail;
-    outbox.n += q->n;
-    q->head = q->tail = NULL;
-    q->n = 0;
-    q->bytes = 0;
-    while (outbox_bytes > OUTBOX_MAX_BYTES && outbox.head) {
-        sup_outmsg *m = outbox.head;
-        outbox.head = m->next;
-        if (!outbox.head)
-            outbox.tail = NULL;
-        outbox.n--;
-        outbox_bytes -= m->body.len + OUTMSG_OVERHEAD;
-        sup_stats_event("outbox-full dropped=%zu", m->body.len);
-        outmsg_free(m);
-    }
-}
-
-/* True when the outbox holds messages for this client (they go first). */
-static bool outbox_has(const sup_peer *peer)
-{
-    for (sup_outmsg *m = outbox.head; m; m = m->next)
-        if (same_peer(&m->peer, peer))
-            return true;
-    return false;
-}
-
-void sup_deliver(const sup_peer *peer, const proto_buf *body)
-{
-    if (!outbox_has(peer) && sup_send(peer, body) >= 0)
-        return;
-    sup_outq tmp = {0};
-    sup_outq_push(&tmp, peer, body);
-    sup_outq_adopt(&tmp);
-}
 
 /* Tells a client that came back on a new connection (same key, same
  * routing id) that messages for its earlier requests were dropped: one
@@ -334,6 +170,7 @@ int sup_loop_open(const char **endpoints, size_t n)
                     ep);
         if (!routers[sock]) {
             routers[sock] = new_router();
+            sup_send_router(sock, routers[sock]);
             if (sock == 1 &&
                 (sup_auth_setup(zctx, routers[1]) < 0 || sup_route_open(zctx, routers[1]) < 0))
                 return -1;
@@ -367,7 +204,7 @@ static void shut_down(void)
 {
     sup_ctx_shutdown_all();
     double give_up = sup_now() + 1.0;
-    while (!outbox_flush() && sup_now() < give_up) {
+    while (!sup_send_flush_outbox() && sup_now() < give_up) {
         struct timespec ms = {0, 2000000};
         nanosleep(&ms, NULL);
     }
@@ -404,7 +241,7 @@ void sup_loop_run(void)
          * resumes reading its worker). */
         double now = sup_now();
         double next = sup_ctx_tick(now);
-        if (!outbox_flush() && (next == 0 || now + 0.002 < next))
+        if (!sup_send_flush_outbox() && (next == 0 || now + 0.002 < next))
             next = now + 0.002;
         size_t n = sup_ctx_count() + 3 + NSOCKS + 1;
         if (n > cap) {

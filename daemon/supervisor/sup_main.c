@@ -1,5 +1,15 @@
 /* sup_main: ctxd's command line, the default runtime directory and start-up. */
-#include "sup.h"
+#include "sup_auth.h"
+#include "sup_cgroup.h"
+#include "sup_config.h"
+#include "sup_ctx.h"
+#include "sup_ident.h"
+#include "sup_loop.h"
+#include "sup_persist.h"
+#include "sup_pkgs.h"
+#include "sup_privdir.h"
+#include "sup_trash.h"
+#include "sup_zygote.h"
 
 #include "mem.h"
 
@@ -11,8 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-char sup_instance[33];
 
 /* 16 random bytes in hex, different for every daemon start. */
 static void make_instance_id(void)
@@ -69,6 +77,10 @@ static const char *find_worker(void)
     return path;
 }
 
+/* The zygote's answers go to the contexts (sup_ctx.c), wired here so the
+ * zygote needs no header above its layer. */
+static const sup_zygote_answers zygote_answers = {sup_ctx_spawned, sup_ctx_spawn_failed};
+
 int main(int argc, char **argv)
 {
     if (sup_config_parse(argc, argv) < 0)
@@ -87,7 +99,7 @@ int main(int argc, char **argv)
     const char *state = sup_auth_state_dir();
     if (state) /* what killed daemons left behind (into the trash) */
         sup_privdir_sweep(state);
-    sup_ident_start();       /* and what is still in the trash */
+    sup_trash_start();       /* and what is still in the trash */
     if (sup_pkgs_init() < 0) /* after the instance id: it names the sites */
         return 1;
     /* Every worker draws with matplotlib's Agg backend (no display; the
@@ -97,8 +109,8 @@ int main(int argc, char **argv)
     setenv("MPLBACKEND", "Agg", 1);
     if (sup_loop_open(sup_cfg.endpoints, sup_cfg.nendpoints) < 0)
         return 1;
-    sup_zygote_init();     /* after sup_loop_open: its SIGCHLD goes to the signalfd */
-    sup_persist_restore(); /* the previous daemon's contexts, state lost */
+    sup_zygote_init(&zygote_answers); /* after sup_loop_open: its SIGCHLD goes to the signalfd */
+    sup_persist_restore();            /* the previous daemon's contexts, state lost */
     for (size_t i = 0; i < sup_cfg.nendpoints; i++)
         fprintf(stderr, "ctxd: listening on %s\n", sup_cfg.endpoints[i]);
     sup_loop_run();

@@ -8,10 +8,17 @@
  * incarnation. The file is rewritten whole (temporary file, rename) when
  * the table changes; it holds at most max_contexts entries and is read
  * only up to SUP_PERSIST_MAX bytes. */
-#include "sup.h"
+#include "sup_persist.h"
+
+#include "sup_auth.h"
+#include "sup_config.h"
+#include "sup_ctx.h"
+#include "sup_ident.h"
 #include "sup_policy.h"
+#include "sup_stats.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -17,9 +17,15 @@
  * its worker's sys.path from the start (CTXD_SITE, wrk_site.c) and holds
  * symbolic links to the top-level entries of the cached trees: another
  * context's site lacks them, so it cannot import them. */
-#include "sup.h"
+#include "sup_pkgs.h"
+
+#include "sup_child.h"
+#include "sup_config.h"
+#include "sup_log.h"
+#include "sup_stats.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <dirent.h>
@@ -465,15 +471,15 @@ static int job_spawn(job *j, char *why, size_t whylen)
     argv[k++] = "--";
     argv[k++] = j->req;
     argv[k] = NULL;
-    pid_t pid = sup_spawn_fork();
+    pid_t pid = sup_child_fork();
     if (pid == 0) {
-        sup_zygote_child_limits();
+        sup_child_limits();
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(j->log_fd, 1) < 0 ||
             dup2(j->log_fd, 2) < 0 || chdir(source_dir) < 0)
             _exit(127);
         close_range(3, ~0u, 0);
-        sup_spawn_child_signals();
+        sup_child_signals();
         execve(sup_cfg.pip_python, (char *const *)argv, environ);
         dprintf(2, "cannot execute %s: %s\n", sup_cfg.pip_python, strerror(errno));
         _exit(127);

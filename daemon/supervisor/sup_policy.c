@@ -1,11 +1,13 @@
 /* sup_policy: parsing and validating a context's tier and policy, and what
  * the supervisor itself enforces (the per-run timeout cap and the worker's
  * clean environment). Everything else is enforced inside the worker, before
- * `ready` (daemon/sbx_apply.c), from the CTXD_SANDBOX variable built here. */
+ * `ready` (daemon/sandbox/sbx_apply.c), from the CTXD_SANDBOX variable built here. */
 #include "sup_policy.h"
 
+#include "sup_pkgs.h"
+
 #include "mem.h"
-#include "sup.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <limits.h>

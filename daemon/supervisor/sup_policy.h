@@ -1,7 +1,7 @@
 /* sup_policy: a context's execution tier and policy (PROTOCOL.md §5,
  * ctx.create). Parsed and validated in the supervisor; handed to the worker
  * in the variable CTXD_SANDBOX of its start-up environment, which the worker
- * removes before any user code runs (daemon/sbx_*.c enforce it). */
+ * removes before any user code runs (daemon/sandbox/sbx_*.c enforce it). */
 #ifndef CTXD_SUP_POLICY_H
 #define CTXD_SUP_POLICY_H
 

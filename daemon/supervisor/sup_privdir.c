@@ -5,8 +5,12 @@
  * every daemon holds an exclusive lock on STATE_DIR/contexts/<instance>.lock
  * for its whole life, and at start a daemon moves the directories of every
  * instance whose lock it can take (their daemon is gone) into the trash,
- * which empties them in the background by descriptor (sup_ident_rmtree). */
-#include "sup.h"
+ * which empties them in the background by descriptor (sup_trash_rmtree). */
+#include "sup_privdir.h"
+
+#include "sup_config.h"
+#include "sup_stats.h"
+#include "sup_trash.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,7 +48,7 @@ static void sweep_instance(const char *dir, const char *inst)
     }
     struct stat st;
     if (lstat(tree, &st) == 0 && S_ISDIR(st.st_mode)) {
-        sup_ident_rmtree(tree);
+        sup_trash_rmtree(tree);
         sup_stats_event("contexts-leftovers-removed dir=%s", tree);
     }
     unlink(lock);

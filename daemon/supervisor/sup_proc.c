@@ -3,7 +3,7 @@
  * own means (its fork, the zygote's answer, a verified ctx.fork copy), and
  * every signal goes through it: a pid number a worker sent is never
  * signalled (PROTOCOL.md section 9, "What the supervisor trusts"). */
-#include "sup.h"
+#include "sup_proc.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -8,10 +8,17 @@
  * no `accepted`, no output and no execution count; it has a timeout (default
  * 10 s) after which it is interrupted, and killed with the worker past the
  * grace period like a run. */
-#include "sup.h"
+#include "sup_query.h"
+
+#include "sup_config.h"
+#include "sup_ctx.h"
+#include "sup_log.h"
+#include "sup_peer.h"
 #include "sup_policy.h"
+#include "sup_send.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +86,8 @@ static double num_or(const proto_val *v, double dflt)
 }
 
 /* The request's checks beyond the field table, then the queue. */
+static const sup_run_kind run_kind;
+
 static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
 {
     const proto_val *code = proto_map_get(msg, "code");
@@ -107,7 +116,7 @@ static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'timeout' must be between 0 and 1e9 seconds");
         return;
     }
-    sup_ctx *c = sup_request_ctx(msg, peer, true); /* `default` is made on first use */
+    sup_ctx *c = sup_ctx_lookup(msg, peer, true); /* `default` is made on first use */
     if (!c)
         return;
     if (c->pid == 0 && !c->spawning) {
@@ -125,6 +134,7 @@ static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
         return;
     }
     sup_run *r = mem_calloc(1, sizeof *r);
+    r->kind = &run_kind;
     r->peer = *peer;
     r->query_op = find_kind(op)->op;
     r->code = mem_strndup(code->as.s, code->n);
@@ -151,7 +161,7 @@ void sup_query_is_complete(const proto_val *msg, const sup_peer *peer)
     submit("is_complete", msg, peer);
 }
 
-void sup_query_start(sup_ctx *c)
+static void sup_query_start(sup_ctx *c)
 {
     sup_run *r = c->running;
     size_t start = proto_frame_begin(&c->out);
@@ -177,7 +187,7 @@ void sup_query_start(sup_ctx *c)
     sup_ctx_on_writable(c);
 }
 
-void sup_query_abort(const sup_run *r, const char *status, const char *cause)
+static void sup_query_abort(const sup_run *r, const char *status, const char *cause)
 {
     bool timeout = strcmp(status, "timeout") == 0;
     sup_reply_err(&r->peer, timeout ? "timeout" : "aborted", "the %s query did not complete: %s",
@@ -197,7 +207,7 @@ static void end_query(sup_ctx *c)
     sup_ctx_dispatch(c);
 }
 
-void sup_query_on_answer(sup_ctx *c, const proto_val *msg)
+static void sup_query_on_answer(sup_ctx *c, const proto_val *msg)
 {
     sup_run *r = c->running;
     if (!r->query_op) {
@@ -233,3 +243,13 @@ void sup_query_on_answer(sup_ctx *c, const proto_val *msg)
     proto_buf_free(&b);
     end_query(c);
 }
+
+/* The only worker frame that answers a `query`. */
+static void query_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
+{
+    (void)type; /* "answer" (RULE_ANSWER, sup_ctx.c) */
+    sup_query_on_answer(c, msg);
+}
+
+/* What sup_ctx.c calls for a query run. */
+static const sup_run_kind run_kind = {sup_query_start, sup_query_abort, query_on_frame};

@@ -1,9 +1,25 @@
 /* sup_request: decoding, checking and answering client requests. Requests
  * are dispatched from a table; each entry lists its fields for proto_check. */
-#include "sup.h"
+#include "sup_request.h"
+
+#include "sup_config.h"
+#include "sup_ctx.h"
+#include "sup_files.h"
+#include "sup_fork.h"
+#include "sup_held.h"
+#include "sup_ident.h"
+#include "sup_log.h"
+#include "sup_peer.h"
+#include "sup_pkgs.h"
 #include "sup_policy.h"
+#include "sup_query.h"
+#include "sup_route.h"
+#include "sup_send.h"
+#include "sup_stats.h"
+#include "sup_zygote.h"
 
 #include "mem.h"
+#include "proto.h"
 #include "sbx_path.h"
 
 #include <stdarg.h>
@@ -14,43 +30,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-void sup_msg_begin(proto_buf *b, const char *type, const sup_peer *peer, uint32_t nfields)
-{
-    proto_put_map(b, nfields + 3);
-    proto_put_str(b, "v");
-    proto_put_uint(b, PROTO_VERSION);
-    proto_put_str(b, "t");
-    proto_put_str(b, type);
-    proto_put_str(b, "re");
-    if (peer->re_len)
-        proto_buf_append(b, peer->re, peer->re_len);
-    else
-        proto_put_nil(b);
-}
-
-/* The code of the last err reply, so the request log can say why. */
-static const char *last_err_code;
-
-void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
-{
-    last_err_code = code;
-    char msg[4096]; /* pip's message can be long (sup_pkgs.c) */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    proto_buf b;
-    proto_buf_init(&b);
-    sup_msg_begin(&b, "err", peer, 2);
-    proto_put_str(&b, "code");
-    proto_put_str(&b, code);
-    proto_put_str(&b, "message");
-    proto_put_str(&b, msg);
-    sup_deliver(peer, &b);
-    proto_buf_free(&b);
-    sup_log("err %s: %s", code, msg);
-}
 
 /* A field's value, with an explicit nil read as absent (as proto_check
  * treats it). */
@@ -65,63 +44,6 @@ static void reply_error(const sup_peer *peer, const proto_error *err)
     sup_reply_err(peer, err->code, "%s", err->msg);
 }
 
-/* Resident and proportional memory of a worker (bytes; 0 when unknown):
- * PSS is what an idle context really costs once pages are shared. */
-static void worker_memory(pid_t pid, uint64_t *rss, uint64_t *pss)
-{
-    *rss = *pss = 0;
-    if (pid <= 0)
-        return;
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    unsigned long long kb;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "Rss: %llu kB", &kb) == 1)
-            *rss = kb * 1024;
-        else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
-            *pss = kb * 1024;
-    }
-    fclose(f);
-}
-
-void sup_put_ctx_info(proto_buf *b, const sup_ctx *c)
-{
-    uint64_t rss, pss;
-    worker_memory(c->pid, &rss, &pss);
-    proto_put_map(b, c->last_death ? 13 : 12);
-    proto_put_str(b, "name");
-    proto_put_str(b, c->name);
-    proto_put_str(b, "cwd");
-    proto_put_str(b, c->cwd);
-    proto_put_str(b, "state");
-    proto_put_str(b, sup_ctx_state_name(c));
-    proto_put_str(b, "pid");
-    proto_put_uint(b, (uint64_t)c->pid);
-    proto_put_str(b, "incarnation");
-    proto_put_uint(b, c->incarnation);
-    proto_put_str(b, "created");
-    proto_put_double(b, c->created);
-    proto_put_str(b, "execution_count");
-    proto_put_uint(b, c->execution_count);
-    proto_put_str(b, "queued");
-    proto_put_uint(b, c->queued);
-    proto_put_str(b, "rss");
-    proto_put_uint(b, rss);
-    proto_put_str(b, "pss");
-    proto_put_uint(b, pss);
-    proto_put_str(b, "tier");
-    proto_put_str(b, sup_policy_tier_name(c->policy));
-    proto_put_str(b, "policy");
-    sup_policy_put(b, c->policy);
-    if (c->last_death) {
-        proto_put_str(b, "last_death");
-        proto_put_str(b, c->last_death);
-    }
-}
-
 /* `ok` with one context's INFO, the reply of create and restart. */
 static void reply_ok_empty(const sup_peer *peer)
 {
@@ -130,35 +52,6 @@ static void reply_ok_empty(const sup_peer *peer)
     sup_msg_begin(&b, "ok", peer, 0);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
-}
-
-/* The context a request names (field `ctx`, default "default"); `default`
- * is made on first use when make_default is set. */
-static sup_ctx *lookup_ctx(const proto_val *msg, const sup_peer *peer, bool make_default)
-{
-    const proto_val *name = get(msg, "ctx");
-    const char *s = name ? name->as.s : "default";
-    size_t n = name ? name->n : 7;
-    sup_ctx *c = sup_ctx_find(s, n);
-    if (c)
-        return c;
-    if (make_default && n == 7 && memcmp(s, "default", 7) == 0) {
-        proto_error err;
-        sup_ident *id = sup_ident_new(false, "default", true, &err);
-        c = id ? sup_ctx_create("default", id->dir, NULL, 0, NULL, id, &err) : NULL;
-        if (!c) {
-            sup_ident_unref(id);
-            reply_error(peer, &err);
-        }
-        return c;
-    }
-    sup_reply_err(peer, "unknown_context", "no context named '%.*s'", (int)n, s);
-    return NULL;
-}
-
-sup_ctx *sup_request_ctx(const proto_val *msg, const sup_peer *peer, bool make_default)
-{
-    return lookup_ctx(msg, peer, make_default);
 }
 
 /* Copies a checked str->str map into "KEY=VALUE" strings. Keys must be
@@ -222,6 +115,23 @@ static void free_strings(char **s, size_t n)
 
 /* ---- handlers --------------------------------------------------------- */
 
+/* The syntaxes a run may ask for (execute and ctx.create `syntax`), as
+ * hello's `syntaxes` lists them. */
+static const char *const syntaxes[] = {"python", "ipython"};
+
+/* A checked `syntax` field: its static name, "" when absent, NULL (after
+ * replying bad_field) when it names none. */
+static const char *syntax_value(const proto_val *v, const sup_peer *peer)
+{
+    if (!v)
+        return "";
+    for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
+        if (proto_str_eq(v, syntaxes[i]))
+            return syntaxes[i];
+    sup_reply_err(peer, "bad_field", "field 'syntax' must be \"python\" or \"ipython\"");
+    return NULL;
+}
+
 static void put_limits(proto_buf *b);
 
 static void do_hello(const proto_val *msg, const sup_peer *peer)
@@ -229,7 +139,11 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 10);
+    sup_msg_begin(&b, "ok", peer, 11);
+    proto_put_str(&b, "syntaxes");
+    proto_put_array(&b, sizeof syntaxes / sizeof syntaxes[0]);
+    for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
+        proto_put_str(&b, syntaxes[i]);
     proto_put_str(&b, "server");
     proto_put_str(&b, "ctxd");
     proto_put_str(&b, "version");
@@ -289,7 +203,9 @@ static void do_stats(const proto_val *msg, const sup_peer *peer)
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 6);
-    sup_stats_put(&b);
+    size_t live, busy, queued;
+    sup_ctx_counts(&live, &busy, &queued);
+    sup_stats_put(&b, live, busy, queued);
     proto_put_str(&b, "limits");
     put_limits(&b);
     proto_put_str(&b, "preloads");
@@ -327,6 +243,9 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'timeout' must be between 0 and 1e9 seconds");
         return;
     }
+    const char *syntax = syntax_value(get(msg, "syntax"), peer);
+    if (!syntax)
+        return;
     const proto_val *env = get(msg, "env");
     char **unused;
     size_t nunused;
@@ -341,7 +260,7 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'file' must be a non-empty path without NUL bytes");
         return;
     }
-    sup_ctx *c = lookup_ctx(msg, peer, true);
+    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
     if (!c)
         return;
     /* The policy's timeout caps every run of the context. */
@@ -377,6 +296,7 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
         proto_put_val(&r->script, file);
         r->script_n++;
     }
+    r->syntax = syntax;
     sup_ctx_submit(c, r);
 }
 
@@ -394,7 +314,7 @@ static bool run_matches(const sup_run *r, const sup_peer *peer, const proto_val 
 
 static void do_interrupt(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = lookup_ctx(msg, peer, false);
+    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
     if (!c)
         return;
     /* With `run`, only that execute of this client is interrupted, so an
@@ -415,7 +335,7 @@ static void do_interrupt(const proto_val *msg, const sup_peer *peer)
 /* input.reply: the line input() returns in the run waiting on ctx. */
 static void do_input_reply(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = lookup_ctx(msg, peer, false);
+    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
     if (!c)
         return;
     const proto_val *value = get(msg, "value");
@@ -436,6 +356,10 @@ static void do_input_reply(const proto_val *msg, const sup_peer *peer)
     proto_buf_free(&b);
 }
 
+/* ctx.create `lease`: seconds a context lives without a request naming it. */
+#define LEASE_MIN 1.0
+#define LEASE_MAX 86400.0
+
 /* ctx.create's checked arguments, kept while its packages install. */
 typedef struct create_args {
     sup_peer peer;
@@ -445,6 +369,7 @@ typedef struct create_args {
     size_t nenv;
     sup_policy *policy;
     sup_ident *ident; /* its uid/gid and private directory */
+    double lease;     /* seconds; 0 = none */
 } create_args;
 
 static void create_args_free(create_args *a)
@@ -480,6 +405,8 @@ static void create_finish(create_args *a, sup_site *site)
     a->env = NULL; /* the context's now */
     a->nenv = 0;
     a->ident = NULL;
+    c->lease = a->lease;
+    c->lease_until = sup_now() + a->lease;
     sup_ctx_add_waiter(c, &a->peer);
     create_args_free(a);
 }
@@ -677,6 +604,30 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
         a->env[a->nenv++] = mem_strdup("CTXD_FIGURES=0");
         a->env[a->nenv] = NULL;
     }
+    /* syntax: the context's default for runs that name none (wrk_ipy.c
+     * reads CTXD_SYNTAX), kept across restarts like the rest of env. */
+    const char *syntax = syntax_value(get(msg, "syntax"), peer);
+    if (!syntax) {
+        create_args_free(a);
+        return;
+    }
+    if (*syntax) {
+        char kv[32];
+        snprintf(kv, sizeof kv, "CTXD_SYNTAX=%s", syntax);
+        a->env = mem_realloc(a->env, (a->nenv + 2) * sizeof *a->env);
+        a->env[a->nenv++] = mem_strdup(kv);
+        a->env[a->nenv] = NULL;
+    }
+    const proto_val *lease = get(msg, "lease");
+    a->lease = num_value(lease, 0);
+    if (lease &&
+        (!(a->lease >= LEASE_MIN && a->lease <= LEASE_MAX) || strcmp(a->name, "default") == 0)) {
+        sup_reply_err(peer, "bad_field",
+                      "field 'lease' must be between %g and %g seconds (and not on 'default')",
+                      LEASE_MIN, LEASE_MAX);
+        create_args_free(a);
+        return;
+    }
     char **reqs;
     size_t nreqs;
     if (create_packages(msg, &reqs, &nreqs, peer) < 0) {
@@ -748,7 +699,7 @@ static void do_pip_install(const proto_val *msg, const sup_peer *peer)
         sup_pkgs_free_reqs(reqs, n);
         return;
     }
-    sup_ctx *c = lookup_ctx(msg, peer, true);
+    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
     if (!c) {
         sup_pkgs_free_reqs(reqs, n);
         return;
@@ -775,7 +726,7 @@ static void do_list(const proto_val *msg, const sup_peer *peer)
     proto_put_str(&b, "contexts");
     proto_put_array(&b, (uint32_t)sup_ctx_count());
     for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
-        sup_put_ctx_info(&b, c);
+        sup_ctx_put_info(&b, c);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
@@ -786,18 +737,34 @@ static void do_delete(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "forbidden", "the context 'default' cannot be deleted; restart it");
         return;
     }
-    sup_ctx *c = lookup_ctx(msg, peer, false);
+    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
     if (!c)
         return;
     sup_ctx_delete(c);
     reply_ok_empty(peer);
 }
 
+/* ctx.renew {ctx}: a leased context's owner is alive (sup_ctx_lookup renews
+ * it); the reply says the lease, 0 for a context without one. */
+static void do_renew(const proto_val *msg, const sup_peer *peer)
+{
+    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    if (!c)
+        return;
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 1);
+    proto_put_str(&b, "lease");
+    proto_put_double(&b, c->lease);
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+}
+
 static void do_restart(const proto_val *msg, const sup_peer *peer)
 {
     const proto_val *name = get(msg, "ctx");
     bool existed = sup_ctx_find(name->as.s, name->n) != NULL;
-    sup_ctx *c = lookup_ctx(msg, peer, true);
+    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
     if (!c)
         return;
     proto_error err;
@@ -812,7 +779,7 @@ static void do_restart(const proto_val *msg, const sup_peer *peer)
  * when the copy is ready. */
 static void do_fork(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *src = lookup_ctx(msg, peer, false);
+    sup_ctx *src = sup_ctx_lookup(msg, peer, false);
     if (!src)
         return;
     if (src->policy && src->policy->tier == SUP_TIER_SANDBOX) {
@@ -887,6 +854,7 @@ static const proto_field execute_fields[] = {
     {"silent", PF_BOOL | PF_NIL, false, 0},       {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
     {"allow_stdin", PF_BOOL | PF_NIL, false, 0},  {"artifacts", PF_BOOL | PF_NIL, false, 0},
     {"argv", PF_ARRAY | PF_NIL, false, MAX_ARGV}, {"file", PF_STR | PF_NIL, false, 4095},
+    {"syntax", PF_STR | PF_NIL, false, 16},
 };
 static const proto_field file_put_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
@@ -932,7 +900,8 @@ static const proto_field create_fields[] = {
     {"name", PF_NAME | PF_NIL, false, 0},        {"cwd", PF_STR | PF_NIL, false, 4095},
     {"env", PF_STRMAP | PF_NIL, false, MAX_ENV}, {"tier", PF_STR | PF_NIL, false, 32},
     {"policy", PF_MAP | PF_NIL, false, 64},      {"figures", PF_BOOL | PF_NIL, false, 0},
-    {"packages", PF_ARRAY | PF_NIL, false, 0},
+    {"packages", PF_ARRAY | PF_NIL, false, 0},   {"syntax", PF_STR | PF_NIL, false, 16},
+    {"lease", PF_NUM | PF_NIL, false, 0},
 };
 static const proto_field pip_install_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
@@ -956,6 +925,7 @@ static const request_kind request_kinds[] = {
     {"stats", NULL, 0, do_stats},
     {"ctx.delete", FIELDS(ctx_req_fields), do_delete},
     {"ctx.restart", FIELDS(ctx_req_fields), do_restart},
+    {"ctx.renew", FIELDS(ctx_req_fields), do_renew},
     {"ctx.fork", FIELDS(fork_fields), do_fork},
     {"pip.install", FIELDS(pip_install_fields), do_pip_install},
     {"complete", FIELDS(complete_fields), sup_query_complete},
@@ -972,8 +942,8 @@ static void log_request(const char *type, const proto_val *msg, double t0)
     if (name && name->kind == PROTO_STR && proto_name_valid(name->as.s, name->n))
         snprintf(ctx, sizeof ctx, "%.*s", (int)name->n, name->as.s);
     char status[48];
-    snprintf(status, sizeof status, "%s%s", last_err_code ? "err:" : "ok",
-             last_err_code ? last_err_code : "");
+    snprintf(status, sizeof status, "%s%s", sup_reply_last_code() ? "err:" : "ok",
+             sup_reply_last_code() ? sup_reply_last_code() : "");
     sup_stats_request(type, ctx, status, sup_now() - t0);
 }
 
@@ -1064,7 +1034,7 @@ void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const 
         if (proto_str_eq(env.type, request_kinds[i].type))
             k = &request_kinds[i];
     double t0 = sup_now();
-    last_err_code = NULL;
+    sup_reply_reset();
     if (!k)
         sup_reply_err(&peer, "unknown_type", "unknown message type '%.*s'",
                       (int)(env.type->n > 64 ? 64 : env.type->n), env.type->as.s);
@@ -1073,7 +1043,7 @@ void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const 
     else
         k->handle(msg, &peer);
     /* Runs are logged when they end; everything else here. */
-    if (!k || last_err_code || strcmp(k->type, "execute") != 0)
+    if (!k || sup_reply_last_code() || strcmp(k->type, "execute") != 0)
         log_request(k ? k->type : "unknown", msg, t0);
     proto_doc_free(&doc);
 }

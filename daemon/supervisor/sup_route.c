@@ -13,7 +13,10 @@
  * --on-disconnect interrupt). A client that reconnects with the same key
  * and id after messages were dropped gets one `gap` message (PROTOCOL.md
  * section 7) before its first reply. */
-#include "sup.h"
+#include "sup_route.h"
+
+#include "sup_peer.h"
+#include "sup_stats.h"
 
 #include "mem.h"
 

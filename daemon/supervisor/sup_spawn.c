@@ -1,10 +1,18 @@
 /* sup_spawn: making a worker process for a context. The zygote forks it
  * (sup_zygote.c); when the zygote is not available the worker is started by
  * fork+exec, which gives the same worker without the preloads. */
-#include "sup.h"
+#include "sup_spawn.h"
+#include "sup_pkgs.h"
+
+#include "sup_child.h"
+#include "sup_config.h"
+#include "sup_ident.h"
 #include "sup_policy.h"
+#include "sup_zygote.h"
 
 #include "mem.h"
+#include "proto.h"
+#include "sbx_cgroup.h"
 #include "sbx_path.h"
 
 #include <errno.h>
@@ -40,7 +48,7 @@ static void free_env(char **env)
 /* The context's own variables, plus CTXD_SITE=<its package directory>
  * (the worker puts it on sys.path and removes the variable, wrk_site.c).
  * Sets *n to the count. */
-static char **context_vars(const sup_ctx *c, size_t *n)
+static char **context_vars(const sup_spawn_req *c, size_t *n)
 {
     *n = c->nenv;
     if (!c->site)
@@ -57,7 +65,7 @@ static char **context_vars(const sup_ctx *c, size_t *n)
 /* The worker's environment: the daemon's own, plus the context's additions
  * (later entries win). Built before fork so the child only calls
  * async-signal-safe functions. */
-static char **build_env(const sup_ctx *c)
+static char **build_env(const sup_spawn_req *c)
 {
     size_t n = 0, nvars;
     char **vars = context_vars(c, &nvars);
@@ -97,7 +105,7 @@ static void move_fd(int from, int to)
 
 /* The cgroup limits of a context's worker: memory_bytes and
  * max_processes of the confined tiers. */
-static sbx_cgroup_limits limits_of(const sup_ctx *c)
+static sbx_cgroup_limits limits_of(const sup_spawn_req *c)
 {
     sbx_cgroup_limits lim = {0, 0};
     if (c->policy && (c->policy->tier == SUP_TIER_LOCAL || c->policy->tier == SUP_TIER_SANDBOX)) {
@@ -112,9 +120,9 @@ static sbx_cgroup_limits limits_of(const sup_ctx *c)
  * and 5; every other descriptor is closed. The worker gets its own process
  * group so the whole tree can be signalled, and its cgroup before it
  * exists as a worker (125: that failed for a tier that needs it). */
-static _Noreturn void child_exec(const sup_ctx *c, int chan, const int out[2][2], char **env)
+static _Noreturn void child_exec(const sup_spawn_req *c, int chan, const int out[2][2], char **env)
 {
-    sup_zygote_child_limits();
+    sup_child_limits();
     sbx_cgroup_limits lim = limits_of(c);
     const char *failed;
     if (c->cgroup[0] && sbx_cgroup_place(getpid(), c->cgroup, &lim, &failed) < 0 &&
@@ -135,8 +143,8 @@ static _Noreturn void child_exec(const sup_ctx *c, int chan, const int out[2][2]
     if (dir < 0 || fchdir(dir) < 0)
         _exit(126);
     close(dir);
-    sup_spawn_child_signals();
-    char *argv[] = {(char *)"ctxd-worker", (char *)"--out-fds=4,5", c->name, NULL};
+    sup_child_signals();
+    char *argv[] = {(char *)"ctxd-worker", (char *)"--out-fds=4,5", (char *)c->name, NULL};
     execve(sup_cfg.worker_path, argv, env);
     _exit(127);
 }
@@ -174,34 +182,6 @@ int sup_spawn_fds(int *fd, int out_rd[2], int child[5], proto_error *err)
     return 0;
 }
 
-pid_t sup_spawn_fork(void)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    sigprocmask(SIG_SETMASK, &all, &old);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        return 0;
-    }
-    int saved = errno;
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid > 0)
-        setpgid(pid, pid); /* also in the child: whichever runs first wins */
-    errno = saved;
-    return pid;
-}
-
-void sup_spawn_child_signals(void)
-{
-    for (int s = 1; s < NSIG; s++)
-        signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
 /* Closes a failed spawn's descriptors: the worker's ends (0-2) and the
  * supervisor's (channel, pipe read ends, which are also the worker's 3, 4). */
 static void drop_fds(const int child_fds[5], int *fd, int out_rd[2])
@@ -214,7 +194,7 @@ static void drop_fds(const int child_fds[5], int *fd, int out_rd[2])
     *fd = out_rd[0] = out_rd[1] = -1;
 }
 
-int sup_spawn_worker(sup_ctx *c, bool use_zygote, pid_t *pid, int *fd, int out_rd[2],
+int sup_spawn_worker(const sup_spawn_req *c, bool use_zygote, pid_t *pid, int *fd, int out_rd[2],
                      proto_error *err)
 {
     int child_fds[5];
@@ -225,8 +205,9 @@ int sup_spawn_worker(sup_ctx *c, bool use_zygote, pid_t *pid, int *fd, int out_r
     /* Only the zygote makes the sandbox's namespaces: no fallback that
      * could start it weaker (sbx_init would refuse it anyway); its request
      * waits while the zygote restarts. */
-    int zr =
-        use_zygote ? sup_zygote_spawn(c, c->name, c->cwd, c->cgroup, env, child_fds, sandbox) : -1;
+    int zr = use_zygote
+                 ? sup_zygote_spawn(c->owner, c->name, c->cwd, c->cgroup, env, child_fds, sandbox)
+                 : -1;
     pid_t child = 0;
     if (zr != 0 && sandbox) {
         proto_error_set(err, "spawn", "the sandbox tier could not start its worker: %s",
@@ -236,7 +217,7 @@ int sup_spawn_worker(sup_ctx *c, bool use_zygote, pid_t *pid, int *fd, int out_r
         return -1;
     }
     if (zr != 0) {
-        child = sup_spawn_fork();
+        child = sup_child_fork();
         if (child == 0) {
             const int out[2][2] = {{child_fds[3], child_fds[1]}, {child_fds[4], child_fds[2]}};
             child_exec(c, child_fds[0], out, env);

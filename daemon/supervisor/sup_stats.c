@@ -3,9 +3,14 @@
  * round so logging costs no syscall per request. Lines a write could not
  * store (a full disk) are counted (`log_lines_lost`) and said on stderr
  * once, never lost silently. */
-#include "sup.h"
+#include "sup_stats.h"
+
+#include "sup_config.h"
+#include "sup_held.h"
+#include "sup_log.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -142,14 +147,8 @@ void sup_stats_event(const char *fmt, ...)
     log_line("event=%s", msg);
 }
 
-void sup_stats_put(proto_buf *b)
+void sup_stats_put(proto_buf *b, size_t live, size_t busy, size_t queued)
 {
-    size_t live = 0, busy = 0, queued = 0;
-    for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
-        live++;
-        busy += c->running != NULL;
-        queued += c->queued;
-    }
     proto_put_str(b, "uptime");
     proto_put_double(b, sup_now() - started);
     proto_put_str(b, "held_bytes");

@@ -14,9 +14,15 @@
  * A zygote that dies is restarted (at once the first time, with growing
  * pauses if it keeps dying); meanwhile, and whenever it does not answer,
  * workers are started by fork+exec. */
-#include "sup.h"
+#include "sup_zygote.h"
+
+#include "sup_cgroup.h"
+#include "sup_child.h"
+#include "sup_config.h"
+#include "sup_log.h"
 
 #include "mem.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +51,9 @@ extern char **environ;
 
 typedef enum { Z_OFF, Z_STARTING, Z_READY, Z_DEAD } zstate;
 
+/* Where the answers to sup_zygote_spawn go (sup_zygote_init). */
+static const sup_zygote_answers *answers;
+
 static struct {
     zstate state;
     bool disabled; /* no subreaper: forked workers could not be adopted */
@@ -57,7 +66,6 @@ static struct {
     size_t nloaded;
     char **wanted;
     size_t nwanted;
-    struct rlimit nofile; /* the limit children get back */
 } z = {.fd = -1};
 
 /* Exits of pids no context knew yet: a worker forked from a live context
@@ -75,7 +83,7 @@ static size_t exits_next;
  * order. owner NULL: its context gave up on it (deleted, restarted); the
  * worker it gets, if any, is killed with its cgroup. */
 typedef struct zreq {
-    sup_ctx *owner;
+    struct sup_ctx *owner;
     char cgroup[SBX_CGROUP_NAME_MAX];
     proto_buf msg;
     int fds[5];
@@ -158,12 +166,6 @@ void sup_zygote_put_preloads(proto_buf *b)
 
 /* ---- starting ------------------------------------------------------------- */
 
-void sup_zygote_child_limits(void)
-{
-    if (z.nofile.rlim_cur)
-        setrlimit(RLIMIT_NOFILE, &z.nofile);
-}
-
 static void forget(void)
 {
     if (z.fd >= 0)
@@ -195,15 +197,15 @@ static void start(void)
     static char room[72];
     memset(room, ' ', sizeof room - 1);
     char *argv[] = {(char *)"ctxd-worker", (char *)"--zygote", arg, room, NULL};
-    pid_t pid = sup_spawn_fork();
+    pid_t pid = sup_child_fork();
     if (pid == 0) {
         int fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (fd < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0 || dup2(fd, 3) < 0)
             _exit(127);
         close_range(4, ~0u, 0);
-        sup_zygote_child_limits();
-        sup_spawn_child_signals();
+        sup_child_limits();
+        sup_child_signals();
         execve(sup_cfg.worker_path, argv, environ);
         _exit(127);
     }
@@ -314,14 +316,10 @@ static void check_starting(double wait)
     }
 }
 
-void sup_zygote_init(void)
+void sup_zygote_init(const sup_zygote_answers *a)
 {
-    getrlimit(RLIMIT_NOFILE, &z.nofile);
-    /* Three descriptors per context: 1,000 contexts need more than the
-     * usual soft limit of 1024. Children get the original limit back. */
-    struct rlimit more = z.nofile;
-    more.rlim_cur = more.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &more);
+    answers = a;
+    sup_child_raise_limits();
 
     const char *list = sup_cfg.preload;
     if (!list || !*list)
@@ -439,9 +437,9 @@ static void finish(size_t k, pid_t pid, const char *failure, bool held)
         return;
     }
     if (pid > 0)
-        sup_ctx_spawned(r.owner, pid);
+        answers->spawned(r.owner, pid);
     else
-        sup_ctx_spawn_failed(r.owner, failure, held);
+        answers->failed(r.owner, failure, held);
 }
 
 /* Fails every request: the ones sent (their worker may exist, the zygote
@@ -500,7 +498,7 @@ static void flush_queue(void)
     }
 }
 
-int sup_zygote_spawn(sup_ctx *owner, const char *name, const char *cwd, const char *cgroup,
+int sup_zygote_spawn(struct sup_ctx *owner, const char *name, const char *cwd, const char *cgroup,
                      char *const *env, const int fds[5], bool wait_for_zygote)
 {
     if (z.disabled) {
@@ -558,7 +556,7 @@ int sup_zygote_spawn(sup_ctx *owner, const char *name, const char *cwd, const ch
     return 0;
 }
 
-void sup_zygote_cancel(const sup_ctx *owner)
+void sup_zygote_cancel(const struct sup_ctx *owner)
 {
     for (size_t k = 0; k < nqueue; k++)
         if (queue[k].owner == owner)

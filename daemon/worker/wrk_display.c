@@ -81,9 +81,16 @@ static const char rich_src[] =
     "    return (include is None or mime in include) and (exclude is None or mime not in exclude)\n"
     "\n"
     /* (data, metadata): data maps MIME type to str, text/plain first. */
-    "def bundle(obj, include=None, exclude=None):\n"
-    "    plain = repr(obj)\n"
+    "def bundle(obj, include=None, exclude=None, plain=repr):\n"
+    "    plain = plain(obj)\n"
     "    data, md = {}, {}\n"
+    "    if _is_figure(obj) and _wanted('image/png', include, exclude):\n"
+    "        try:\n"
+    "            png, w, h = _figure_png(obj)\n"
+    "            data['image/png'] = base64.b64encode(png).decode('ascii')\n"
+    "            md['image/png'] = {'width': w, 'height': h}\n"
+    "        except Exception as e:\n"
+    "            _warn('drawing the figure', e)\n"
     "    m = _method(obj, '_repr_mimebundle_')\n"
     "    if m is not None:\n"
     "        try:\n"
@@ -132,8 +139,9 @@ static const char rich_src[] =
     "        total += n\n"
     "    return out\n"
     "\n"
-    "def result(value):\n"
-    "    return bundle(value)[0]\n"
+    /* plain: repr, or IPython's pretty printer for IPython syntax. */
+    "def result(value, plain=repr):\n"
+    "    return bundle(value, plain=plain)[0]\n"
     "\n"
     "class DisplayHandle:\n"
     "    def __init__(self, display_id=None):\n"
@@ -184,6 +192,19 @@ static const char rich_src[] =
     "def figures_enabled():\n"
     "    return os.environ.get('CTXD_FIGURES', '1') != '0'\n"
     "\n"
+    /* A matplotlib Figure shown as a value (or displayed) is its image, as
+     * in Jupyter. */
+    "def _is_figure(obj):\n"
+    "    if 'matplotlib.figure' not in sys.modules:\n"
+    "        return False\n"
+    "    return isinstance(obj, sys.modules['matplotlib.figure'].Figure)\n"
+    "\n"
+    "def _figure_png(fig):\n"
+    "    buf = io.BytesIO()\n"
+    "    fig.savefig(buf, format='png', bbox_inches='tight')\n"
+    "    png = buf.getvalue()\n"
+    "    return png, int.from_bytes(png[16:20], 'big'), int.from_bytes(png[20:24], 'big')\n"
+    "\n"
     "def flush_figures():\n"
     "    if 'matplotlib.pyplot' not in sys.modules:\n"
     "        return\n"
@@ -197,11 +218,7 @@ static const char rich_src[] =
     "    for mgr in managers:\n"
     "        fig = mgr.canvas.figure\n"
     "        try:\n"
-    "            buf = io.BytesIO()\n"
-    "            fig.savefig(buf, format='png', bbox_inches='tight')\n"
-    "            png = buf.getvalue()\n"
-    "            w = int.from_bytes(png[16:20], 'big')\n"
-    "            h = int.from_bytes(png[20:24], 'big')\n"
+    "            png, w, h = _figure_png(fig)\n"
     "            data = _cap(repr(fig), {'image/png': base64.b64encode(png).decode('ascii')})\n"
     "            _emit_display(data, {'image/png': {'width': w, 'height': h}}, None, False)\n"
     "        except Exception as e:\n"
@@ -428,8 +445,22 @@ void wrk_display_put_pyobj(proto_buf *b, PyObject *o, uint32_t budget)
 
 /* ---- the emitters ------------------------------------------------------------ */
 
+/* Where display frames go instead of the channel while a run's tail is
+ * built (wrk_display_collect); NULL: sent at once. */
+static proto_buf *collecting;
+
+void wrk_display_collect(proto_buf *tail)
+{
+    collecting = tail;
+}
+
 static void send_frames(proto_buf *b)
 {
+    if (collecting) {
+        proto_buf_append(collecting, b->data, b->len);
+        proto_buf_free(b);
+        return;
+    }
     PyThreadState *ts = PyEval_SaveThread();
     wrk_output_send_frames(b);
     PyEval_RestoreThread(ts);

@@ -28,4 +28,8 @@ void wrk_display_put_pyobj(proto_buf *b, PyObject *o, uint32_t budget);
  * -1 with a Python error set. */
 int wrk_display_patch_module(const char *name, PyObject *patch);
 
+/* GIL held: while tail is set, display frames (the figures a run left
+ * open) are appended to it, to go out with the run's result or error and
+ * its done; NULL sends them at once again. */
+void wrk_display_collect(proto_buf *tail);
 #endif

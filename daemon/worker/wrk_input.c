@@ -40,7 +40,8 @@ bool wrk_input_is_stale_reply(const uint8_t *body, size_t len)
     proto_error err;
     if (proto_decode(&doc, body, len, &err) < 0)
         return false; /* the main loop reports it */
-    bool stale = proto_str_eq(proto_map_get(&doc.nodes[0], "t"), "input_reply");
+    const proto_val *t = proto_map_get(&doc.nodes[0], "t");
+    bool stale = proto_str_eq(t, "input_reply") || proto_str_eq(t, "pip_reply");
     proto_doc_free(&doc);
     return stale;
 }
@@ -69,7 +70,8 @@ static int take_reply(uint64_t n, PyObject **value)
         const proto_val *msg = &doc.nodes[0];
         const proto_val *num = proto_map_get(msg, "n");
         const proto_val *v = proto_map_get(msg, "value");
-        if (!proto_str_eq(proto_map_get(msg, "t"), "input_reply") || !num ||
+        const proto_val *t = proto_map_get(msg, "t");
+        if (!(proto_str_eq(t, "input_reply") || proto_str_eq(t, "pip_reply")) || !num ||
             num->kind != PROTO_UINT || !v || v->kind != PROTO_STR) {
             wrk_log("unexpected frame from the supervisor while waiting for input");
             _exit(2);
@@ -274,6 +276,19 @@ static PyObject *wait_reply(uint64_t n)
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return value;
+}
+
+uint64_t wrk_input_next_seq(void)
+{
+    return ++seq;
+}
+
+PyObject *wrk_input_send_wait(const proto_buf *frame, uint64_t n)
+{
+    PyThreadState *ts = PyEval_SaveThread();
+    wrk_output_send_frames(frame);
+    PyEval_RestoreThread(ts);
+    return wait_reply(n);
 }
 
 /* The docstrings start with the builtins' text signatures, so

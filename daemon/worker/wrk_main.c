@@ -19,6 +19,7 @@
 #include "wrk_chan.h"
 #include "wrk_display.h"
 #include "wrk_input.h"
+#include "wrk_ipy.h"
 #include "wrk_log.h"
 #include "wrk_mpmain.h"
 #include "wrk_output.h"
@@ -26,6 +27,7 @@
 #include "wrk_query.h"
 #include "wrk_run.h"
 #include "wrk_site.h"
+#include "wrk_static.h"
 #include "wrk_zygote.h"
 
 #define CHAN_FD 3
@@ -101,7 +103,8 @@ static void init_python(void)
 static void init_session(void)
 {
     if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0 ||
-        wrk_mpmain_init() < 0 || wrk_py_install_hooks() < 0 || wrk_query_init() < 0)
+        wrk_ipy_init() < 0 || wrk_mpmain_init() < 0 ||
+        wrk_py_install_hooks(wrk_display_patch_module) < 0 || wrk_query_init() < 0)
         goto fail;
     PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
     if (!main_mod)
@@ -206,7 +209,7 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     static const proto_field fields[] = {
         {"execution_count", PF_UINT, true, 0}, {"silent", PF_BOOL | PF_NIL, false, 0},
         {"env", PF_STRMAP | PF_NIL, false, 0}, {"argv", PF_ARRAY | PF_NIL, false, 0},
-        {"file", PF_STR | PF_NIL, false, 0},
+        {"file", PF_STR | PF_NIL, false, 0},   {"syntax", PF_STR | PF_NIL, false, 16},
     };
     /* code may legitimately hold NUL bytes (Python reports them), which the
      * generic str check refuses: check it separately. */
@@ -231,6 +234,10 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     const proto_val *file = proto_map_get(msg, "file");
     req->argv = argv && argv->kind == PROTO_ARRAY ? argv : NULL;
     req->file = file && file->kind == PROTO_STR ? file : NULL;
+    const proto_val *syntax = proto_map_get(msg, "syntax");
+    req->syntax = proto_str_eq(syntax, "ipython")  ? WRK_SYNTAX_IPYTHON
+                  : proto_str_eq(syntax, "python") ? WRK_SYNTAX_PYTHON
+                                                   : WRK_SYNTAX_DEFAULT;
     return FRAME_RUN;
 }
 
@@ -276,6 +283,8 @@ static _Noreturn void serve_channel(void)
 {
     wrk_site_init(); /* its package directory on sys.path, before sbx_init reads it */
     sbx_init();      /* the context's tier and policy, before any user code */
+    if (sbx_static())
+        wrk_static_init(sbx_policy_current()->imports, sbx_policy_current()->imports_set);
     send_ready();
     proto_buf in;
     proto_buf_init(&in);
@@ -308,7 +317,7 @@ static _Noreturn void serve_channel(void)
             sbx_run_end();
             proto_doc_free(&doc);
         } else if (sbx_static()) {
-            sbx_static_execute(&req);
+            wrk_static_execute(&req);
             proto_doc_free(&doc);
         } else {
             sbx_run_begin();
@@ -320,8 +329,17 @@ static _Noreturn void serve_channel(void)
     }
 }
 
+/* The sandbox's diagnostics go where the worker's own go (wrk_log.c). */
+static void sbx_log_line(const char *msg)
+{
+    wrk_log("%s", msg);
+}
+
+static const sbx_host sandbox_host = {sbx_log_line, wrk_log_stat_range};
+
 int main(int argc, char **argv)
 {
+    sbx_host_set(&sandbox_host);
     if (argc > 1 && strcmp(argv[1], "--zygote") == 0) {
         wrk_zygote_main(argc, argv); /* returns in a worker it forked */
         serve_channel();

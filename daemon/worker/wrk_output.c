@@ -4,7 +4,7 @@
  * the GIL. Everything that sends stream data holds the channel lock from the
  * moment it takes data out of a buffer or a pipe until it has written it, so
  * stream data leaves in the order it was taken. Every byte not yet sent
- * lives in the output memory shared with the supervisor (wrk_outmem.h), so
+ * lives in the output memory shared with the supervisor (chan_outmem.h), so
  * a worker that dies loses none of it. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,7 +31,7 @@
 #include "mem.h"
 #include "wrk_chan.h"
 #include "wrk_log.h"
-#include "wrk_outmem.h"
+#include "chan_outmem.h"
 
 /* How long Python-level output may wait in its buffer (the protocol allows
  * 5 ms); waiting at all lets a loop of small prints share frames. */
@@ -75,7 +75,7 @@ static long long child_usage;
  * through om_fd (sent with `ready`); a private mapping when no memfd can be
  * made. */
 static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
-static wrk_outmem *om;
+static chan_outmem *om;
 static int om_fd = -1;
 /* Stores a field of the output memory after the data it describes. The
  * supervisor reads the memory only once the worker is gone, so program
@@ -158,7 +158,7 @@ static void send_stream_locked(int s, const uint8_t *p, size_t n)
  * active. */
 static void flush_pending_locked(int s)
 {
-    wrk_outmem_stream *m = &om->s[s];
+    chan_outmem_stream *m = &om->s[s];
     pthread_mutex_lock(&out_mu);
     uint32_t len = m->pend_len, idx = m->pend_idx;
     if (len == 0) {
@@ -191,9 +191,9 @@ static void flush_pending_locked(int s)
  * memory means a worker killed before sending it loses nothing. */
 static size_t pump_pipe_locked(int s, size_t max)
 {
-    wrk_outmem_stream *m = &om->s[s];
-    if (max > WRK_OUTMEM_AREA)
-        max = WRK_OUTMEM_AREA;
+    chan_outmem_stream *m = &om->s[s];
+    if (max > CHAN_OUTMEM_AREA)
+        max = CHAN_OUTMEM_AREA;
     atomic_store(&pumping[s], true);
     /* Exactly what the pipe holds (up to max), announced before the read:
      * a worker killed inside read(2) has taken all of it or none, and the
@@ -210,7 +210,7 @@ static size_t pump_pipe_locked(int s, size_t max)
     memcpy(m->raw, &nonce, sizeof nonce);
     OM_SET(m->raw_nonce, nonce);
     OM_SET(m->raw_len, (uint32_t)want);
-    OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_READING);
+    OM_SET(m->raw_state, (uint32_t)CHAN_OUTMEM_RAW_READING);
     ssize_t r;
     do
         r = read(pipe_rd[s], m->raw, want);
@@ -220,12 +220,12 @@ static size_t pump_pipe_locked(int s, size_t max)
     if (r <= 0)
         OM_SET(m->raw_len, 0);
     if (r > 0) {
-        OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_READ);
+        OM_SET(m->raw_state, (uint32_t)CHAN_OUTMEM_RAW_READ);
         OM_SET(m->raw_len, (uint32_t)r);
         if (atomic_load(&running)) {
             flush_pending_locked(s);
             OM_SET(m->raw_seq, m->taken);
-            OM_SET(m->raw_state, (uint32_t)WRK_OUTMEM_RAW_SEQ);
+            OM_SET(m->raw_state, (uint32_t)CHAN_OUTMEM_RAW_SEQ);
             OM_SET(m->taken, m->taken + (uint64_t)r);
             send_stream_locked(s, m->raw, (size_t)r);
         } else {
@@ -268,7 +268,7 @@ static void wake_flusher(void)
  * dropped). False once its last writer is gone (the caller closes it). */
 static bool drain_stale(int fd)
 {
-    static uint8_t sink[WRK_OUTMEM_AREA];
+    static uint8_t sink[CHAN_OUTMEM_AREA];
     for (int i = 0; i < 16; i++) {
         ssize_t r = read(fd, sink, sizeof sink);
         if (r > 0) {
@@ -400,7 +400,7 @@ static void output_after_fork_child(void)
  * no memfd can be made (nothing is then recovered after a death). */
 static void make_outmem(void)
 {
-    size_t size = sizeof(wrk_outmem);
+    size_t size = sizeof(chan_outmem);
     int fd = memfd_create("ctxd-output", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     void *p = MAP_FAILED;
     if (fd >= 0 && ftruncate(fd, (off_t)size) == 0 &&
@@ -416,7 +416,7 @@ static void make_outmem(void)
     }
     om = p;
     om_fd = fd;
-    om->magic = WRK_OUTMEM_MAGIC;
+    om->magic = CHAN_OUTMEM_MAGIC;
     om->size = (uint32_t)size;
 }
 
@@ -777,9 +777,9 @@ static void send_large_nogil(int s, const char *p, size_t n)
     wrk_chan_lock();
     drain_pipe_locked(s);
     flush_pending_locked(s);
-    wrk_outmem_stream *m = &om->s[s];
+    chan_outmem_stream *m = &om->s[s];
     while (n > 0 && atomic_load(&running)) {
-        size_t k = n < WRK_OUTMEM_AREA ? n : WRK_OUTMEM_AREA;
+        size_t k = n < CHAN_OUTMEM_AREA ? n : CHAN_OUTMEM_AREA;
         uint32_t idx = m->pend_idx ^ 1; /* free while the channel lock is held */
         memcpy(m->buf[idx], p, k);
         OM_SET(m->send_seq, m->taken);
@@ -819,9 +819,9 @@ static void out_write(int s, const char *p, size_t n)
         return;
     }
     forward_unread_raw(s);
-    wrk_outmem_stream *m = &om->s[s];
+    chan_outmem_stream *m = &om->s[s];
     pthread_mutex_lock(&out_mu);
-    while (m->pend_len + n > WRK_OUTMEM_AREA) {
+    while (m->pend_len + n > CHAN_OUTMEM_AREA) {
         /* Send what is there first, so frames are full-size. */
         pthread_mutex_unlock(&out_mu);
         send_now_nogil(s, false);

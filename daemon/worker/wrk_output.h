@@ -5,7 +5,7 @@
  * sys.stderr are replaced by a C type that appends UTF-8 to an in-process
  * buffer per stream, without a system call per write (the buffers live in
  * memory the supervisor can read, so a dying worker loses nothing; see
- * wrk_outmem.h). A background thread
+ * chan_outmem.h). A background thread
  * (the flusher, which never touches Python objects) forwards pipe data as
  * `stream` frames and sends the buffers within a few milliseconds; writers
  * send themselves once a buffer holds PROTO_STREAM_CHUNK bytes. Output that
@@ -42,7 +42,7 @@ void wrk_output_end_run(const proto_buf *tail);
 /* GIL released: sends frames (display events) during a run, after all
  * output written before them; does nothing when no run is active. */
 void wrk_output_send_frames(const proto_buf *frames);
-/* The output memory (wrk_outmem.h) as a sealed memfd, sent to the
+/* The output memory (chan_outmem.h) as a sealed memfd, sent to the
  * supervisor with `ready`; -1 when there is none. */
 int wrk_output_memfd(void);
 /* True in a process forked from the worker (it has no channel). */

@@ -2,7 +2,6 @@
 #include "wrk_py.h"
 
 #include "mem.h"
-#include "wrk_display.h"
 
 /* The helper's source. Names starting with "_" are internal. */
 static const char helper_src[] =
@@ -34,29 +33,40 @@ static const char helper_src[] =
     "\n"
     /* Lines split the way the compiler counts them (\n, \r\n, \r), so
      * traceback line numbers and source lines agree. */
-    /* run returns the value's MIME bundle (a dict, see wrk_display.c), or
-     * its repr when that helper is absent; figures the run left open are
-     * sent before the result or error. */
+    /* result returns the value's MIME bundle (a dict, see wrk_display.c),
+     * or its repr when that helper is absent; figures the run left open are
+     * sent after the result or error (end_run). */
     "_rich = None  # set by wrk_display\n"
     "_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT\n"
     "_SKIP = ()  # path prefixes of asyncio, once a run used top-level await\n"
     "_loop = None\n"
     "\n"
+    "_ipy = None  # set by wrk_ipy: IPython syntax\n"
+    "_ipy_begun = False  # _ipy.begin ran for this run: leave calls _ipy.end\n"
+    "\n"
     /* A run is staged so that no frame of this helper is on the stack
      * while user code runs (faulthandler and traceback.print_stack show
      * the stack as python3 would): wrk_run.c calls enter, compile_cell,
      * evaluates the code objects itself (await_ for a coroutine), then
-     * result and leave. */
+     * result and leave; end_run after the run's result or error frame. */
     "def enter(script, g):\n"
     "    return None if script is None else _script_enter(script, g)\n"
     "\n"
-    "def leave(saved, silent, g):\n"
+    "def leave(saved, silent, g, err):\n"
+    "    global _ipy_begun\n"
     "    try:\n"
     "        if saved is not None:\n"
     "            _script_leave(saved, g)\n"
     "    finally:\n"
-    "        if _rich is not None:\n"
-    "            _rich.end_run(silent)\n"
+    "        if _ipy_begun:\n"
+    "            _ipy_begun = False\n"
+    "            _ipy.end(silent, err)\n"
+    "\n"
+    /* The figures a run left open, after its result or error (as
+     * ipykernel sends them). */
+    "def end_run(silent):\n"
+    "    if _rich is not None:\n"
+    "        _rich.end_run(silent)\n"
     "\n"
     /* A run of a script (execute `file` and/or `argv`): for its duration
      * __file__, sys.argv, sys.orig_argv and sys.path[0] are what
@@ -94,21 +104,47 @@ static const char helper_src[] =
     "    if d is not None and sys.path and sys.path[0] is d:\n"
     "        sys.path[0] = ''\n"
     "\n"
-    /* (body, last): the code compiled, a trailing expression apart. */
-    "def compile_cell(code, filename):\n"
+    /* A last statement ending in `;` shows no value, as in IPython. */
+    "def _quiet(src):\n"
+    "    import io, tokenize\n"
+    "    last = None\n"
+    "    try:\n"
+    "        for t in tokenize.generate_tokens(io.StringIO(src).readline):\n"
+    "            if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT,\n"
+    "                              tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT):\n"
+    "                last = t\n"
+    "    except Exception:\n"
+    "        return False\n"
+    "    return last is not None and last.type == tokenize.OP and last.string == ';'\n"
+    "\n"
+    /* (body, last, quiet): the code compiled, a trailing expression apart;
+     * quiet when a trailing `;` hides its value. code is what the client
+     * sent (the source lines tracebacks show); what is compiled is code or,
+     * with IPython syntax, its transformation (the shell's pre-run events
+     * fire then: leave fires the post-run ones). */
+    "def compile_cell(code, filename, silent, g, ipython):\n"
+    "    global _ipy_begun\n"
+    "    src = code\n"
+    "    if ipython:\n"
+    "        src = _ipy.transform(code, g)\n"
+    "        _ipy.begin(code, silent)\n"
+    "        _ipy_begun = True\n"
     "    linecache.cache[filename] = (len(code), None, _LINE.findall(code), filename)\n"
-    "    tree = compile(code, filename, 'exec', ast.PyCF_ONLY_AST | _AWAIT, dont_inherit=True)\n"
+    "    tree = compile(src, filename, 'exec', ast.PyCF_ONLY_AST | _AWAIT, dont_inherit=True)\n"
     "    last = None\n"
     "    if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
     "        last = ast.Expression(tree.body.pop().value)\n"
     "        last = compile(last, filename, 'eval', _AWAIT, dont_inherit=True)\n"
-    "    return compile(tree, filename, 'exec', _AWAIT, dont_inherit=True), last\n"
+    "    return compile(tree, filename, 'exec', _AWAIT, dont_inherit=True), last,\\\n"
+    "        last is not None and _quiet(src)\n"
     "\n"
-    "def result(value, silent, g):\n"
+    "def result(value, silent, g, ipython):\n"
     "    if value is None or silent:\n"
     "        return None\n"
     "    g['_'] = value\n"
-    "    return _rich.result(value) if _rich is not None else repr(value)\n"
+    "    if _rich is None:\n"
+    "        return repr(value)\n"
+    "    return _rich.result(value, _ipy.pretty if ipython else repr)\n"
     "\n"
     /* Top-level await: the code object is a coroutine function body; it
      * runs to completion in one event loop kept across runs. */
@@ -147,6 +183,9 @@ static const char helper_src[] =
     "def format(e):\n"
     "    _strip(e)\n"
     "    ename = type(e).__name__\n"
+    "    if _ipy is not None and _ipy._shell is not None and \\\n"
+    "            isinstance(e, _ipy.usage_error_types()):\n"
+    "        return ename, str(e), ['%s: %s' % (ename, e)]\n"
     "    try:\n"
     "        evalue = str(e)\n"
     "    except BaseException:\n"
@@ -269,7 +308,7 @@ static const char *const fn_names[WRK_PY_NFNS] = {
     [WRK_PY_AWAIT] = "await_",        [WRK_PY_RESULT] = "result",
     [WRK_PY_LEAVE] = "leave",         [WRK_PY_FORMAT] = "format",
     [WRK_PY_FLUSH] = "flush",         [WRK_PY_CHILD_EXIT] = "child_exit",
-    [WRK_PY_EXIT_CODE] = "exit_code",
+    [WRK_PY_EXIT_CODE] = "exit_code", [WRK_PY_END_RUN] = "end_run",
 };
 
 static PyObject *fns[WRK_PY_NFNS];
@@ -318,8 +357,10 @@ fail:
 
 /* GIL held, after wrk_display_init: the traceback-printing hooks that show
  * a cell's source lines (sys.unraisablehook now, threading.excepthook when
- * threading is imported). -1 with a Python error set. */
-int wrk_py_install_hooks(void)
+ * threading is imported, through patch_module: wrk_display_patch_module,
+ * given by wrk_main since wrk_display sits above this file). -1 with a
+ * Python error set. */
+int wrk_py_install_hooks(int (*patch_module)(const char *name, PyObject *patch))
 {
     PyObject *g = fns[WRK_PY_ENTER] ? PyFunction_GetGlobals(fns[WRK_PY_ENTER]) : NULL;
     PyObject *install = g ? PyDict_GetItemString(g, "install_hooks") : NULL;
@@ -332,7 +373,7 @@ int wrk_py_install_hooks(void)
     if (!r)
         return -1;
     Py_DECREF(r);
-    return wrk_display_patch_module("threading", patch);
+    return patch_module("threading", patch);
 }
 
 /* Sets a global of the helper module (reached through a helper function's

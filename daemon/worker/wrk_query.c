@@ -10,7 +10,6 @@
 
 #include "wrk_display.h"
 #include "wrk_py.h"
-#include "wrk_run.h"
 
 /* Matches and text are capped in Python; the item budget bounds the frame. */
 #define ANSWER_BUDGET 20000
@@ -284,14 +283,15 @@ static void put_empty(proto_buf *b, const wrk_query_req *req)
     }
 }
 
-void wrk_query_put_answer(proto_buf *b, const wrk_query_req *req, PyObject *answer)
+void wrk_query_put_answer(proto_buf *b, uint64_t run_id, const wrk_query_req *req,
+                          PyObject *answer)
 {
     size_t start = proto_frame_begin(b);
     proto_put_map(b, 3);
     proto_put_str(b, "t");
     proto_put_str(b, "answer");
     proto_put_str(b, "run_id");
-    proto_put_uint(b, wrk_run_id());
+    proto_put_uint(b, run_id);
     proto_put_str(b, "data");
     if (answer && PyDict_Check(answer))
         wrk_display_put_pyobj(b, answer, ANSWER_BUDGET);

@@ -30,8 +30,10 @@ int wrk_query_init(void);
 /* GIL held: the answer dict (a new reference), or NULL with a Python
  * error set (the helper itself answers every failure of the query). */
 PyObject *wrk_query_ask(const wrk_query_req *req, PyObject *globals);
-/* GIL held: the `answer` frame for answer (NULL or not a dict: the op's
- * empty answer). */
-void wrk_query_put_answer(proto_buf *b, const wrk_query_req *req, PyObject *answer);
+/* GIL held: the `answer` frame of run run_id for answer (NULL or not a
+ * dict: the op's empty answer). The run id comes from the caller (wrk_run),
+ * so this helper stays below the run layer. */
+void wrk_query_put_answer(proto_buf *b, uint64_t run_id, const wrk_query_req *req,
+                          PyObject *answer);
 
 #endif

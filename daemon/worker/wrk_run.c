@@ -318,33 +318,46 @@ static PyObject *eval_code(PyObject *co)
     return r;
 }
 
-/* The run proper: a script's set-up, the code, the trailing expression's
- * value as a MIME bundle or repr (None when there is none), the set-up
- * undone whatever happened. NULL with the run's exception set. */
-static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, PyObject *script)
+/* The run proper: a script's set-up, the code (IPython syntax
+ * transformed when ipython), the trailing expression's value as a MIME
+ * bundle or repr (None when there is none, or a trailing `;` hides it),
+ * the set-up undone whatever happened. NULL with the run's exception
+ * set. */
+static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, bool ipython,
+                          PyObject *script)
 {
     PyObject *saved = wrk_py_call(WRK_PY_ENTER, PyTuple_Pack(2, script, run_globals));
     if (!saved)
         return NULL;
+    PyObject *sil = silent ? Py_True : Py_False;
+    PyObject *ipy = ipython ? Py_True : Py_False;
     PyObject *value = NULL, *repr = NULL;
-    PyObject *cc = wrk_py_call(WRK_PY_COMPILE, PyTuple_Pack(2, code, filename));
-    if (cc && PyTuple_Check(cc) && PyTuple_GET_SIZE(cc) == 2) {
+    bool quiet = false;
+    PyObject *cc =
+        wrk_py_call(WRK_PY_COMPILE, PyTuple_Pack(5, code, filename, sil, run_globals, ipy));
+    if (cc && PyTuple_Check(cc) && PyTuple_GET_SIZE(cc) == 3) {
         PyObject *r = eval_code(PyTuple_GET_ITEM(cc, 0));
         PyObject *last = PyTuple_GET_ITEM(cc, 1);
+        quiet = PyTuple_GET_ITEM(cc, 2) == Py_True;
         if (r)
             value = last == Py_None ? Py_NewRef(Py_None) : eval_code(last);
         Py_XDECREF(r);
     }
     Py_XDECREF(cc);
-    PyObject *sil = silent ? Py_True : Py_False;
     if (value) {
-        repr = wrk_py_call(WRK_PY_RESULT, PyTuple_Pack(3, value, sil, run_globals));
+        PyObject *hide = silent || quiet ? Py_True : Py_False;
+        repr = wrk_py_call(WRK_PY_RESULT, PyTuple_Pack(4, value, hide, run_globals, ipy));
         Py_DECREF(value);
     }
-    /* leave runs in any case; the run's own exception, if any, wins. */
+    /* leave runs in any case (given the run's exception, for the IPython
+     * shell's post-run events); the run's own exception, if any, wins. */
     PyObject *et, *ev, *etb;
     PyErr_Fetch(&et, &ev, &etb);
-    PyObject *l = wrk_py_call(WRK_PY_LEAVE, PyTuple_Pack(3, saved, sil, run_globals));
+    PyErr_NormalizeException(&et, &ev, &etb);
+    if (ev && etb)
+        PyException_SetTraceback(ev, etb);
+    PyObject *l =
+        wrk_py_call(WRK_PY_LEAVE, PyTuple_Pack(4, saved, sil, run_globals, ev ? ev : Py_None));
     Py_DECREF(saved);
     if (l) {
         Py_DECREF(l);
@@ -420,7 +433,7 @@ void wrk_run_execute(const wrk_run_req *req)
     PyObject *repr = NULL;
     if (!exc) {
         PyObject *script = script_arg(req);
-        repr = run_cell(code, filename, req->silent, script);
+        repr = run_cell(code, filename, req->silent, wrk_ipy_wanted(req->syntax), script);
         Py_DECREF(script);
         if (!repr)
             exc = fetch_exception();
@@ -455,6 +468,14 @@ void wrk_run_execute(const wrk_run_req *req)
     } else if (repr && repr != Py_None) {
         put_result(&frames, repr);
     }
+    /* The figures the run left open come after its result or error, as in
+     * ipykernel, in the same tail (so all output before them). */
+    wrk_display_collect(&frames);
+    PyObject *fig = wrk_py_call(WRK_PY_END_RUN, PyTuple_Pack(1, req->silent ? Py_True : Py_False));
+    wrk_display_collect(NULL);
+    if (!fig)
+        PyErr_Clear();
+    Py_XDECREF(fig);
     if (saved) {
         PyObject *r = wrk_py_call(WRK_PY_ENV_RESTORE, PyTuple_Pack(1, saved));
         if (!r)
@@ -501,7 +522,7 @@ void wrk_run_query(const wrk_query_req *req)
     if (wrk_output_forked())
         child_exit(NULL);
     frames.len = 0;
-    wrk_query_put_answer(&frames, req, answer);
+    wrk_query_put_answer(&frames, wrk_run_id(), req, answer);
     Py_XDECREF(answer);
     PyGILState_Release(gil);
     wrk_chan_send(&frames);

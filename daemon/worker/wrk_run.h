@@ -11,6 +11,7 @@
 #include <Python.h>
 
 #include "proto.h"
+#include "wrk_ipy.h"
 #include "wrk_query.h"
 
 typedef struct wrk_run_req {
@@ -23,6 +24,7 @@ typedef struct wrk_run_req {
     const proto_val *env;  /* map str -> str, or NULL */
     const proto_val *argv; /* array of str (sys.argv of a script), or NULL */
     const proto_val *file; /* str: the script's path (__file__), or NULL */
+    wrk_syntax syntax;     /* python, ipython, or the context's default */
 } wrk_run_req;
 
 /* GIL held: remembers the namespace runs execute in (__main__'s dict). */

@@ -49,7 +49,8 @@ static bool one_thread = true;
 
 static const char helper_src[] =
     "import gc, importlib, importlib.util, os, sys, traceback\n"
-    /* What a confined worker's policy set-up imports (sbx_py.c): loaded
+    /* What a confined worker's policy set-up (sbx_py.c) and the static
+     * tier's analysis (wrk_static.c) import: loaded
      * once here, not from disk by every local or sandbox worker. */
     "import importlib.abc, json, ast, signal\n"
     "\n"

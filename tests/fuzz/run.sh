@@ -11,9 +11,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 work=${3:-/tmp/ctxd-fuzz}
 mkdir -p "$work/corpus-$target"
+# proto/ decodes with msgpack-c (not instrumented: the system library).
 clang -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
-    -fno-sanitize-recover=undefined -I"$root/proto" \
-    "$here/$target.c" "$root"/proto/mem.c "$root"/proto/proto_*.c -o "$work/$target"
+    -fno-sanitize-recover=undefined -I"$root/proto" $(pkg-config --cflags msgpack) \
+    "$here/$target.c" "$root"/proto/mem.c "$root"/proto/proto_*.c \
+    $(pkg-config --libs msgpack) -o "$work/$target"
 # Seeds: the golden vectors and the committed corpus.
 cp "$root"/proto/vectors/*.msgpack "$root"/proto/vectors/bad/*.msgpack "$work/corpus-$target/"
 cp "$here"/corpus/* "$work/corpus-$target/"

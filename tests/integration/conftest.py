@@ -135,9 +135,14 @@ def check_run(run):
     if term["t"] == "err":
         assert len(evs) == 1, f"err after events: {run!r}"
         return
-    # Order: accepted first, then streams, at most one result, at most one error.
-    ranks = [EVENT_RANK[e["t"]] for e in evs]
+    # Order: accepted first, then streams, at most one result, at most one
+    # error; the figures a run left open (display) follow its result or
+    # error, as in ipykernel.
+    late = ("display",)
+    ranks = [EVENT_RANK[e["t"]] for e in evs if e["t"] not in late]
     assert ranks == sorted(ranks), f"events out of order: {[e['t'] for e in evs]}"
+    if any(e["t"] in late for e in evs):
+        assert evs[0]["t"] == "accepted", f"output before accepted: {[e['t'] for e in evs]}"
     n_acc = len(run.of("accepted"))
     assert n_acc <= 1, run
     assert len(run.of("result")) <= 1, run

@@ -1,5 +1,5 @@
 """Routing ids are bound to the CurveZMQ connection (and so the key) that
-sent the request (daemon/sup_route.c): a client with another authorised key
+sent the request (daemon/supervisor/sup_route.c): a client with another authorised key
 that connects with the routing id of one that dropped gets nothing of the
 first client's run (dropped, counted in stats `route_dropped`); the same
 client reconnecting gets a `gap` message instead of a silent tail. Waits

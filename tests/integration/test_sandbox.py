@@ -1,4 +1,4 @@
-"""The sandbox tier (PROTOCOL.md section 5; daemon/sbx_ns.c, sbx_allow.c):
+"""The sandbox tier (PROTOCOL.md section 5; daemon/sandbox/sbx_ns.c, sbx_allow.c):
 namespaces, the assembled root, the private directory, cgroup limits with
 OOM reported as such, the allowlist filter not getting in the way of
 ordinary work, and what the tier refuses. The escape attempts themselves are
@@ -148,7 +148,7 @@ def test_network_policy(sd):
     assert value(c, "on", "import socket; s = socket.socket(); s.close(); 'made'") == "'made'"
 
 
-# The workload the allowlist in daemon/sbx_allow.c was measured with (strace
+# The workload the allowlist in daemon/sandbox/sbx_allow.c was measured with (strace
 # of a sandbox worker running it): everything here must work in the tier.
 WORKLOAD = r"""
 import asyncio, json, multiprocessing, os, selectors, shutil, signal, socket, subprocess
@@ -235,7 +235,7 @@ def test_oom_is_reported_as_oom(sd):
     limit = 64 << 20
     sandbox(c, "s", policy={"memory_bytes": limit})
     # RLIMIT_AS stops one big allocation with MemoryError (an ASan build has
-    # no RLIMIT_AS, daemon/sbx_apply.c: its memory cgroup ends it)...
+    # no RLIMIT_AS, daemon/sandbox/sbx_apply.c: its memory cgroup ends it)...
     r = c.execute(f"b = bytearray({4 * limit}); b[::4096] = b'x' * len(b[::4096])", ctx="s")
     if os.environ.get("CTXD_SANITIZED") == "1":
         assert r.status == "died" and r.done["cause"].startswith("oom"), r

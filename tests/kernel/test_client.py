@@ -32,6 +32,15 @@ def run(kc, code, **kw):
     return reply["content"], msgs
 
 
+def shell_reply(kc):
+    """The next shell reply, past kernel_info replies that start_new_kernel's
+    readiness probe left behind (it asks again while a slow kernel starts)."""
+    while True:
+        m = kc.get_shell_msg(timeout=TIMEOUT)
+        if m["msg_type"] != "kernel_info_reply":
+            return m
+
+
 def kinds(msgs):
     return [m["msg_type"] for m in msgs if m["msg_type"] != "status"]
 
@@ -47,8 +56,9 @@ def test_print_plot_and_fail(kernel):
     # busy first, idle last: after every output
     states = [m["content"]["execution_state"] for m in msgs if m["msg_type"] == "status"]
     assert states == ["busy", "idle"] and msgs[-1]["msg_type"] == "status"
-    assert kinds(msgs) == ["execute_input", "stream", "display_data", "error"]
-    ex_in, stream, disp, err = [m for m in msgs if m["msg_type"] != "status"]
+    # the figure after the error, as ipykernel sends it
+    assert kinds(msgs) == ["execute_input", "stream", "error", "display_data"]
+    ex_in, stream, err, disp = [m for m in msgs if m["msg_type"] != "status"]
     assert ex_in["content"]["code"] == code
     assert ex_in["content"]["execution_count"] == reply["execution_count"]
     assert stream["content"] == {"name": "stdout", "text": "before the plot\n"}
@@ -85,7 +95,7 @@ def test_interrupt_keeps_globals(kernel):
         if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream":
             break
     km.interrupt_kernel()
-    reply = kc.get_shell_msg(timeout=TIMEOUT)
+    reply = shell_reply(kc)
     assert reply["parent_header"]["msg_id"] == msg_id
     assert reply["content"]["status"] == "error"
     assert reply["content"]["ename"] == "KeyboardInterrupt"
@@ -119,7 +129,7 @@ def test_interrupt_during_input(kernel):
     req = kc.get_stdin_msg(timeout=TIMEOUT)
     assert req["content"]["prompt"] == "never answered: "
     km.interrupt_kernel()
-    reply = kc.get_shell_msg(timeout=TIMEOUT)
+    reply = shell_reply(kc)
     assert reply["parent_header"]["msg_id"] == msg_id
     assert reply["content"]["ename"] == "KeyboardInterrupt"
     reply, _ = run(kc, "1")
@@ -151,7 +161,7 @@ def test_stop_on_error_aborts_queued_cells(kernel):
     kc.input("go")
     replies = {}
     while len(replies) < 2:
-        m = kc.get_shell_msg(timeout=TIMEOUT)
+        m = shell_reply(kc)
         replies[m["parent_header"]["msg_id"]] = m["content"]
     assert replies[first]["status"] == "error"
     assert replies[second]["status"] == "aborted"
@@ -210,7 +220,7 @@ def test_context_shared_with_an_agent(ctxd_env):
         assert agent.execute("notebook_value", "shared-ctx").result == "42"
         # completion sees the agent's names too
         kc.complete("agent_va")
-        assert kc.get_shell_msg(timeout=TIMEOUT)["content"]["matches"] == ["agent_value"]
+        assert shell_reply(kc)["content"]["matches"] == ["agent_value"]
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=False)
@@ -299,12 +309,112 @@ def test_queries_while_an_agent_holds_the_context(ctxd_env):
         while next(c for c in agent.list_contexts() if c.name == "shared-ctx").state != "busy":
             pass
         kc.is_complete("for i in x:")
-        reply = kc.get_shell_msg(timeout=TIMEOUT)["content"]
+        reply = shell_reply(kc)["content"]
         assert reply == {"status": "incomplete", "indent": "    "}
         kc.complete("pri")
-        assert kc.get_shell_msg(timeout=TIMEOUT)["content"]["matches"] == []
+        assert shell_reply(kc)["content"]["matches"] == []
         assert held.wait(timeout=TIMEOUT).status == "ok"
         assert agent.execute("held", "shared-ctx").result == "'released'"
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=False)
+
+
+def test_input_after_an_interrupt_that_the_code_catches(kernel):
+    """Code that catches the KeyboardInterrupt of an input() (pdb, a REPL
+    loop) and asks again: the second input() really asks, once."""
+    km, kc = kernel
+    code = ("got = []\n"
+            "while len(got) < 2:\n"
+            "    try:\n"
+            "        got.append(input('> '))\n"
+            "    except KeyboardInterrupt:\n"
+            "        got.append('interrupted')\n"
+            "print(got)")
+    msg_id = kc.execute(code, allow_stdin=True)
+    assert kc.get_stdin_msg(timeout=TIMEOUT)["content"]["prompt"] == "> "
+    km.interrupt_kernel()
+    assert kc.get_stdin_msg(timeout=TIMEOUT)["content"]["prompt"] == "> "
+    kc.input("typed")
+    reply = shell_reply(kc)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["status"] == "ok", reply["content"]
+    out = []
+    while True:
+        m = kc.get_iopub_msg(timeout=TIMEOUT)
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "stream":
+            out.append(m["content"]["text"])
+        if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+            break
+    assert "".join(out) == "['interrupted', 'typed']\n"
+
+
+def test_exit_asks_the_front_end_to_exit(kernel):
+    km, kc = kernel
+    for code in ("exit", "quit()"):
+        reply, _ = run(kc, code)
+        assert reply["status"] == "ok"
+        assert reply["payload"] == [{"source": "ask_exit", "keepkernel": False}]
+
+
+def test_debug_request_answered(kernel):
+    km, kc = kernel
+    msg = kc.session.msg("debug_request", {"seq": 1, "type": "request", "command": "initialize",
+                                           "arguments": {}})
+    kc.control_channel.send(msg)
+    while True:
+        reply = kc.get_control_msg(timeout=TIMEOUT)
+        if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+            break
+    assert reply["msg_type"] == "debug_reply"
+    assert reply["content"]["success"] is False
+    assert "not support" in reply["content"]["message"]
+
+
+def test_kernel_cwd_and_env_reach_the_cells(ctxd_env, tmp_path):
+    (tmp_path / "here.txt").write_text("found")
+    km, kc = start_new_kernel(kernel_name="ctxd-test", cwd=str(tmp_path),
+                              env=dict(os.environ, NB_KERNEL_VAR="from the kernel"))
+    try:
+        reply, msgs = run(kc, "import os\n(open('here.txt').read(), os.environ['NB_KERNEL_VAR'])")
+        assert reply["status"] == "ok", reply
+        res = [m for m in msgs if m["msg_type"] == "execute_result"]
+        assert res[0]["content"]["data"]["text/plain"] == "('found', 'from the kernel')"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+
+
+def test_sigkilled_kernel_leaves_no_context(ctxd_env):
+    """The kernel's own context has a lease it renews; SIGKILL the kernel
+    and the daemon deletes the context once the lease ran out (even busy),
+    while a --context attachment of another SIGKILLed kernel stays."""
+    import signal
+    import time
+    agent = ctxd_env.client
+    env = dict(os.environ, CTXD_KERNEL_LEASE="2")
+    before = {c.name for c in agent.list_contexts()}
+    km, kc = start_new_kernel(kernel_name="ctxd-test", env=env)
+    skm, skc = start_new_kernel(kernel_name="ctxd-shared", env=env)
+    try:
+        run(kc, "x = 1")
+        run(skc, "shared_x = 1")
+        mine = {c.name for c in agent.list_contexts()} - before - {"shared-ctx"}
+        assert len(mine) == 1, mine
+        # the context stays while the kernel lives, past several leases
+        run(kc, "import time; time.sleep(5)")
+        assert mine <= {c.name for c in agent.list_contexts()}
+        kc.execute("while True: pass")  # busy when its kernel dies
+        for m in (km, skm):
+            os.kill(m.provisioner.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while mine & {c.name for c in agent.list_contexts()}:
+            assert time.monotonic() < deadline, "the context outlived its lease"
+            time.sleep(0.2)
+        assert "shared-ctx" in {c.name for c in agent.list_contexts()}
+    finally:
+        for c, m in ((kc, km), (skc, skm)):
+            c.stop_channels()
+            m.cleanup_resources()

@@ -13,6 +13,8 @@ OUT/bench.json (every sample) and OUT/bench.png (latency distributions).
 Figures (FIGS, comma-separated: rtt, ready, fork, stream, memory, tput,
 thousand):
   rtt       execute `x = 1`, send -> done: C client (libctxd), Python client,
+            TypeScript client (client/js, via tools/bench/rtt.mjs: needs node
+            and `npm run build` in client/js; goal within 1.5x the Python client),
             and the raw ZeroMQ DEALER/ROUTER round trip of 100 bytes (the floor);
             ipykernel via jupyter_client (execute_reply + idle); the notebook
             path: the same jupyter_client loop against the ctxd kernel
@@ -175,6 +177,19 @@ def cbench(build, *args):
     return json.loads(out.stdout)
 
 
+def ts_bench(*args):
+    """tools/bench/rtt.mjs (the TypeScript client, client/js) with args, or
+    None when node or the built package is missing."""
+    node = shutil.which("node")
+    if not node or not os.path.exists(os.path.join(ROOT, "client", "js", "dist", "index.js")):
+        return None
+    out = subprocess.run([node, os.path.join(HERE, "rtt.mjs"), *map(str, args)],
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"rtt.mjs: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
 def python_client():
     """The ctxd Python package (client/python), or None."""
     sys.path.insert(0, os.path.join(ROOT, "client", "python"))
@@ -326,9 +341,11 @@ class Bench:
         pkg = python_client()
         pc = pkg.Client(self.d.endpoint) if pkg else None
         m = Mini(self.d.endpoint)
-        series = {"zmq_floor": [], "ctxd_c": [], "ctxd_python": [], "ctxd_python_minimal": []}
+        series = {"zmq_floor": [], "ctxd_c": [], "ctxd_python": [], "ctxd_python_minimal": [],
+                  "ctxd_ts": []}
         log(f"rtt: {n} round trips each: raw ZeroMQ floor, ctxd C client, "
-            f"{'ctxd Python client, ' if pc else ''}minimal Python loop ({blocks} blocks)")
+            f"{'ctxd Python client, ' if pc else ''}minimal Python loop, TypeScript client "
+            f"({blocks} blocks)")
 
         def loop(fn, out):
             for _ in range(warm):
@@ -350,6 +367,9 @@ class Bench:
             if pc:
                 loop(pkg_run, series["ctxd_python"])
             loop(lambda: m.run("x = 1", "rtt"), series["ctxd_python_minimal"])
+            ts = ts_bench(self.d.endpoint, "rtt", per, warm)
+            if ts:
+                series["ctxd_ts"] += ts["rtt"]
         m.close()
         if pc:
             pc.close()
@@ -773,6 +793,14 @@ def make_table(res):
             p = r["ctxd_python"]
             rows.append(("1 rtt", "x = 1, Python client (ctxd pkg)", us(p), "",
                          f"ipy/ctxd {pct(ipy, .5) / pct(p, .5):.0f}x" if ipy else "", "", ""))
+        ts = r.get("ctxd_ts")
+        if ts:
+            py = r.get("ctxd_python")
+            ratio = pct(ts, .5) / pct(py, .5) if py else None
+            rows.append(("1 rtt", "x = 1, TypeScript client (client/js)", us(ts), "",
+                         f"ts/python {ratio:.2f}x" if ratio else "", "<= 1.5x Python client",
+                         goal("TypeScript client rtt within 1.5x the Python client's",
+                              ratio <= 1.5 if ratio else None, "median TS / median Python")))
         p = r.get("ctxd_python_minimal")
         rows.append(("1 rtt", "x = 1, minimal zmq+msgpack loop", us(p), "",
                      f"ipy/ctxd {pct(ipy, .5) / pct(p, .5):.0f}x" if ipy and p else "", "", ""))

@@ -1,8 +1,11 @@
-/* Shared declarations of the ctx command line (tools/ctx*.c). */
+/* Shared declarations of the ctx command line (every file of tools/ctx):
+ * the command table and the helpers its commands share. */
 #ifndef CTXD_CTX_TOOL_H
 #define CTXD_CTX_TOOL_H
 
 #include "ctxd.h"
+
+#include <getopt.h>
 
 #include <signal.h>
 #include <stdbool.h>
@@ -32,7 +35,43 @@ typedef struct ctx_cli {
     bool json;            /* --json: one JSON object per line on stdout */
 } ctx_cli;
 
-/* ---- ctx.c --------------------------------------------------------------- */
+/* ---- ctx.c: the command table ---------------------------------------------- */
+
+/* One command of ctx_cmd_table. handler gets argv starting at the command
+ * name (getopt_long starts afresh at argv[1]) and returns the exit status. */
+typedef struct ctx_cmd ctx_cmd;
+typedef int ctx_cmd_fn(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv);
+struct ctx_cmd {
+    const char *name;
+    const char *const *aliases; /* other names, NULL-terminated; NULL: none */
+    const char *usage;          /* synopsis after the name */
+    ctx_cmd_fn *handler;
+    const char *summary; /* one line for ctx --help */
+    const char *help;    /* options and behaviour for ctx COMMAND --help */
+};
+
+/* Every command, in the order ctx --help lists them. */
+extern const struct ctx_cmd ctx_cmd_table[];
+extern const size_t ctx_cmd_count;
+
+/* The handlers, one file per command family. */
+ctx_cmd_fn ctx_cmd_run;                                        /* ctx_cmd_run.c */
+ctx_cmd_fn ctx_cmd_ctx_create, ctx_cmd_ctx_ls, ctx_cmd_ctx_rm, /* ctx_cmd_ctx.c */
+    ctx_cmd_ctx_restart, ctx_cmd_ctx_fork, ctx_cmd_ctx_interrupt;
+ctx_cmd_fn ctx_cmd_files_cp;                       /* ctx_cmd_files.c */
+ctx_cmd_fn ctx_cmd_pkgs_pip;                       /* ctx_cmd_pkgs.c */
+ctx_cmd_fn ctx_cmd_info_hello, ctx_cmd_info_stats; /* ctx_cmd_info.c */
+ctx_cmd_fn ctx_cmd_kernel;                         /* ctx_cmd_kernel.c */
+ctx_cmd_fn ctx_cmd_keygen;                         /* ctx_cmd_keygen.c */
+ctx_cmd_fn ctx_repl_cmd;                           /* ctx_repl.c */
+
+/* ---- ctx.c: help, errors and option parsing ----------------------------------- */
+
+/* Help for one command: synopsis, summary, details, shared options and
+ * exit statuses. */
+void ctx_print_cmd_help(const ctx_cmd *cmd, FILE *f);
+/* A usage error: the problem, the synopsis (cmd NULL: none), exit status 2. */
+int ctx_usage(const ctx_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Connects on first use. Returns CONTINUE, or the exit status of a failed
  * connection (reported on stderr, or as JSON with --json). */
@@ -43,6 +82,33 @@ int ctx_report(ctx_cli *cli, int rc);
 int ctx_exit_for(int rc);
 /* Creates a context unless it exists (or is `default`). CONTINUE or exit. */
 int ctx_ensure_context(ctx_cli *cli, const char *name);
+
+/* Long options every command accepts. Option strings start with ':' so a
+ * missing argument comes back as ':' and we word the message ourselves. */
+#define CTX_COMMON_LONGOPTS                                                                        \
+    {"endpoint", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'J'},                  \
+    {                                                                                              \
+        "help", no_argument, NULL, 'h'                                                             \
+    }
+
+/* Environment pairs collected from repeated -e KEY=VALUE options. */
+typedef struct ctx_env_list {
+    ctxd_kv *kv;
+    size_t n;
+} ctx_env_list;
+
+/* Handles the options every command accepts (CTX_COMMON_LONGOPTS) and
+ * getopt's error returns. Returns CONTINUE, or an exit status. */
+int ctx_common_opt(ctx_cli *cli, const ctx_cmd *cmd, int opt, char **argv);
+/* Checks the number of positional arguments left after the options. */
+int ctx_positionals(const ctx_cmd *cmd, int argc, char **argv, int min, int max);
+/* Parses a command that takes only the common options and between min and
+ * max positional arguments, then connects. */
+int ctx_simple_opts(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv, int min, int max);
+/* Adds one -e KEY=VALUE; the strings point into argv. */
+int ctx_env_add(ctx_env_list *env, const ctx_cmd *cmd, char *arg);
+/* Parses a timeout in seconds (>= 0, 0 = none). */
+int ctx_parse_seconds(const ctx_cmd *cmd, const char *s, double *out);
 
 /* SIGINT counter shared by run and repl; the handler only increments it. */
 extern volatile sig_atomic_t ctx_sigints;
@@ -100,6 +166,8 @@ size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 
 /* Human units of a byte count ("512 B", "23.4 MiB"). */
 const char *ctx_format_bytes(uint64_t n, char *buf, size_t len);
+/* An age in the largest unit that fits ("42s", "7m", "3h", "2d"). */
+const char *ctx_format_age(double seconds, char *buf, size_t n);
 
 /* ---- ctx_edit.c ------------------------------------------------------------ */
 

@@ -269,3 +269,17 @@ const char *ctx_format_bytes(uint64_t n, char *buf, size_t len)
     snprintf(buf, len, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
     return buf;
 }
+
+/* Formats an age in the largest unit that fits ("42s", "7m", "3h", "2d"). */
+const char *ctx_format_age(double seconds, char *buf, size_t n)
+{
+    static const struct {
+        double size;
+        char unit;
+    } units[] = {{86400, 'd'}, {3600, 'h'}, {60, 'm'}, {1, 's'}};
+    size_t i = 0;
+    while (i + 1 < sizeof units / sizeof units[0] && seconds < units[i].size)
+        i++;
+    snprintf(buf, n, "%.0f%c", seconds < 0 ? 0 : floor(seconds / units[i].size), units[i].unit);
+    return buf;
+}

@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <locale.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -659,4 +660,41 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
         close(r.hist_fd);
     fflush(stdout);
     return status;
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+/* ctx repl: the interactive session. */
+int ctx_repl_cmd(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    static const struct option longopts[] = {{"ctx", required_argument, NULL, 'c'},
+                                             {"timeout", required_argument, NULL, 't'},
+                                             {"no-color", no_argument, NULL, 'N'},
+                                             CTX_COMMON_LONGOPTS,
+                                             {0}};
+    const char *ctx = NULL;
+    double timeout = 0;
+    bool plain = false;
+    int opt, r = CONTINUE;
+    while (r == CONTINUE && (opt = getopt_long(argc, argv, ":c:t:h", longopts, NULL)) != -1) {
+        if (opt == 'c')
+            ctx = optarg;
+        else if (opt == 't')
+            r = ctx_parse_seconds(cmd, optarg, &timeout);
+        else if (opt == 'N')
+            plain = true;
+        else
+            r = ctx_common_opt(cli, cmd, opt, argv);
+    }
+    if (r == CONTINUE)
+        r = ctx_positionals(cmd, argc, argv, 0, 0);
+    if (r == CONTINUE && cli->json)
+        r = ctx_usage(cmd, "--json does not apply to the interactive repl (use 'ctx run --json')");
+    if (r == CONTINUE)
+        r = ctx_need_client(cli);
+    if (r == CONTINUE)
+        r = ctx_ensure_context(cli, ctx);
+    if (r == CONTINUE)
+        r = ctx_repl(cli, ctx, timeout, plain);
+    return r;
 }

@@ -273,6 +273,9 @@ class HelloInfo:
     preloads: Dict[str, Any] = field(default_factory=dict)
     # per execution tier offered, the policy fields it enforces
     tiers: Dict[str, List[str]] = field(default_factory=dict)
+    # the execute / ctx.create `syntax` values it accepts ("ipython" in it:
+    # IPython syntax); ["python"] from a daemon that predates the field
+    syntaxes: List[str] = field(default_factory=lambda: ["python"])
 
 
 @dataclass
@@ -505,6 +508,7 @@ def parse_hello(msg: dict) -> HelloInfo:
         preloads=dict(msg.get("preloads") or {}),
         tiers={str(k): [str(f) for f in (v or [])]
                for k, v in dict(msg.get("tiers") or {}).items()},
+        syntaxes=[str(x) for x in (msg.get("syntaxes") or ["python"])],
     )
 
 
@@ -699,12 +703,17 @@ def is_disconnect(frames) -> bool:
         int.from_bytes(frames[0][:2], "little") == _EVENT_DISCONNECTED
 
 
+SYNTAXES = ("python", "ipython")
+
+
 def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error,
                 allow_stdin: bool = False, artifacts: bool = False,
-                argv=None, file=None) -> dict:
+                argv=None, file=None, syntax: Optional[str] = None) -> dict:
     """The execute request's fields from the API's arguments."""
     if not isinstance(code, str):
         raise TypeError("code must be a str")
+    if syntax is not None and syntax not in SYNTAXES:
+        raise ValueError("syntax is 'python' or 'ipython'")
     if argv is not None:
         if isinstance(argv, str) or not all(isinstance(a, str) for a in argv):
             raise TypeError("argv is a list of str")
@@ -726,4 +735,5 @@ def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error,
     return dict(ctx=ctx_name(ctx), code=code, timeout=timeout, env=env,
                 silent=True if silent else None, stop_on_error=True if stop_on_error else None,
                 allow_stdin=True if allow_stdin else None,
-                artifacts=True if artifacts else None, argv=argv, file=file)
+                artifacts=True if artifacts else None, argv=argv, file=file,
+                syntax=syntax)

@@ -348,12 +348,13 @@ class AsyncClient:
                      silent: bool = False, stop_on_error: bool = False,
                      on_display: Callback = None, on_clear_output: Callback = None,
                      on_input: Callback = None, artifacts: bool = False,
-                     argv: Optional[List[str]] = None, file: Optional[str] = None) -> AsyncRun:
+                     argv: Optional[List[str]] = None, file: Optional[str] = None,
+                     syntax: Optional[str] = None) -> AsyncRun:
         """Sends an execute and returns an AsyncRun to wait() for."""
         await self._ensure()
         fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error,
                              allow_stdin=on_input is not None, artifacts=artifacts,
-                             argv=argv, file=file)
+                             argv=argv, file=file, syntax=syntax)
         q: asyncio.Queue = asyncio.Queue()
         rid, data = self._core.request("exec", q, "execute", route_ctx=fields["ctx"], **fields)
         await self._send(data)
@@ -369,7 +370,8 @@ class AsyncClient:
                       stop_on_error: bool = False, on_accepted: Callback = None,
                       on_display: Callback = None, on_clear_output: Callback = None,
                       on_input: Callback = None, artifacts: bool = False,
-                      argv: Optional[List[str]] = None, file: Optional[str] = None) -> ExecResult:
+                      argv: Optional[List[str]] = None, file: Optional[str] = None,
+                      syntax: Optional[str] = None) -> ExecResult:
         """As Client.execute; callbacks may be coroutine functions."""
         run = await self.submit(code, ctx, on_stdout=on_stdout, on_stderr=on_stderr,
                                 on_result=on_result, on_error=on_error,
@@ -377,7 +379,7 @@ class AsyncClient:
                                 silent=silent, stop_on_error=stop_on_error,
                                 on_display=on_display, on_clear_output=on_clear_output,
                                 on_input=on_input, artifacts=artifacts,
-                                argv=argv, file=file)
+                                argv=argv, file=file, syntax=syntax)
         return await run.wait()
 
     async def interrupt(self, ctx: Any = None, run: Any = None) -> bool:
@@ -411,17 +413,25 @@ class AsyncClient:
                              request_timeout: Optional[float] = None,
                              packages: Optional[List[str]] = None,
                              tier: Optional[str] = None,
-                             policy: Optional[Dict[str, Any]] = None) -> ContextInfo:
+                             policy: Optional[Dict[str, Any]] = None,
+                             syntax: Optional[str] = None,
+                             lease: Optional[float] = None) -> ContextInfo:
         """As Client.create_context."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
         fields = dict(name=name, cwd=cwd, env=env or None,
-                      packages=list(packages) if packages else None, tier=tier, policy=policy)
+                      packages=list(packages) if packages else None, tier=tier, policy=policy,
+                      syntax=syntax, lease=lease)
         if packages:
             reply = await self._call("ctx.create", 0, _kind="live", **fields)
         else:
             reply = await self._call("ctx.create", request_timeout, **fields)
         return ContextInfo.from_msg(reply.get("ctx"))
+
+    async def renew_context(self, ctx: Any, request_timeout: Optional[float] = None) -> float:
+        """As Client.renew_context."""
+        reply = await self._call("ctx.renew", request_timeout, ctx=ctx_name(ctx))
+        return float(reply.get("lease") or 0)
 
     async def pip_install(self, packages: List[str], ctx: Any = None) -> List[Dict[str, Any]]:
         """As Client.pip_install."""

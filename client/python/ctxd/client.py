@@ -67,6 +67,12 @@ def _file_chunks(f, size):
             return
 
 
+
+# What an on_input callback returns when the input() it was asked for was
+# interrupted: no input.reply is sent (one would answer the code's next
+# input() if it caught the KeyboardInterrupt and asked again).
+NO_REPLY = object()
+
 class Run:
     """A run submitted with Client.submit(). wait() fires its callbacks and
     returns its ExecResult; interrupt() stops it (KeyboardInterrupt in the
@@ -125,7 +131,9 @@ class Run:
                                 # or None to decline (the code gets EOFError)
                                 value = cb(*arg)
                                 try:
-                                    if value is None:  # declined: the code gets EOFError
+                                    if value is NO_REPLY:
+                                        pass  # the input() was interrupted: nothing to answer
+                                    elif value is None:  # declined: the code gets EOFError
                                         self._client._call("input.reply", ctx=self.ctx, eof=True)
                                     else:
                                         self._client._call("input.reply", ctx=self.ctx, value=str(value))
@@ -351,13 +359,13 @@ class Client:
                on_display: Callback = None, on_clear_output: Callback = None,
                on_input: Optional[Callable[[str, bool], str]] = None,
                artifacts: bool = False, argv: Optional[List[str]] = None,
-               file: Optional[str] = None) -> Run:
+               file: Optional[str] = None, syntax: Optional[str] = None) -> Run:
         """Sends an execute without waiting; see execute() for the
         arguments. Returns a Run: wait() for its result (the callbacks fire
         in the thread that waits)."""
         fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error,
                              allow_stdin=on_input is not None, artifacts=artifacts,
-                             argv=argv, file=file)
+                             argv=argv, file=file, syntax=syntax)
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             if self._closed:
@@ -378,7 +386,7 @@ class Client:
                 on_display: Callback = None, on_clear_output: Callback = None,
                 on_input: Optional[Callable[[str, bool], str]] = None,
                artifacts: bool = False, argv: Optional[List[str]] = None,
-               file: Optional[str] = None) -> ExecResult:
+               file: Optional[str] = None, syntax: Optional[str] = None) -> ExecResult:
         """Runs code in context ctx (None: "default", which the daemon
         creates on first use; a name, or a ContextInfo) and returns its
         ExecResult once it ended, whatever its status ("ok", "error",
@@ -393,7 +401,8 @@ class Client:
         worker died), on_display(Result) for display() output and matplotlib
         figures (is_main_result False; .png is base64), on_clear_output(wait).
         on_input(prompt, password) -> str answers input()/getpass() in the
-        code; without it they raise EOFError (allow_stdin false).
+        code (None declines: EOFError; ctxd.client.NO_REPLY: the input() was
+        interrupted, send nothing); without it they raise EOFError (allow_stdin false).
 
         timeout: seconds the code may run in the daemon (None: the daemon's
         default, 600; 0: none); past it the code gets KeyboardInterrupt and the
@@ -404,7 +413,9 @@ class Client:
         compiled under file (an absolute path: __file__, sys.path[0] its
         directory) and sys.argv is argv (argv[0] the script as named), for
         this run only. sys.exit() ends a run without a traceback:
-        ExecResult.exit_code.
+        ExecResult.exit_code. syntax: "ipython" (magics, `!cmd`, `obj?`,
+        trailing `;`, pretty values) or "python"; None: the context's
+        default (ctx.create syntax), else plain Python.
 
         Raises RefusedError (e.g. busy, unknown_context), UnreachableError,
         LostError; a KeyboardInterrupt while waiting interrupts the run."""
@@ -413,7 +424,8 @@ class Client:
                            timeout=timeout, envs=envs, silent=silent,
                            stop_on_error=stop_on_error, on_display=on_display,
                            on_clear_output=on_clear_output, on_input=on_input,
-                           artifacts=artifacts, argv=argv, file=file).wait()
+                           artifacts=artifacts, argv=argv, file=file,
+                           syntax=syntax).wait()
 
     def interrupt(self, ctx: Any = None, run: Optional[int] = None) -> bool:
         """Raises KeyboardInterrupt in the run executing on ctx (default
@@ -457,7 +469,9 @@ class Client:
                        request_timeout: Optional[float] = None,
                        figures: bool = True,
                        packages: Optional[List[str]] = None, tier: Optional[str] = None,
-                       policy: Optional[Dict[str, Any]] = None) -> ContextInfo:
+                       policy: Optional[Dict[str, Any]] = None,
+                       syntax: Optional[str] = None,
+                       lease: Optional[float] = None) -> ContextInfo:
         """Starts a context (a generated name ctx-XXXXXXXXXXXX when name is
         None) with its own worker process. cwd: an absolute directory (a
         relative one is made absolute here); env: added to its environment;
@@ -466,12 +480,16 @@ class Client:
         deadline: pip may take long). tier ("static", "unsafe", "local",
         "sandbox", or mellea's names) and policy (a map of policy fields):
         PROTOCOL.md section 5, "Tiers and policies"; hello_info.tiers lists
-        what each tier enforces. RefusedError codes: exists, bad_name,
-        bad_cwd, bad_field, limit, spawn, install."""
+        what each tier enforces. syntax: the default of its runs ("python"
+        or "ipython"). lease: seconds (1 to 86400) the context lives
+        without a request naming it (renew_context is the heartbeat); the
+        daemon deletes it past that, busy or not. RefusedError codes:
+        exists, bad_name, bad_cwd, bad_field, limit, spawn, install."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
         fields = dict(name=name, cwd=cwd, env=env or None, figures=None if figures else False,
-                      packages=list(packages) if packages else None, tier=tier, policy=policy)
+                      packages=list(packages) if packages else None, tier=tier, policy=policy,
+                      syntax=syntax, lease=lease)
         if packages:
             reply = self._call("ctx.create", 0, _kind="live", **fields)
         else:
@@ -555,6 +573,12 @@ class Client:
             if r.get("eof") or not data:
                 break
         return b"".join(parts) if parts is not None else offset
+
+    def renew_context(self, ctx: Any, request_timeout: Optional[float] = None) -> float:
+        """Renews a leased context's lease (`ctx.renew`); returns the lease
+        in seconds (0: the context has none)."""
+        reply = self._call("ctx.renew", request_timeout, ctx=ctx_name(ctx))
+        return float(reply.get("lease") or 0)
 
     def delete_context(self, ctx: Any, request_timeout: Optional[float] = None) -> None:
         """Kills the context's worker and its processes; its running and

@@ -2,8 +2,12 @@
 
 Mapping (front end -> kernel -> ctxd, and back):
 
-- execute_request -> `execute` (allow_stdin as asked, no timeout unless
-  --timeout). Events: accepted -> execute_input (with the context's
+- the kernel's own context: made in the kernel's cwd with its environment
+  (a kernelspec's "env" included), IPython syntax by default and a lease
+  (--lease, $CTXD_KERNEL_LEASE, 60 s) a thread renews (`ctx.renew`), so the
+  daemon deletes it when the kernel dies without a shutdown.
+- execute_request -> `execute` with syntax "ipython" (allow_stdin as asked,
+  no timeout unless --timeout); `exit` / `quit` -> the ask_exit payload. Events: accepted -> execute_input (with the context's
   execution count, which the reply and execute_result carry too), stream ->
   stream, display -> display_data / update_display_data (display_id in
   `transient`), clear_output -> clear_output, result -> execute_result,
@@ -21,6 +25,7 @@ Mapping (front end -> kernel -> ctxd, and back):
   shutdown: the kernel's own context is deleted, an attached one (--context)
   is left as it is.
 - history_request -> the kernel's own history (history.py).
+- debug_request -> a reply saying the debugger is not supported.
 - stop_on_error: ipykernel's kernelbase aborts the queued execute_requests
   when a cell fails.
 
@@ -48,8 +53,8 @@ from typing import Any, Dict, Optional
 from ipykernel.kernelbase import Kernel
 
 from .. import __version__
-from .._errors import CtxdError, UnreachableError
-from ..client import Client
+from .._errors import CtxdError, RefusedError, UnreachableError
+from ..client import NO_REPLY, Client
 from .history import History
 
 
@@ -60,6 +65,7 @@ class KernelOptions:
     ctxd: Optional[str] = None
     timeout: float = 0.0
     history: Optional[str] = None
+    lease: Optional[float] = None
 
 
 # Set by launch.main before IPKernelApp makes the kernel.
@@ -67,6 +73,30 @@ OPTIONS = KernelOptions()
 
 # `name?`, `?name`, `name??`: IPython's help syntax, answered with the pager.
 _HELP = re.compile(r"\A\s*(\?{0,2})\s*([A-Za-z_][\w.]*)\s*(\?{0,2})\s*\Z")
+
+# `exit` / `quit` (and called): end the session, as ipykernel's ask_exit.
+_EXIT = re.compile(r"\A\s*(?:exit|quit)\s*(?:\(\s*(?:keep_kernel\s*=\s*\w+)?\s*\))?\s*;?\s*\Z")
+
+# Variables of the kernel's environment that are the kernel's own business,
+# not the cells': they would change how the worker's interpreter starts or
+# name the front end's matplotlib backend.
+_ENV_SKIP = ("PYTHONHOME", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "LD_PRELOAD", "JPY_PARENT_PID",
+             "JPY_SESSION_NAME", "PYDEVD_DISABLE_FILE_VALIDATION")
+
+
+def _cell_env() -> Dict[str, str]:
+    """The kernel's environment for its context (what ipykernel's cells
+    see: the kernelspec's "env" included), minus the variables above and
+    ctxd's own CTXD_*."""
+    env = {}
+    for k, v in os.environ.items():
+        if k in _ENV_SKIP or k.startswith("CTXD_") or not k or "=" in k:
+            continue
+        if k == "MPLBACKEND" and v.startswith("module://"):
+            continue
+        env[k] = v
+    return env
+
 
 # A done status without an error event becomes this exception name.
 _ENAMES = {"died": "WorkerDied", "aborted": "RunAborted", "shutdown": "DaemonShutdown",
@@ -193,6 +223,9 @@ class CtxdKernel(Kernel):
         self._run = None  # the execute in flight, for interrupts
         self._run_lock = threading.Lock()
         self._input_cancel = threading.Event()
+        self._stop = threading.Event()
+        if self.own_context and self.lease:
+            threading.Thread(target=self._renew_loop, name="ctxd-lease", daemon=True).start()
 
     # ---- the daemon and the context ------------------------------------------
 
@@ -207,18 +240,51 @@ class CtxdKernel(Kernel):
         self._daemon = PrivateDaemon(binary)
         return self._daemon.connect()
 
+    @property
+    def lease(self) -> float:
+        if self.opts.lease is not None:
+            return max(0.0, self.opts.lease)
+        try:
+            return max(0.0, float(os.environ.get("CTXD_KERNEL_LEASE", "60")))
+        except ValueError:
+            return 60.0
+
     def _attach(self) -> None:
-        """--context: the named context, created if missing. Else the
-        kernel's own, fresh: created, or restarted when a previous process
-        of this kernel left it (a restart, or a crash)."""
+        """--context: the named context, created if missing (and kept at
+        shutdown: no lease). Else the kernel's own, fresh, in the kernel's
+        cwd with its environment, IPython syntax by default and a lease the
+        kernel renews while it lives: a previous process of this kernel
+        left it (a restart, or a crash) is replaced."""
         names = {c.name for c in self.client.list_contexts()}
+        if not self.own_context:
+            if self.ctx == "default":
+                if self.ctx not in names:
+                    self.client.restart_context("default")  # made on first use
+            elif self.ctx not in names:
+                self.client.create_context(self.ctx, syntax="ipython")
+            return
         if self.ctx in names:
-            if self.own_context:
-                self.client.restart_context(self.ctx)
-        elif self.ctx == "default":
-            self.client.restart_context("default")  # made on first use
-        else:
-            self.client.create_context(self.ctx)
+            self.client.delete_context(self.ctx)
+        kw = dict(env=_cell_env(), syntax="ipython", lease=self.lease or None)
+        try:  # the daemon opens cwd without following links: the resolved path
+            self.client.create_context(self.ctx, cwd=os.path.realpath(os.getcwd()), **kw)
+        except RefusedError as e:
+            if e.code != "bad_cwd":
+                raise
+            # a daemon that cannot use this directory (another machine, a
+            # confined tier): the context's own directory, said in the log
+            self.log.warning("ctxd: the context cannot run in %s (%s); it runs in a directory "
+                             "of its own", os.getcwd(), e)
+            self.client.create_context(self.ctx, **kw)
+
+    def _renew_loop(self) -> None:
+        """The lease's heartbeat: a renew every quarter of the lease."""
+        period = max(0.25, self.lease / 4)
+        while not self._stop.wait(period):
+            try:
+                self.client.renew_context(self.ctx, request_timeout=max(1.0, period))
+            except CtxdError as e:
+                self.log.info("ctxd: renewing the lease: %s", e)
 
     @property
     def banner(self) -> str:
@@ -251,6 +317,11 @@ class CtxdKernel(Kernel):
             m = _HELP.match(code)
             if m and (m.group(1) or m.group(3)):
                 return self._help(code, m)
+            if _EXIT.match(code):
+                keep = "keep_kernel" in code and "True" in code
+                return {"status": "ok", "execution_count": self.execution_count,
+                        "user_expressions": {},
+                        "payload": [{"source": "ask_exit", "keepkernel": keep}]}
         state = {"count": self.execution_count, "output": None, "error": None}
 
         def accepted(msg):
@@ -276,6 +347,7 @@ class CtxdKernel(Kernel):
         try:
             run = self.client.submit(
                 code, self.ctx, timeout=self.opts.timeout or 0, silent=silent,
+                syntax="ipython",
                 on_accepted=accepted,
                 on_stdout=lambda t: self._pub("stream", {"name": "stdout", "text": t}),
                 on_stderr=lambda t: self._pub("stream", {"name": "stderr", "text": t}),
@@ -359,6 +431,9 @@ class CtxdKernel(Kernel):
                 self.stdin_socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
+        # An interrupt cancels the input() it ended, not this one: code
+        # that caught it (pdb, a REPL loop) asks again and must really ask.
+        self._input_cancel.clear()
         parent = self.get_parent("shell")
         self.session.send(self.stdin_socket, "input_request",
                           {"prompt": prompt, "password": password}, parent,
@@ -368,7 +443,7 @@ class CtxdKernel(Kernel):
                 _, reply = self.session.recv(self.stdin_socket)
                 if reply is not None:
                     return reply.get("content", {}).get("value", "")
-        return ""
+        return NO_REPLY
 
     # ---- control ---------------------------------------------------------------
 
@@ -382,7 +457,15 @@ class CtxdKernel(Kernel):
             run.interrupt()
         self.session.send(stream, "interrupt_reply", {"status": "ok"}, parent, ident=ident)
 
+    async def do_debug_request(self, msg):
+        """The debugger (DAP over debug_request) is not supported: a reply
+        that says so, instead of none."""
+        return {"type": "response", "request_seq": msg.get("seq", 0), "success": False,
+                "command": msg.get("command", ""),
+                "message": "the ctxd kernel does not support the debugger"}
+
     def do_shutdown(self, restart):
+        self._stop.set()
         try:
             if restart:
                 self.client.restart_context(self.ctx)

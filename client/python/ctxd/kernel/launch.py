@@ -31,6 +31,10 @@ def _kernel_parser() -> argparse.ArgumentParser:
                         "else ctxd on PATH)")
     p.add_argument("--timeout", type=float, default=0.0, metavar="SECONDS",
                    help="timeout of each cell (default 0: none; a context policy may cap it)")
+    p.add_argument("--lease", type=float, default=None, metavar="SECONDS",
+                   help="the kernel's own context is deleted by the daemon this long after "
+                        "the kernel stopped renewing it (it died without a shutdown); default "
+                        "$CTXD_KERNEL_LEASE, else 60")
     p.add_argument("--history", metavar="FILE",
                    help="the history database (default $CTXD_KERNEL_HISTORY, else "
                         "$XDG_DATA_HOME/ctxd/kernel_history.sqlite; ':memory:' keeps none)")
@@ -41,7 +45,7 @@ def parse_kernel_args(argv: List[str]):
     """Our options, and the rest for IPKernelApp."""
     opts, rest = _kernel_parser().parse_known_args(argv)
     return KernelOptions(context=opts.context, endpoint=opts.endpoint, ctxd=opts.ctxd,
-                         timeout=opts.timeout, history=opts.history), rest
+                         timeout=opts.timeout, history=opts.history, lease=opts.lease), rest
 
 
 def _package_parent() -> str:

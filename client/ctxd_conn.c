@@ -1,0 +1,712 @@
+/* libctxd, the connection: resolving the endpoint, CurveZMQ keys, the
+ * DEALER socket and the monitor that reports a dropped connection, sending
+ * and receiving messages, the errors and caller-owned results of blocking
+ * calls, the control round trip and the liveness check of a daemon that
+ * went silent. See ctxd_int.h for how the parts fit, ctxd.h for the
+ * contract and proto/PROTOCOL.md for the wire format. All msgpack goes
+ * through proto.h. */
+#include "ctxd_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* ---- errors and caller-owned results ----------------------------------- */
+
+/* Records a failure for ctxd_last_error and returns rc, so error paths read
+ * `return ctxd_conn_fail(...)`. code NULL means the rc's own name. */
+int ctxd_conn_fail(ctxd_client *c, int rc, const char *code, const char *fmt, ...)
+{
+    static const char *const names[] = {"",          "unreachable", "refused",   "protocol",
+                                        "transport", "invalid",     "cancelled", "lost"};
+    if (!code)
+        code = (rc < 0 && -rc < (int)(sizeof names / sizeof names[0])) ? names[-rc] : "error";
+    snprintf(c->last_code, sizeof c->last_code, "%s", code);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->last_msg, sizeof c->last_msg, fmt, ap);
+    va_end(ap);
+    c->last_rc = rc;
+    return rc;
+}
+
+/* Takes ownership of p on behalf of the caller-visible results. */
+void *ctxd_conn_own(ctxd_client *c, void *p)
+{
+    if (c->nowned == c->capowned) {
+        c->capowned = c->capowned ? 2 * c->capowned : 16;
+        c->owned = mem_realloc(c->owned, c->capowned * sizeof *c->owned);
+    }
+    c->owned[c->nowned++] = p;
+    return p;
+}
+
+/* A NUL-terminated copy of a str value owned by the client, or NULL when the
+ * value is absent or not a str. */
+const char *ctxd_conn_own_str(ctxd_client *c, const proto_val *v)
+{
+    if (!v || v->kind != PROTO_STR)
+        return NULL;
+    return ctxd_conn_own(c, proto_strdup(v));
+}
+
+/* Starts a blocking call: refuses it inside a callback, then frees the
+ * previous call's results and error. */
+int ctxd_conn_begin(ctxd_client *c)
+{
+    if (c->depth > 0)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL,
+                              "blocking libctxd calls are not allowed from inside a callback");
+    for (size_t i = 0; i < c->nowned; i++)
+        free(c->owned[i]);
+    c->nowned = 0;
+    c->last_rc = 0;
+    c->last_code[0] = c->last_msg[0] = '\0';
+    return 0;
+}
+
+/* Details of the last failure, for messages to the user. */
+int ctxd_last_error(const ctxd_client *c, const char **code, const char **msg)
+{
+    if (code)
+        *code = c->last_code;
+    if (msg)
+        *msg = c->last_msg;
+    return c->last_rc;
+}
+
+/* Text for a CTXD_E* code when no details are at hand. */
+const char *ctxd_strerror(int rc)
+{
+    static const char *const text[] = {
+        "success",
+        "daemon unreachable",
+        "refused by the daemon",
+        "protocol violation by the daemon",
+        "transport failure",
+        "invalid argument",
+        "stopped waiting",
+        "daemon restarted; the run's outcome is unknown",
+    };
+    if (rc > 0 || -rc >= (int)(sizeof text / sizeof text[0]))
+        return "unknown error";
+    return text[-rc];
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+/* Validates a daemon message body against a field table; a mismatch means
+ * the daemon broke the protocol. */
+int ctxd_conn_check(ctxd_client *c, const char *what, const proto_val *m, const proto_field *fields,
+                    size_t n)
+{
+    proto_error pe;
+    if (!m || m->kind != PROTO_MAP)
+        return ctxd_conn_fail(c, CTXD_EPROTOCOL, NULL, "daemon sent a malformed %s: not a map",
+                              what);
+    if (proto_check(m, fields, n, &pe) < 0)
+        return ctxd_conn_fail(c, CTXD_EPROTOCOL, NULL, "daemon sent a malformed %s: %s", what,
+                              pe.msg);
+    return 0;
+}
+
+/* Starts a request map: v, t, a fresh uint id, and room for nfields more. */
+uint64_t ctxd_conn_envelope(ctxd_client *c, proto_buf *b, const char *type, uint32_t nfields)
+{
+    uint64_t id = c->next_id++;
+    proto_put_map(b, 3 + nfields);
+    proto_put_str(b, "v");
+    proto_put_uint(b, PROTO_VERSION);
+    proto_put_str(b, "t");
+    proto_put_str(b, type);
+    proto_put_str(b, "id");
+    proto_put_uint(b, id);
+    return id;
+}
+
+/* Writes a NUL-terminated env map from caller pairs; rejects NULL entries. */
+int ctxd_conn_put_env(ctxd_client *c, proto_buf *b, const ctxd_kv *env, size_t n)
+{
+    if (n > UINT32_MAX)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "too many environment entries");
+    proto_put_map(b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        if (!env[i].key || !env[i].value)
+            return ctxd_conn_fail(c, CTXD_EINVALID, NULL,
+                                  "environment entry %zu has a NULL key or value", i);
+        proto_put_str(b, env[i].key);
+        proto_put_str(b, env[i].value);
+    }
+    return 0;
+}
+
+/* Sends one encoded request as a single-frame message. Refuses locally what
+ * the daemon announced it would refuse, so a huge request fails fast. */
+int ctxd_conn_send(ctxd_client *c, const proto_buf *b)
+{
+    if (c->max_request_bytes && b->len > c->max_request_bytes)
+        return ctxd_conn_fail(c, CTXD_EREFUSED, "too_large",
+                              "request of %zu bytes exceeds the daemon's max_request_bytes (%llu)",
+                              b->len, (unsigned long long)c->max_request_bytes);
+    for (;;) {
+        if (zmq_send(c->sock, b->data, b->len, 0) >= 0)
+            return 0;
+        int e = zmq_errno();
+        if (e == EINTR)
+            continue;
+        if (e == EAGAIN)
+            return ctxd_conn_fail(c, CTXD_EUNREACHABLE, NULL, "cannot send to %s within %g s",
+                                  c->endpoint, c->timeout);
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "cannot send to %s: %s", c->endpoint,
+                              zmq_strerror(e));
+    }
+}
+
+/* Frees a received message. */
+void ctxd_conn_msg_free(msg_in *m)
+{
+    if (!m)
+        return;
+    proto_doc_free(&m->doc);
+    zmq_msg_close(&m->zmsg);
+    free(m);
+}
+
+/* Decodes a received frame and reads its envelope (v, t, re). */
+static int msg_decode(ctxd_client *c, msg_in *m)
+{
+    proto_error pe;
+    if (proto_decode(&m->doc, zmq_msg_data(&m->zmsg), zmq_msg_size(&m->zmsg), &pe) < 0)
+        return ctxd_conn_fail(c, CTXD_EPROTOCOL, NULL, "daemon sent an undecodable message: %s",
+                              pe.msg);
+    m->root = &m->doc.nodes[0];
+    const proto_val *v = proto_map_get(m->root, "v");
+    m->t = proto_map_get(m->root, "t");
+    const char *bad = m->root->kind != PROTO_MAP         ? "not a map"
+                      : !v || v->kind != PROTO_UINT      ? "no uint 'v'"
+                      : v->as.u != PROTO_VERSION         ? "another protocol version"
+                      : !m->t || m->t->kind != PROTO_STR ? "no str 't'"
+                                                         : NULL;
+    if (bad)
+        return ctxd_conn_fail(c, CTXD_EPROTOCOL, NULL, "daemon sent a malformed message: %s", bad);
+    const proto_val *re = proto_map_get(m->root, "re");
+    m->re = re && re->kind == PROTO_UINT ? re->as.u : 0;
+    return 0;
+}
+
+/* Receives one message without waiting. Returns it (free with ctxd_conn_msg_free), or
+ * NULL with *rc 0 when none is queued, or NULL with *rc < 0 on a transport
+ * failure. A message that breaks the envelope rules is dropped (*rc 0, the
+ * failure recorded for ctxd_last_error): it cannot be matched to a request. */
+msg_in *ctxd_conn_recv(ctxd_client *c, int *rc)
+{
+    *rc = 0;
+    for (;;) {
+        msg_in *m = mem_calloc(1, sizeof *m);
+        zmq_msg_init(&m->zmsg);
+        if (zmq_msg_recv(&m->zmsg, c->sock, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno();
+            zmq_msg_close(&m->zmsg);
+            free(m);
+            if (e == EINTR)
+                continue;
+            if (e == EAGAIN)
+                return NULL;
+            *rc = ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "cannot receive from %s: %s",
+                                 c->endpoint, zmq_strerror(e));
+            return NULL;
+        }
+        if (zmq_msg_more(&m->zmsg)) {
+            while (zmq_msg_more(&m->zmsg) && zmq_msg_recv(&m->zmsg, c->sock, ZMQ_DONTWAIT) >= 0)
+                ;
+            ctxd_conn_msg_free(m);
+            ctxd_conn_fail(c, CTXD_EPROTOCOL, NULL, "daemon sent a message of more than one frame");
+            continue;
+        }
+        if (msg_decode(c, m) < 0) {
+            ctxd_conn_msg_free(m);
+            continue;
+        }
+        return m;
+    }
+}
+
+/* Waits up to ms (-1: forever) for the socket to be readable. Returns 1
+ * readable, 0 not (timeout or a signal), or CTXD_ETRANSPORT. */
+int ctxd_conn_wait(ctxd_client *c, long ms)
+{
+    zmq_pollitem_t items[2] = {{.socket = c->sock, .events = ZMQ_POLLIN},
+                               {.socket = c->mon, .events = ZMQ_POLLIN}};
+    int n = zmq_poll(items, c->mon ? 2 : 1, ms);
+    if (n < 0) {
+        if (zmq_errno() == EINTR)
+            return 0;
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+    }
+    return n > 0;
+}
+
+/* Turns an `err` reply into CTXD_EREFUSED with the daemon's code/message. */
+int ctxd_conn_take_err(ctxd_client *c, const msg_in *m)
+{
+    static const proto_field fields[] = {{"code", PF_STR, true, 0}, {"message", PF_STR, true, 0}};
+    if (ctxd_conn_check(c, "err reply", m->root, fields, 2) < 0)
+        return c->last_rc;
+    const proto_val *code = proto_map_get(m->root, "code");
+    const proto_val *msg = proto_map_get(m->root, "message");
+    ctxd_conn_fail(c, CTXD_EREFUSED, NULL, "%.*s", (int)msg->n, msg->as.s);
+    snprintf(c->last_code, sizeof c->last_code, "%.*s", (int)code->n, code->as.s);
+    return CTXD_EREFUSED;
+}
+
+/* Parks a message for a run in the inbox (used by blocking control calls). */
+void ctxd_conn_inbox_push(ctxd_client *c, msg_in *m)
+{
+    m->next = NULL;
+    if (c->inbox_tail)
+        c->inbox_tail->next = m;
+    else
+        c->inbox = m;
+    c->inbox_tail = m;
+}
+
+/* Takes the oldest parked message, or NULL. */
+msg_in *ctxd_conn_inbox_pop(ctxd_client *c)
+{
+    msg_in *m = c->inbox;
+    if (m) {
+        c->inbox = m->next;
+        if (!c->inbox)
+            c->inbox_tail = NULL;
+    }
+    return m;
+}
+
+/* ---- liveness and the socket monitor ----------------------------------- */
+
+/* True when the socket monitor reported a dropped connection since the
+ * last call (its messages are consumed). */
+static bool take_disconnect(ctxd_client *c)
+{
+    bool dropped = false;
+    for (;;) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (!c->mon || zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return dropped;
+        }
+        uint16_t num = 0;
+        if (zmq_msg_size(&ev) >= 2) /* 16-bit event number, native order */
+            memcpy(&num, zmq_msg_data(&ev), 2);
+        dropped = dropped || (zmq_msg_more(&ev) && num == ZMQ_EVENT_DISCONNECTED);
+        while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) >= 0)
+            ;
+        zmq_msg_close(&ev);
+    }
+}
+
+/* A dropped connection loses what was in flight on it (ZeroMQ reconnects,
+ * but the daemon answers the old connection): every run then ends with
+ * CTXD_ELOST instead of waiting forever. True when that happened. */
+bool ctxd_conn_dropped(ctxd_client *c)
+{
+    if (!take_disconnect(c))
+        return false;
+    ctxd_conn_fail(
+        c, CTXD_ELOST, NULL,
+        "the connection to ctxd at %s dropped while requests were in flight; their outcome "
+        "is unknown",
+        c->endpoint);
+    c->ping_id = 0;
+    ctxd_run_end_all(c, CTXD_ELOST);
+    return true;
+}
+
+/* Handles the reply to a liveness hello: another instance (or pid) means a
+ * restarted daemon that has never heard of our runs. */
+void ctxd_conn_ping_reply(ctxd_client *c, const msg_in *m)
+{
+    c->ping_id = 0;
+    if (!proto_str_eq(m->t, "ok"))
+        return;
+    const proto_val *inst = proto_map_get(m->root, "instance");
+    uint64_t pid = get_uint(m->root, "pid");
+    bool other = false;
+    char was[sizeof c->instance];
+    snprintf(was, sizeof was, "%s", c->instance[0] ? c->instance : "?");
+    if (inst && inst->kind == PROTO_STR && c->instance[0])
+        other = inst->n != strlen(c->instance) || memcmp(inst->as.s, c->instance, inst->n) != 0;
+    else if (pid && c->daemon_pid)
+        other = pid != c->daemon_pid;
+    if (other) {
+        ctxd_conn_fail(
+            c, CTXD_ELOST, NULL,
+            "ctxd at %s restarted (now pid %llu, instance %.*s; was %s) while runs were in "
+            "flight; their outcome is unknown",
+            c->endpoint, (unsigned long long)pid,
+            inst && inst->kind == PROTO_STR ? (int)inst->n : 1,
+            inst && inst->kind == PROTO_STR ? inst->as.s : "?", was);
+        ctxd_run_end_all(c, CTXD_ELOST);
+    }
+}
+
+/* Sends a liveness hello when the daemon has been silent for too long while
+ * runs are in flight, and ends them when an earlier one went unanswered. */
+void ctxd_conn_liveness_tick(ctxd_client *c)
+{
+    if (c->nactive == 0 || c->liveness <= 0) {
+        c->ping_id = 0;
+        return;
+    }
+    double t = now();
+    if (c->ping_id && t >= c->ping_deadline) {
+        c->ping_id = 0;
+        ctxd_conn_fail(c, CTXD_EUNREACHABLE, NULL,
+                       "ctxd at %s stopped answering (no reply to a liveness check within %g s)",
+                       c->endpoint, c->timeout);
+        ctxd_run_end_all(c, CTXD_EUNREACHABLE);
+        c->last_heard = t;
+        return;
+    }
+    if (!c->ping_id && t - c->last_heard >= c->liveness) {
+        proto_buf b;
+        proto_buf_init(&b);
+        uint64_t id = ctxd_conn_envelope(c, &b, "hello", 0);
+        if (ctxd_conn_send(c, &b) == 0) {
+            c->ping_id = id;
+            c->ping_deadline = t + c->timeout;
+        } else {
+            c->ping_id = 0;
+            ctxd_run_end_all(c, c->last_rc);
+            c->last_heard = t;
+        }
+        proto_buf_free(&b);
+    }
+}
+
+/* Milliseconds until ctxd_conn_liveness_tick has something to do (-1: never). */
+long ctxd_conn_liveness_due_ms(const ctxd_client *c)
+{
+    if (c->nactive == 0 || c->liveness <= 0)
+        return -1;
+    return c->ping_id ? ms_until(c->ping_deadline) : ms_until(c->last_heard + c->liveness);
+}
+
+/* ---- control requests: the round trip ---------------------------------- */
+
+/* Sends a control request and waits (up to the control timeout) for its
+ * terminal reply. Returns 0 with *out holding the `ok` (caller frees it with
+ * ctxd_conn_msg_free), or a negative code. Messages for runs in flight are parked in
+ * the inbox; others (late replies) are dropped. */
+int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool live, msg_in **out)
+{
+    /* A drop reported before this request concerns what was in flight then. */
+    ctxd_conn_dropped(c);
+    int r = ctxd_conn_send(c, b);
+    if (r < 0)
+        return r;
+    /* live: no deadline, but after `liveness` seconds of silence a hello
+     * must be answered within the control timeout. */
+    double heard = now(), deadline = heard + c->timeout;
+    uint64_t ping = 0;
+    for (;;) {
+        if (live && !ping && c->liveness > 0 && now() - heard >= c->liveness) {
+            proto_buf pb;
+            proto_buf_init(&pb);
+            ping = ctxd_conn_envelope(c, &pb, "hello", 0);
+            r = ctxd_conn_send(c, &pb);
+            proto_buf_free(&pb);
+            if (r < 0)
+                return r;
+            deadline = now() + c->timeout;
+        }
+        msg_in *m = ctxd_conn_recv(c, &r);
+        if (r < 0)
+            return r;
+        if (!m) {
+            if (ctxd_conn_dropped(c))
+                return CTXD_ELOST;
+            if ((!live || ping) && now() >= deadline)
+                return ctxd_conn_fail(
+                    c, CTXD_EUNREACHABLE, NULL,
+                    "no reply from ctxd at %s within %g s (is the daemon running?)", c->endpoint,
+                    c->timeout);
+            long wait = !live || ping     ? ms_until(deadline)
+                        : c->liveness > 0 ? ms_until(heard + c->liveness)
+                                          : -1;
+            r = ctxd_conn_wait(c, wait);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        heard = now();
+        if (ping && m->re == ping) {
+            ping = 0;
+            ctxd_conn_msg_free(m);
+            continue;
+        }
+        if (!m->re && proto_str_eq(m->t, "err")) {
+            /* An unreadable request: ours is the one waiting here. */
+            r = ctxd_conn_take_err(c, m);
+            ctxd_conn_msg_free(m);
+            return r;
+        }
+        if (m->re != id) {
+            if (m->re && ((c->ping_id && m->re == c->ping_id) || ctxd_run_find(c, m->re)))
+                ctxd_conn_inbox_push(c, m);
+            else
+                ctxd_conn_msg_free(m);
+            continue;
+        }
+        c->last_heard = now();
+        if (proto_str_eq(m->t, "ok")) {
+            *out = m;
+            return 0;
+        }
+        r = proto_str_eq(m->t, "err")
+                ? ctxd_conn_take_err(c, m)
+                : ctxd_conn_fail(c, CTXD_EPROTOCOL, NULL,
+                                 "daemon answered a control request with '%.*s'", (int)m->t->n,
+                                 m->t->as.s);
+        ctxd_conn_msg_free(m);
+        return r;
+    }
+}
+
+/* ---- connecting: endpoint, CurveZMQ keys, socket ----------------------- */
+
+/* Fails fast when an ipc:// endpoint has no listener (missing or stale
+ * socket file), where ZeroMQ would silently retry until the timeout. */
+static int ipc_probe(ctxd_client *c)
+{
+    if (strncmp(c->endpoint, "ipc://", 6) != 0)
+        return 0;
+    const char *path = c->endpoint + 6;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (path[0] == '\0' || path[0] == '@' || strlen(path) >= sizeof sa.sun_path)
+        return 0; /* abstract or too long for a probe: let ZeroMQ try */
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    int e = errno;
+    close(fd);
+    if (r == 0)
+        return 0;
+    switch (e) {
+    case ENOENT:
+        return ctxd_conn_fail(c, CTXD_EUNREACHABLE, NULL,
+                              "ctxd is not running at %s (no socket file %s)", c->endpoint, path);
+    case ECONNREFUSED:
+        return ctxd_conn_fail(c, CTXD_EUNREACHABLE, NULL,
+                              "ctxd is not running at %s (stale socket file %s)", c->endpoint,
+                              path);
+    case EACCES:
+    case ENOTDIR:
+    case ENOTSOCK:
+        return ctxd_conn_fail(c, CTXD_EUNREACHABLE, NULL, "cannot connect to %s: %s", c->endpoint,
+                              strerror(e));
+    default:
+        return 0;
+    }
+}
+
+/* PROTOCOL.md section 1's default, for clients without --endpoint. */
+const char *ctxd_default_endpoint(char *buf, size_t n)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int len = (xdg && *xdg) ? snprintf(buf, n, "ipc://%s/ctxd/ctxd.sock", xdg)
+                            : snprintf(buf, n, "ipc:///run/ctxd/ctxd.sock");
+    return len < 0 || (size_t)len >= n ? NULL : buf;
+}
+
+/* A Z85 key (40 characters) given inline or as the first such line of a
+ * file, as PROTOCOL.md section 1 allows for CTXD_SERVER_KEY/CTXD_CLIENT_KEY. */
+static int read_z85(const char *spec, char key[41])
+{
+    if (strlen(spec) == 40 && spec[0] != '/' && spec[0] != '.') {
+        memcpy(key, spec, 41);
+        return 0;
+    }
+    FILE *f = fopen(spec, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int rc = -1;
+    while (rc < 0 && fgets(line, sizeof line, f)) {
+        char *p = line + strspn(line, " \t");
+        if (*p == '#' || strcspn(p, " \t\r\n") != 40)
+            continue;
+        memcpy(key, p, 40);
+        key[40] = '\0';
+        rc = 0;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* tcp:// with CurveZMQ: the server's public key from $CTXD_SERVER_KEY, the
+ * client's secret key from $CTXD_CLIENT_KEY (default
+ * ~/.config/ctxd/client.key); the public key follows from the secret. No
+ * server key: plain tcp (a daemon started with --insecure-tcp). */
+static int apply_curve(ctxd_client *c)
+{
+    const char *server = getenv("CTXD_SERVER_KEY");
+    if (strncmp(c->endpoint, "tcp://", 6) != 0 || !server || !*server)
+        return 0;
+    char server_key[41], secret[41], public[41], path[4096];
+    if (read_z85(server, server_key) < 0)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL,
+                              "CTXD_SERVER_KEY: '%s' is neither a Z85 key nor a "
+                              "readable key file",
+                              server);
+    const char *client = getenv("CTXD_CLIENT_KEY");
+    if (!client || !*client) {
+        const char *home = getenv("HOME");
+        snprintf(path, sizeof path, "%s/.config/ctxd/client.key", home ? home : "");
+        client = path;
+    }
+    if (read_z85(client, secret) < 0 || zmq_curve_public(public, secret) != 0)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL,
+                              "client key '%s' cannot be read (make one with "
+                              "`ctx keygen`)",
+                              client);
+    zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, server_key, 40);
+    zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, public, 40);
+    zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, secret, 40);
+    return 0;
+}
+
+/* Creates the socket with the options every client needs. */
+static int open_socket(ctxd_client *c)
+{
+    int zero = 0, sndtimeo = (int)(c->timeout * 1000.0);
+    c->zctx = zmq_ctx_new();
+    if (!c->zctx)
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_ctx_new: %s",
+                              zmq_strerror(zmq_errno()));
+    c->sock = zmq_socket(c->zctx, ZMQ_DEALER);
+    if (!c->sock)
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_socket: %s",
+                              zmq_strerror(zmq_errno()));
+    /* LINGER 0: closing never blocks on unsent requests. RCVHWM 0: the I/O
+     * thread always drains the daemon's output, so a slow terminal never
+     * makes the daemon's ROUTER hit its high-water mark. */
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(c->sock, ZMQ_RCVHWM, &zero, sizeof zero);
+    zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &sndtimeo, sizeof sndtimeo);
+    if (apply_curve(c) < 0)
+        return -1;
+    /* A monitor tells when the connection drops (what was in flight on it
+     * is lost); the PAIR end is polled with the socket. */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://ctxd-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_DISCONNECTED) < 0 ||
+        !(c->mon = zmq_socket(c->zctx, ZMQ_PAIR)))
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_socket_monitor: %s",
+                              zmq_strerror(zmq_errno()));
+    zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_connect(c->mon, mon) < 0)
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_connect(monitor): %s",
+                              zmq_strerror(zmq_errno()));
+    if (zmq_connect(c->sock, c->endpoint) < 0)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "cannot connect to '%s': %s", c->endpoint,
+                              zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+/* Resolves the endpoint, fails fast on a dead ipc socket, connects and
+ * proves the daemon answers with a hello. */
+ctxd_client *ctxd_connect_ex(const char *endpoint, double timeout, int *rc, char *err,
+                             size_t errlen)
+{
+    char def[4096];
+    if (!endpoint || !*endpoint)
+        endpoint = getenv("CTXD_ENDPOINT");
+    if (!endpoint || !*endpoint)
+        endpoint = ctxd_default_endpoint(def, sizeof def);
+    ctxd_client *c = mem_calloc(1, sizeof *c);
+    c->endpoint = mem_strdup(endpoint ? endpoint : "");
+    c->next_id = 1;
+    c->timeout = timeout > 0 ? timeout : CTXD_DEFAULT_TIMEOUT;
+    c->liveness = CTXD_DEFAULT_LIVENESS;
+    c->last_heard = now();
+    int r = !endpoint ? ctxd_conn_fail(c, CTXD_EINVALID, NULL, "XDG_RUNTIME_DIR is too long")
+                      : ipc_probe(c);
+    if (r == 0)
+        r = open_socket(c);
+    if (r == 0)
+        r = ctxd_hello(c, NULL);
+    if (rc)
+        *rc = r;
+    if (r == 0)
+        return c;
+    if (err && errlen)
+        snprintf(err, errlen, "%s", c->last_msg);
+    ctxd_close(c);
+    return NULL;
+}
+
+/* The common case of ctxd_connect_ex. */
+ctxd_client *ctxd_connect(const char *endpoint, char *err, size_t errlen)
+{
+    return ctxd_connect_ex(endpoint, CTXD_DEFAULT_TIMEOUT, NULL, err, errlen);
+}
+
+/* Releases the socket, the ZeroMQ context, runs in flight, parked messages
+ * and all owned results. */
+void ctxd_close(ctxd_client *c)
+{
+    if (!c)
+        return;
+    c->depth = 0;
+    ctxd_conn_begin(c);
+    msg_in *m;
+    while ((m = ctxd_conn_inbox_pop(c)))
+        ctxd_conn_msg_free(m);
+    for (run *r = c->runs; r; r = r->next) {
+        r->removed = true;
+        r->blocking = false;
+    }
+    ctxd_run_sweep(c);
+    if (c->mon)
+        zmq_close(c->mon);
+    if (c->sock) {
+        zmq_socket_monitor(c->sock, NULL, 0);
+        zmq_close(c->sock);
+    }
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    free(c->owned);
+    free(c->endpoint);
+    free(c);
+}
+
+/* Lets tools show where they are connected. */
+const char *ctxd_endpoint(const ctxd_client *c)
+{
+    return c->endpoint;
+}
+
+/* Control timeout; also bounds a blocked send. */
+void ctxd_set_timeout(ctxd_client *c, double seconds)
+{
+    if (seconds > 0) {
+        int ms = (int)(seconds * 1000.0);
+        c->timeout = seconds;
+        zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &ms, sizeof ms);
+    }
+}
+
+/* How soon a client with runs in flight checks the daemon is still there. */
+void ctxd_set_liveness(ctxd_client *c, double seconds)
+{
+    c->liveness = seconds > 0 ? seconds : 0;
+}

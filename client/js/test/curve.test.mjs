@@ -1,0 +1,48 @@
+// CurveZMQ on tcp://: the keys from options and from CTXD_SERVER_KEY /
+// CTXD_CLIENT_KEY, as the Python client reads them; an unknown key is not let in.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as zmq from "zeromq";
+import { Client, UnreachableError } from "../dist/index.js";
+import { curvePublic, z85Encode, z85Decode } from "../dist/curve.js";
+import { Daemon, freePort } from "./daemon.mjs";
+
+test("Z85 and the public key of a secret key agree with libzmq", () => {
+  const kp = zmq.curveKeyPair();
+  assert.equal(curvePublic(kp.secretKey), kp.publicKey);
+  assert.equal(z85Encode(z85Decode(kp.publicKey)), kp.publicKey);
+  assert.equal(z85Encode(Buffer.from([0x86, 0x4f, 0xd2, 0x6f, 0xb5, 0x59, 0xf7, 0x5b])), "HelloWorld"); // RFC 32's example
+});
+
+test("tcp:// with CurveZMQ: an authorized key runs code, another is refused", async () => {
+  const port = await freePort();
+  const d = new Daemon([], { tcp: `tcp://127.0.0.1:${port}` });
+  const kp = zmq.curveKeyPair();
+  mkdirSync(d.stateDir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(d.stateDir, "authorized_keys"), kp.publicKey + "\n");
+  const keyFile = join(d.dir, "client.key");
+  writeFileSync(keyFile, "# a client key\n" + kp.secretKey + "\n");
+  d.clientOpts = { serverKey: join(d.stateDir, "server.pub"), clientKey: keyFile };
+  await d.start();
+  try {
+    const c = await d.client();
+    assert.equal((await c.execute("6 * 7")).result, "42");
+    // The same from the environment, as the Python client reads it.
+    process.env.CTXD_SERVER_KEY = join(d.stateDir, "server.pub");
+    process.env.CTXD_CLIENT_KEY = kp.secretKey;
+    try {
+      const e = await Client.connect(d.endpoint);
+      assert.equal((await e.execute("'env'")).result, "'env'");
+      e.close();
+      const other = zmq.curveKeyPair();
+      await assert.rejects(Client.connect(d.endpoint, { clientKey: other.secretKey, requestTimeout: 1 }), UnreachableError);
+    } finally {
+      delete process.env.CTXD_SERVER_KEY;
+      delete process.env.CTXD_CLIENT_KEY;
+    }
+  } finally {
+    await d.stop();
+  }
+});

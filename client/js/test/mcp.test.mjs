@@ -1,0 +1,207 @@
+// ctxd-mcp through the SDK's own Client: over stdio (list tools, run code,
+// an image, a timeout, an error, two contexts, streamed output, the
+// operator's bounds) and a streamable HTTP smoke test on 127.0.0.1.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { Daemon, ROOT, freePort } from "./daemon.mjs";
+
+const MAIN = join(ROOT, "client/js/dist/mcp-main.js");
+let d;
+const opened = [];
+
+async function stdioClient(...args) {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [MAIN, "--endpoint", d.endpoint, ...args], stderr: "pipe" });
+  const c = new McpClient({ name: "ctxd-test", version: "1" });
+  await c.connect(transport);
+  opened.push(c);
+  return c;
+}
+
+const texts = (r) => r.content.filter((x) => x.type === "text").map((x) => x.text);
+
+before(async () => {
+  d = await new Daemon().start();
+});
+after(async () => {
+  for (const c of opened) await c.close();
+  await d.stop();
+});
+
+test("tools are listed with JSON schemas", async () => {
+  const c = await stdioClient();
+  const { tools } = await c.listTools();
+  const names = tools.map((t) => t.name).sort();
+  assert.deepStrictEqual(names, ["create_context", "delete_context", "download_file", "fork_context", "install_packages", "interrupt", "list_contexts", "restart_context", "run_python", "upload_file"]);
+  const run = tools.find((t) => t.name === "run_python");
+  assert.equal(run.inputSchema.type, "object");
+  assert.deepStrictEqual(run.inputSchema.required, ["code"]);
+  assert.equal(run.inputSchema.properties.timeout.type, "number");
+});
+
+test("run_python: stdout and the result as text, state kept between calls", async () => {
+  const c = await stdioClient();
+  const r = await c.callTool({ name: "run_python", arguments: { code: "x = 6 * 7\nprint('hello')\nx" } });
+  assert.ok(!r.isError);
+  assert.deepStrictEqual(texts(r), ["hello\n", "42"]);
+  const again = await c.callTool({ name: "run_python", arguments: { code: "x + 1" } });
+  assert.deepStrictEqual(texts(again), ["43"]);
+});
+
+test("run_python: a matplotlib figure comes back as image content", async () => {
+  const c = await stdioClient();
+  const r = await c.callTool({ name: "run_python", arguments: { code: "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nprint('plotted')" } });
+  assert.ok(!r.isError);
+  const img = r.content.find((x) => x.type === "image");
+  assert.ok(img, JSON.stringify(r.content).slice(0, 300));
+  assert.equal(img.mimeType, "image/png");
+  assert.deepStrictEqual([...Buffer.from(img.data, "base64").subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
+  assert.equal(texts(r)[0], "plotted\n");
+});
+
+test("run_python: a timeout and an error are tool errors with what happened", async () => {
+  const c = await stdioClient();
+  const t = await c.callTool({ name: "run_python", arguments: { code: "kept = 1\nwhile True: pass", timeout: 0.5 } });
+  assert.equal(t.isError, true);
+  assert.match(texts(t).join("\n"), /KeyboardInterrupt/);
+  assert.match(texts(t).join("\n"), /timed out after 0.5 s; the context's state is kept/);
+  const e = await c.callTool({ name: "run_python", arguments: { code: "1 / 0" } });
+  assert.equal(e.isError, true);
+  assert.match(texts(e).join("\n"), /ZeroDivisionError: division by zero/);
+  const bad = await c.callTool({ name: "run_python", arguments: { code: 5 } });
+  assert.equal(bad.isError, true); // schema validation
+});
+
+test("stdout is streamed as progress and logging notifications while the code runs", async () => {
+  const c = await stdioClient();
+  const flag = join(d.dir, "mcp-go-" + Date.now());
+  const logs = [];
+  c.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.push(n.params));
+  const progress = [];
+  // The code waits for a file made when the first progress arrives: it can end only if the progress came while it ran.
+  const code = `import os, time\nprint('step 1', flush=True)\nwhile not os.path.exists(${JSON.stringify(flag)}): time.sleep(0.01)\nprint('step 2')`;
+  const r = await c.callTool({ name: "run_python", arguments: { code, timeout: 60 } }, undefined, {
+    onprogress: (p) => {
+      progress.push(p.message);
+      writeFileSync(flag, "");
+    },
+  });
+  assert.ok(!r.isError, JSON.stringify(r));
+  assert.deepStrictEqual(progress, ["step 1\n", "step 2\n"]);
+  assert.deepStrictEqual(logs.filter((l) => l.logger === "stdout").map((l) => l.data), ["step 1\n", "step 2\n"]);
+});
+
+test("two contexts, forked, restarted, deleted; files up and down; interrupt", async () => {
+  const c = await stdioClient();
+  for (const name of ["mcp-a", "mcp-b"]) {
+    const r = await c.callTool({ name: "create_context", arguments: { name } });
+    assert.equal(JSON.parse(texts(r)[0]).name, name);
+  }
+  await c.callTool({ name: "run_python", arguments: { code: "v = 'in a'", context: "mcp-a" } });
+  const b = await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-b" } });
+  assert.equal(b.isError, true);
+  assert.match(texts(b).join(), /NameError/);
+  const list = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).map((x) => x.name);
+  assert.ok(list.includes("mcp-a") && list.includes("mcp-b"));
+  await c.callTool({ name: "fork_context", arguments: { context: "mcp-a", name: "mcp-a2" } });
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-a2" } })), ["'in a'"]);
+  await c.callTool({ name: "restart_context", arguments: { context: "mcp-a" } });
+  assert.equal((await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-a" } })).isError, true);
+  const up = await c.callTool({ name: "upload_file", arguments: { context: "mcp-b", path: "note.txt", content: "héllo" } });
+  assert.match(texts(up)[0], /wrote 6 bytes/);
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "open('note.txt').read()", context: "mcp-b" } })), ["'héllo'"]);
+  assert.deepStrictEqual(texts(await c.callTool({ name: "download_file", arguments: { context: "mcp-b", path: "note.txt" } })), ["héllo"]);
+  const bin = await c.callTool({ name: "upload_file", arguments: { context: "mcp-b", path: "x.png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]).toString("base64"), encoding: "base64" } });
+  assert.ok(!bin.isError);
+  const img = (await c.callTool({ name: "download_file", arguments: { context: "mcp-b", path: "x.png" } })).content[0];
+  assert.equal(img.type, "image");
+  const esc = await c.callTool({ name: "download_file", arguments: { context: "mcp-b", path: "../../etc/passwd" } });
+  assert.equal(esc.isError, true);
+  assert.match(texts(esc)[0], /bad_path/);
+  assert.equal(texts(await c.callTool({ name: "interrupt", arguments: { context: "mcp-b" } }))[0], "nothing was running");
+  const pk = await c.callTool({ name: "install_packages", arguments: { packages: ["six"], context: "mcp-b" } });
+  assert.equal(pk.isError, true); // the test daemon has no package source
+  assert.match(texts(pk)[0], /install/);
+  for (const name of ["mcp-a", "mcp-a2", "mcp-b"]) assert.ok(!(await c.callTool({ name: "delete_context", arguments: { context: name } })).isError);
+  assert.equal((await c.callTool({ name: "delete_context", arguments: { context: "mcp-b" } })).isError, true);
+});
+
+test("the operator's tier and policy: a client narrows them, never widens them", async () => {
+  const c = await stdioClient("--policy", '{"timeout": 5}', "--context", "bounded");
+  const r = await c.callTool({ name: "run_python", arguments: { code: "1 + 1" } });
+  assert.deepStrictEqual(texts(r), ["2"]);
+  const info = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "bounded");
+  assert.deepStrictEqual(info.policy, { timeout: 5 });
+  const wide = await c.callTool({ name: "create_context", arguments: { name: "wide", policy: { timeout: 50 } } });
+  assert.equal(wide.isError, true);
+  assert.match(texts(wide)[0], /refused by the server's bounds: policy.timeout at most 5/);
+  const cwd = await c.callTool({ name: "create_context", arguments: { name: "elsewhere", cwd: d.dir } });
+  assert.equal(cwd.isError, true);
+  const narrow = await c.callTool({ name: "create_context", arguments: { name: "narrow", policy: { timeout: 1 } } });
+  assert.ok(!narrow.isError, texts(narrow)[0]);
+  // "default", made by another client with no policy, is outside these bounds.
+  await (await d.client()).execute("1");
+  const dflt = await c.callTool({ name: "run_python", arguments: { code: "1", context: "default" } });
+  assert.equal(dflt.isError, true);
+  assert.match(texts(dflt)[0], /outside the server's bounds/);
+  const s = await stdioClient("--tier", "static", "--context", "static-ctx");
+  const up = await s.callTool({ name: "create_context", arguments: { name: "unsafe-one", tier: "unsafe" } });
+  assert.equal(up.isError, true);
+  assert.match(texts(up)[0], /tier unsafe is wider than the server's static/);
+  const st = await s.callTool({ name: "run_python", arguments: { code: "import os\nos.system('true')" } });
+  assert.ok(!st.isError);
+  assert.match(texts(st).join(), /executed|imports/); // static: analysed, not run
+  const other = await s.callTool({ name: "run_python", arguments: { code: "1", context: "narrow" } });
+  assert.equal(other.isError, true);
+  for (const n of ["bounded", "narrow", "static-ctx"]) await c.callTool({ name: "delete_context", arguments: { context: n } });
+});
+
+test("streamable HTTP on 127.0.0.1: list tools and run code", async () => {
+  const port = await freePort();
+  const p = spawn(process.execPath, [MAIN, "--endpoint", d.endpoint, "--http", String(port)], { stdio: ["ignore", "ignore", "pipe"] });
+  try {
+    await new Promise((res, rej) => {
+      p.stderr.on("data", (b) => /streamable HTTP on/.test(b.toString()) && res());
+      p.once("exit", (code) => rej(new Error(`ctxd-mcp exited ${code}`)));
+    });
+    const c = new McpClient({ name: "ctxd-http-test", version: "1" });
+    await c.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+    const { tools } = await c.listTools();
+    assert.ok(tools.some((t) => t.name === "run_python"));
+    const progress = [];
+    const r = await c.callTool({ name: "run_python", arguments: { code: "print('over http')\n2 ** 10" } }, undefined, { onprogress: (x) => progress.push(x.message) });
+    assert.deepStrictEqual(texts(r), ["over http\n", "1024"]);
+    assert.deepStrictEqual(progress, ["over http\n"]);
+    await c.close();
+    const res = await fetch(`http://127.0.0.1:${port}/mcp`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    assert.ok(res.status >= 400); // not an initialize request: refused
+  } finally {
+    p.kill("SIGTERM");
+  }
+});
+
+test("interrupt tool and a cancelled call both stop a running run, globals kept", async () => {
+  const c = await stdioClient("--context", "stoppable");
+  await c.callTool({ name: "run_python", arguments: { code: "kept = 'yes'" } });
+  let started;
+  const up = new Promise((res) => (started = res));
+  const running = c.callTool({ name: "run_python", arguments: { code: "import time\nprint('looping', flush=True)\nwhile True: time.sleep(0.01)", timeout: 120 } }, undefined, { onprogress: () => started(), timeout: 120000 });
+  await up;
+  assert.equal(texts(await c.callTool({ name: "interrupt", arguments: { context: "stoppable" } }))[0], "interrupted");
+  const r = await running;
+  assert.equal(r.isError, true);
+  assert.match(texts(r).join("\n"), /KeyboardInterrupt/);
+  // A call the MCP client cancels (notifications/cancelled) interrupts its run.
+  const ac = new AbortController();
+  const cancelled = c.callTool({ name: "run_python", arguments: { code: "import time\nprint('again', flush=True)\nwhile True: time.sleep(0.01)", timeout: 120 } }, undefined, { signal: ac.signal, onprogress: () => ac.abort(), timeout: 120000 });
+  await assert.rejects(cancelled);
+  // The context is free again (the run was interrupted, not left looping) and kept its globals.
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "kept", timeout: 60 } })), ["'yes'"]);
+  await c.callTool({ name: "delete_context", arguments: { context: "stoppable" } });
+});

@@ -1,0 +1,209 @@
+/* sup_ctx: the context table and the run lifecycle: one worker per
+ * context, its queue of runs, its timers, its channel. Above it sit the
+ * request handlers and the run kinds other than execute (ctx.fork,
+ * queries), which it calls back through sup_run_kind, never by name. */
+#ifndef CTXD_SUP_CTX_H
+#define CTXD_SUP_CTX_H
+
+#include "proto.h"
+#include "sbx_cgroup.h"
+#include "sup_peer.h"
+#include "sup_send.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* One execute request, queued or running. */
+typedef struct sup_run {
+    struct sup_run *next;
+    const struct sup_run_kind *kind; /* NULL: an execute */
+    sup_peer peer;
+    char *code;
+    size_t code_len;
+    proto_buf env; /* msgpack map str->str, forwarded to the worker verbatim */
+    double timeout;
+    bool silent, stop_on_error;
+    bool allow_stdin;         /* input() may ask the client (input.request) */
+    bool artifacts;           /* report the files the run wrote (done.artifacts) */
+    const char *syntax;       /* "python", "ipython" or "" (the context's default) */
+    proto_buf script;         /* execute argv/file, as msgpack key/value pairs for the run frame */
+    uint32_t script_n;        /* how many pairs script holds (0-2) */
+    uint64_t out_bytes;       /* stream bytes relayed */
+    uint64_t stream_bytes[2]; /* of which stdout, stderr (policy caps) */
+    uint64_t dropped[2];      /* stdout/stderr bytes dropped past max_output */
+    bool client_gone;         /* a send found the client disconnected */
+    /* A ctx.fork waiting in (or at the head of) its source's queue: the new
+     * context's name (NULL for an execute); once the `fork` frame is out,
+     * the supervisor's ends of the new worker's channel and pipes (-1
+     * before). */
+    char *fork_name;
+    int fork_fd, fork_out_rd[2];
+    /* A query (sup_query.c: complete, inspect, is_complete): its op (a
+     * static string), else NULL; code, cursor and detail_level go out in
+     * the `query` frame. */
+    const char *query_op;
+    uint64_t cursor, detail_level;
+    /* Chosen by the supervisor (random, never 0) when the run, query or
+     * fork is sent; the worker echoes it in start, done, answer, forked
+     * and fork_failed. */
+    uint64_t run_id;
+    uint64_t fork_since; /* boot ticks when the `fork` frame went out */
+} sup_run;
+
+/* A request (ctx.create / ctx.restart) waiting for its worker's `ready`. */
+typedef struct sup_waiter {
+    struct sup_waiter *next;
+    sup_peer peer;
+} sup_waiter;
+
+typedef enum { SUP_CTX_IDLE, SUP_CTX_BUSY, SUP_CTX_DEAD } sup_ctx_state;
+
+typedef struct sup_ctx {
+    struct sup_ctx *next;
+    bool deleted; /* freed at the next tick, not while the loop holds it */
+    char *name;
+    char *cwd;
+    struct sup_ident *ident; /* its uid/gid and private directory (sup_ident.c);
+                                shared with ctx.fork copies */
+    char **env;              /* "KEY=VALUE" strings added to the worker's environment */
+    size_t nenv;
+    struct sup_policy *policy; /* tier and policy (sup_policy.h); NULL = unsafe */
+    struct sup_site *site;     /* its package directory (sup_pkgs.c); NULL = none */
+    double created;            /* Unix time */
+    double last_active;        /* monotonic; for --idle-ttl */
+    double lease;              /* ctx.create `lease` seconds; 0 = none */
+    double lease_until;        /* monotonic; deleted past it (ctx.renew extends) */
+
+    /* The current incarnation's worker; pid 0 and fd -1 when there is none.
+     * pidfd: the supervisor's own handle on it (sup_proc.c), -1 when none;
+     * every signal to the worker goes through it. */
+    pid_t pid;
+    int fd;
+    int pidfd;
+    bool spawning; /* the zygote was asked for its worker: pid not known yet */
+    /* Its cgroup (sup_cgroup.c; "" when none): killed with the worker. */
+    char cgroup[SBX_CGROUP_NAME_MAX];
+    double cpu0;       /* the cgroup's CPU seconds when the running run started; -1 none */
+    double cpu_check;  /* when to read the cgroup's CPU time again (cpu_seconds) */
+    bool cpu_exceeded; /* the running run passed the policy's cpu_seconds */
+    /* Read ends of the worker's stdout/stderr pipes (the worker reads them
+     * too): raw output still in them when a worker dies is not lost. */
+    int out_rd[2];
+    /* The worker's output memory (sup_outmem.c), mapped read-only, NULL
+     * when it sent none; the memfd received with the channel's bytes until
+     * `ready` maps it; the stream bytes of whole frames received from this
+     * worker, per stream (its sequence numbers). */
+    const void *outmem;
+    int outmem_fd;
+    uint64_t stream_recv[2];
+    /* Read ends of new pipes received with a `start` (the worker replaced
+     * its pipes: output of processes an earlier run left behind stays in the
+     * old ones), until on_start takes them as out_rd. */
+    int new_rd[2];
+    int nnew_rd;
+    unsigned incarnation;
+    bool ready;    /* `ready` frame received */
+    bool chan_eof; /* worker closed its end; waiting for SIGCHLD */
+    uint64_t execution_count;
+    char *last_death;   /* cause of the last death, NULL if never died */
+    bool death_unshown; /* last_death not yet shown in an `accepted` */
+    char *kill_reason;  /* set when the supervisor killed the worker */
+
+    proto_buf in;  /* bytes read from the worker, not yet a whole frame */
+    proto_buf out; /* bytes waiting to be written to the worker */
+
+    sup_run *running;
+    bool started;          /* `start` received for the running run */
+    bool interrupt_wanted; /* interrupt asked before `start` arrived */
+    bool interrupt_sent;   /* SIGINT went to the running run */
+    bool timed_out;
+    bool input_waiting;               /* the running run waits for input.reply */
+    uint64_t input_seq;               /* the worker's number of that input_request */
+    double run_t0, deadline, kill_at; /* monotonic seconds; 0 = unset */
+    sup_run *queue, *queue_tail;
+    size_t queued;
+    sup_waiter *waiters;
+
+    bool creating;        /* made by ctx.create, never ready yet */
+    bool broken;          /* broke the channel protocol: read nothing more */
+    const char *kill_why; /* what kill_at is armed for */
+    /* Client messages held back by a client's full queue. While any are
+     * held, the worker is not read: backpressure reaches it. */
+    sup_outq pending;
+    double flush_retry; /* seconds until pending is tried again; 0 = not failing */
+} sup_ctx;
+
+/* A run that is not an execute (ctx.fork: sup_fork.c; complete, inspect,
+ * is_complete: sup_query.c): what the context calls when its turn comes,
+ * when it ends unanswered and for the worker frames of its kind. */
+typedef struct sup_run_kind {
+    /* The run at the head of c's queue became c->running: send its frame. */
+    void (*start)(sup_ctx *c);
+    /* Queued or running, it will not happen: its `err`. */
+    void (*abort)(const sup_run *r, const char *status, const char *cause);
+    /* A worker frame of this kind (answer, forked, fork_failed), checked. */
+    void (*on_frame)(sup_ctx *c, const char *type, const proto_val *msg);
+} sup_run_kind;
+
+sup_ctx *sup_ctx_find(const char *name, size_t len);
+sup_ctx *sup_ctx_first(void);
+size_t sup_ctx_count(void);
+/* Creates and spawns; returns NULL with err set on failure. site: the
+ * context's package directory (its reference is taken on success), or NULL
+ * for a new empty one when packages are offered. */
+sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv,
+                        struct sup_site *site, struct sup_ident *ident, proto_error *err);
+void sup_ctx_delete(sup_ctx *c);
+/* Kills the worker, aborts its runs, starts incarnation + 1. */
+int sup_ctx_restart(sup_ctx *c, proto_error *err);
+/* Queues a run (takes ownership) and starts it when the context is free. */
+void sup_ctx_submit(sup_ctx *c, sup_run *r);
+bool sup_ctx_interrupt(sup_ctx *c);
+/* Answers the running run's pending input_request (input.reply; eof: the
+ * client declined, input() raises EOFError); false when the context has
+ * none. */
+bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len, bool eof);
+
+void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer);
+void sup_ctx_on_readable(sup_ctx *c);
+/* True while the worker's channel is not read because its client is slow
+ * (backpressure). */
+bool sup_ctx_held_back(const sup_ctx *c);
+void sup_ctx_on_writable(sup_ctx *c);
+void sup_ctx_on_exit(pid_t pid, int status);
+/* The zygote's answers to sup_zygote_spawn (sup_zygote_answers, wired by
+ * sup_main.c): the worker's pid; or why it made none (held: it had the
+ * descriptors, so a worker may use them: new ones are made). Without the
+ * zygote a worker is started by exec (not for the sandbox tier). */
+void sup_ctx_spawned(sup_ctx *c, pid_t pid);
+void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held);
+/* Timers and stalled sends; returns the next deadline (monotonic), 0 = none. */
+double sup_ctx_tick(double now);
+void sup_ctx_shutdown_all(void);
+const char *sup_ctx_state_name(const sup_ctx *c);
+void sup_run_free(sup_run *r);
+
+/* For the run kinds above (sup_fork.c, sup_query.c). */
+void sup_ctx_dispatch(sup_ctx *c);
+void sup_ctx_broken(sup_ctx *c, const char *why);
+/* Enters a context whose worker (pid and its verified pidfd, channel fd,
+ * pipe read ends) was forked from src: same cwd, env and execution count,
+ * incarnation 1, waiting for `ready`. */
+sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidfd, int fd,
+                       const int out_rd[2]);
+/* True when pid is the worker of some context. */
+bool sup_ctx_is_worker(pid_t pid);
+/* A child is about to be reaped (it is a zombie): the group of a context
+ * worker is killed now, while its id cannot have been reused. */
+void sup_ctx_before_reap(pid_t pid);
+
+/* The `ctx` map of a reply (name, state, pid, policy...). */
+void sup_ctx_put_info(proto_buf *b, const sup_ctx *c);
+/* The context a request's `ctx` field names (default "default", made on
+ * first use when make_default); NULL after replying `err`. */
+sup_ctx *sup_ctx_lookup(const proto_val *msg, const sup_peer *peer, bool make_default);
+/* Live contexts, those running something, runs queued (stats). */
+void sup_ctx_counts(size_t *live, size_t *busy, size_t *queued);
+
+#endif
