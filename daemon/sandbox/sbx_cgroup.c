@@ -2,7 +2,7 @@
  *
  * Membership is the cgroup v2 tree (/sys/fs/cgroup/unified in the hybrid
  * layout this machine has, /sys/fs/cgroup on a v2-only host): every worker
- * and everything it starts is in <v2>/ctxd/<daemon pid>/w<n>, which the
+ * and everything it starts is in <v2>/ctxd/<tree>/w<n>, which the
  * supervisor kills as a whole (cgroup.kill) and reads CPU time from
  * (cpu.stat, kept by every v2 cgroup). Limits use the v1 memory and pids
  * controllers where they are mounted, else the v2 ones. */

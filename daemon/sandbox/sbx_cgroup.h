@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Longest cgroup name (relative, "ctxd/<daemon pid>/w<n>"). */
+/* Longest cgroup name (relative, "ctxd/<tree>/w<n>"). */
 #define SBX_CGROUP_NAME_MAX 64
 
 /* What the worker's cgroup limits; 0 = no limit. */

@@ -1,13 +1,20 @@
 /* sup_cgroup: the supervisor's half of "every process in a cgroup".
  *
- * Each worker incarnation gets a cgroup named ctxd/<daemon pid>/w<n>
+ * Each worker incarnation gets a cgroup named ctxd/<tree>/w<n>, where
+ * <tree> is this daemon's: its pid and a random part, "<pid>x<hex>"
  * (daemon/sandbox/sbx_cgroup.c puts the worker in before it runs anything; a
  * ctx.fork copy is moved into its own here). Whatever the worker starts,
  * setsid or double-forked, stays in it: killing the context kills the
  * cgroup (cgroup.kill), on delete, restart, timeout, death and shutdown.
  * Its CPU time (cpu.stat) is the context's, children included. Cgroups of
  * a daemon that died without cleaning up are killed and removed when the
- * next daemon starts. */
+ * next daemon starts.
+ *
+ * Which trees are a live daemon's is known by a lock, not by a pid: the
+ * daemon holds flock(LOCK_EX) on its tree's directory for its life. A pid
+ * says nothing across pid namespaces (a daemon that is PID 1 of a
+ * container sees none of the host's pids, and two such daemons would both
+ * be "1"), while a lock on the same kernel directory is seen by all. */
 #include "sup_cgroup.h"
 
 #include "sup_config.h"
@@ -23,7 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -33,6 +44,9 @@
 static char *pending[PENDING_MAX];
 static size_t npending;
 static unsigned long serial;
+/* This daemon's tree (ctxd/<tree>) and the descriptor holding its lock. */
+static char tree[32];
+static int tree_lock = -1;
 
 /* The hierarchies a worker's cgroup may exist in. */
 static size_t roots(const char *out[3])
@@ -92,13 +106,57 @@ static int remove_tree(const char *dir, int depth)
     return rmdir(dir) < 0 && errno != ENOENT ? -1 : 0;
 }
 
-/* True when pid is a live ctxd supervisor (another daemon's tree). */
-static bool live_daemon(long pid)
+/* True when the tree at dir (ctxd/<name>) belongs to a live daemon: its
+ * directory is locked (see the file comment). A tree named by a bare pid
+ * (a daemon before the lock) also counts as live while that pid is a ctxd
+ * this daemon can see. */
+static bool live_tree(const char *dir, const char *name)
 {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno != ENOENT; /* cannot tell: leave it */
+    bool live = flock(fd, LOCK_EX | LOCK_NB) < 0;
+    close(fd);
+    if (live)
+        return true;
+    char *end;
+    long pid = strtol(name, &end, 10);
+    if (*end || pid <= 0)
+        return false;
     char path[64], comm[64];
-    if (snprintf(path, sizeof path, "/proc/%ld/comm", pid) >= (int)sizeof path)
-        return -1;
+    snprintf(path, sizeof path, "/proc/%ld/comm", pid);
     return read_file(path, comm, sizeof comm) == 0 && strncmp(comm, "ctxd\n", 5) == 0;
+}
+
+/* Makes this daemon's tree directory in the lock root (v2, else the first
+ * v1 hierarchy) and locks it for the daemon's life. A starting daemon's
+ * cleanup may take the lock of a directory made a moment ago and remove
+ * it: then the directory locked is not the one at the path, and it is made
+ * again. */
+static void lock_tree(const char *root)
+{
+    char dir[320];
+    if (snprintf(dir, sizeof dir, "%s/ctxd/%s", root, tree) >= (int)sizeof dir)
+        return;
+    for (int tries = 0; tries < 8; tries++) {
+        char parent[320];
+        snprintf(parent, sizeof parent, "%s/ctxd", root);
+        if ((mkdir(parent, 0755) < 0 && errno != EEXIST) ||
+            (mkdir(dir, 0755) < 0 && errno != EEXIST))
+            break;
+        int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        struct stat held, now;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &held) == 0 && stat(dir, &now) == 0 &&
+            held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
+            tree_lock = fd;
+            return;
+        }
+        close(fd);
+    }
+    sup_log("cgroup: cannot lock %s: %s (a starting daemon may remove its workers' cgroups)", dir,
+            strerror(errno));
 }
 
 /* Moving a task between cgroups waits for an RCU grace period (5-10 ms
@@ -145,8 +203,14 @@ static void favor_dynmods(void)
 void sup_cgroup_init(void)
 {
     favor_dynmods();
+    unsigned rnd = 0;
+    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        rnd = (unsigned)time(NULL) ^ (unsigned)getpid();
+    snprintf(tree, sizeof tree, "%dx%08x", (int)getpid(), rnd);
     const char *r[3];
     size_t n = roots(r);
+    if (n)
+        lock_tree(r[0]);
     for (size_t i = 0; i < n; i++) {
         char dir[256];
         if (snprintf(dir, sizeof dir, "%s/ctxd", r[i]) >= (int)sizeof dir)
@@ -156,23 +220,22 @@ void sup_cgroup_init(void)
             continue;
         struct dirent *e;
         while ((e = readdir(d))) {
-            char *end;
-            long pid = strtol(e->d_name, &end, 10);
-            if (e->d_type != DT_DIR || *end || pid <= 0 || pid == (long)getpid() ||
-                live_daemon(pid))
-                continue;
-            char left[512];
-            if (snprintf(left, sizeof left, "%s/%s", dir, e->d_name) >= (int)sizeof left)
+            char left[512], lockdir[512];
+            if (e->d_type != DT_DIR || e->d_name[0] == '.' || !strcmp(e->d_name, tree) ||
+                snprintf(left, sizeof left, "%s/%s", dir, e->d_name) >= (int)sizeof left ||
+                snprintf(lockdir, sizeof lockdir, "%s/ctxd/%s", r[0], e->d_name) >=
+                    (int)sizeof lockdir ||
+                live_tree(lockdir, e->d_name))
                 continue;
             if (r[i] == sbx_cgroup_v2_root())
                 (void)kill_dir(left);
             if (remove_tree(left, 0) < 0) {
                 char name[SBX_CGROUP_NAME_MAX];
-                snprintf(name, sizeof name, "ctxd/%ld", pid);
+                snprintf(name, sizeof name, "ctxd/%.*s", SBX_CGROUP_NAME_MAX - 6, e->d_name);
                 if (npending < PENDING_MAX)
                     pending[npending++] = mem_strdup(name);
             }
-            sup_log("cgroup: removed %s left by daemon %ld", left, pid);
+            sup_log("cgroup: removed %s left by a daemon that is gone", left);
         }
         closedir(d);
     }
@@ -180,7 +243,7 @@ void sup_cgroup_init(void)
 
 void sup_cgroup_new_name(char out[SBX_CGROUP_NAME_MAX])
 {
-    snprintf(out, SBX_CGROUP_NAME_MAX, "ctxd/%d/w%lu", (int)getpid(), ++serial);
+    snprintf(out, SBX_CGROUP_NAME_MAX, "ctxd/%s/w%lu", tree, ++serial);
 }
 
 int sup_cgroup_kill(const char *name)
@@ -305,10 +368,14 @@ void sup_cgroup_shutdown(void)
     size_t n = roots(r);
     for (size_t i = 0; i < n; i++) {
         char dir[256];
-        if (snprintf(dir, sizeof dir, "%s/ctxd/%d", r[i], (int)getpid()) >= (int)sizeof dir)
+        if (snprintf(dir, sizeof dir, "%s/ctxd/%s", r[i], tree) >= (int)sizeof dir)
             continue;
         if (r[i] == sbx_cgroup_v2_root())
             (void)kill_dir(dir);
         (void)remove_tree(dir, 0);
+    }
+    if (tree_lock >= 0) {
+        close(tree_lock);
+        tree_lock = -1;
     }
 }

@@ -4,6 +4,7 @@ every tier, private directories removed without blocking the daemon, and
 paths a client names opened without following links."""
 
 import os
+import signal
 import stat
 import subprocess
 
@@ -89,7 +90,7 @@ def test_every_worker_in_a_cgroup_of_its_own(daemon):
     for name, tier in (("u1", "unsafe"), ("u2", "unsafe"), ("l", "local"), ("s", "sandbox")):
         c.ok("ctx.create", name=name, tier=tier)
         g = v2_cgroup(c.info(name)["pid"])
-        assert g and g.startswith(f"/ctxd/{daemon.proc.pid}/w"), g
+        assert g and g.startswith(f"/ctxd/{daemon.proc.pid}x") and "/w" in g, g
         groups.add(g)
     assert len(groups) == 4
     c.ok("ctx.fork", ctx="u1", name="u1copy")
@@ -98,6 +99,43 @@ def test_every_worker_in_a_cgroup_of_its_own(daemon):
     g = "/sys/fs/cgroup/unified" + v2_cgroup(pid)
     c.ok("ctx.delete", ctx="u1")
     wait_until(lambda: not os.path.exists(g))  # killed, then removed once empty
+
+
+def test_daemon_in_another_pid_namespace_spares_live_workers(make_daemon, tmp_path):
+    """A daemon that starts as PID 1 of a new pid namespace (a container
+    sharing the host's cgroup tree) sees none of the host's pids: it must
+    still know the running daemon's tree is alive (its lock), and leave its
+    workers be, while a SIGKILLed daemon's tree is removed."""
+    live = make_daemon()
+    c = live.client()
+    c.ok("ctx.create", name="a")
+    c.execute("x = 41", ctx="a")
+    pid = c.info("a")["pid"]
+    gone = make_daemon()
+    gc = gone.client()
+    gc.ok("ctx.create", name="g")
+    gone_tree = "/sys/fs/cgroup/unified" + v2_cgroup(gc.info("g")["pid"]).rsplit("/", 1)[0]
+    gone.stopped_by_test = True
+    os.kill(gone.proc.pid, signal.SIGKILL)
+    gone.proc.wait(10)
+    assert os.path.isdir(gone_tree)
+    sub = tmp_path / "pidns"
+    sub.mkdir()
+    ep = f"ipc://{sub}/s.sock"
+    log = open(sub / "log", "wb")
+    other = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", CTXD_BIN,
+                              "--listen", ep, "--state-dir", str(sub / "state")],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    try:
+        assert wait_until(lambda: os.path.exists(f"{sub}/s.sock")), (sub / "log").read_text()
+        assert wait_until(lambda: not os.path.isdir(gone_tree)), "the killed daemon's tree stays"
+        assert c.execute("x + 1", ctx="a").text == "42"
+        assert c.info("a")["pid"] == pid
+    finally:
+        os.killpg(other.pid, 15)
+        other.wait(10)
+        log.close()
 
 
 def test_private_directory_removed_without_blocking(daemon, tmp_path):

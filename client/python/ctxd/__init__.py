@@ -28,8 +28,15 @@ OutputMessage, InterpreterContext, DaytonaError, DaytonaTimeoutError.
 
 mellea-compatible API (ctxd.mellea, imported from there: its names, e.g.
 ExecutionResult, overlap Daytona's): make_execution_environment,
-ExecutionEnvironment, ExecutionResult, CapabilityPolicy, LOCAL_POLICY,
-DOCKER_POLICY, Artifact, python_tool, PythonTool, PackageInstallError.
+ExecutionEnvironment, UnsafeEnvironment, StaticAnalysisEnvironment,
+LLMSandboxEnvironment, ExecutionResult, CapabilityPolicy, LOCAL_POLICY,
+DOCKER_POLICY, COMPATIBILITY_MATRIX, Artifact, python_tool, PythonTool,
+code_interpreter, local_code_interpreter, PackageInstallError.
+
+E2B-compatible API (ctxd.e2b, imported from there): Sandbox, AsyncSandbox,
+Execution, Result, Logs, ExecutionError, OutputMessage, Context, the chart
+classes (LineChart, ScatterChart, BarChart, PieChart, BoxAndWhiskerChart,
+SuperChart) and E2B's exceptions.
 
 The wire codec is ctxd._proto (pack / unpack / encode_request).
 """

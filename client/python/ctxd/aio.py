@@ -411,6 +411,7 @@ class AsyncClient:
     async def create_context(self, name: Optional[str] = None, *, cwd: Optional[str] = None,
                              env: Optional[Dict[str, str]] = None,
                              request_timeout: Optional[float] = None,
+                             figures: bool = True,
                              packages: Optional[List[str]] = None,
                              tier: Optional[str] = None,
                              policy: Optional[Dict[str, Any]] = None,
@@ -419,7 +420,7 @@ class AsyncClient:
         """As Client.create_context."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
-        fields = dict(name=name, cwd=cwd, env=env or None,
+        fields = dict(name=name, cwd=cwd, env=env or None, figures=None if figures else False,
                       packages=list(packages) if packages else None, tier=tier, policy=policy,
                       syntax=syntax, lease=lease)
         if packages:

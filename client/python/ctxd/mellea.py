@@ -20,17 +20,35 @@ Tiers: mellea's names are passed to the daemon, which resolves them
 namespaces, seccomp, cgroups: no Docker engine). ctxd's own names ("unsafe",
 "sandbox") are accepted too. `execution_mode` reports the name given.
 
+mellea's public names are all here (UnsafeEnvironment,
+StaticAnalysisEnvironment, LLMSandboxEnvironment, code_interpreter,
+local_code_interpreter, COMPATIBILITY_MATRIX, CapabilityPolicy's ENFORCED_*
+flags with enforced_capabilities() / unenforced_capabilities()), and so are
+its warnings, in its words. Packages: a requirement the context can already
+import at a satisfying version (checked in the context's Python) counts as
+installed (environment.installed: "present", the version found); only the
+rest goes to the daemon's pip.install. Artifacts: only a successful run has
+them (mellea's rule); with artifact_dir, the files the run wrote in its
+directory (copied there), the files it wrote into artifact_dir itself, and
+the policy's artifact_export_paths.
+
 Where this differs from mellea, on purpose:
-- A run past its timeout keeps its partial stdout/stderr: `timed_out=True`,
-  `skipped=False` (nothing was skipped: the code ran), `success=False`;
-  to_validationresult_reason() starts with "Execution timed out.". mellea
-  throws the output away and reports the run as skipped.
+- A run past its timeout is reported as mellea does (`timed_out=True`,
+  `skipped=True`, skip_message "Execution timed out.", `success=False`) but
+  keeps its partial stdout/stderr (mellea's are None), and the context its
+  globals when the code stopped on the KeyboardInterrupt;
+  to_validationresult_reason() starts with "Execution timed out." and
+  adds the partial output.
 - The policy is enforced. On "local" and "sandbox" every field given a
   restricting value is enforced by the daemon, which refuses (RefusedError
   `bad_field`) what it cannot enforce rather than run unconfined. On the
   unsafe tiers ("local_unsafe", "unsafe") the policy is only declared, as in
   mellea: fields the daemon's `hello` does not list as enforced for that tier
-  are not sent, and a UserWarning names them (unenforced_capabilities()).
+  are not sent, and a caller's policy gets mellea's UserWarning
+  ("A CapabilityPolicy with unenforced restrictions was passed to ...");
+  environment.unenforced_capabilities() names them. The ENFORCED_* flags
+  describe mellea's default tier; environment.enforced_capabilities() the
+  environment's own.
 - The import allowlist is checked twice on executing tiers: before the run,
   by the daemon's static analysis (an import outside the list skips the run
   with mellea's "Unauthorized imports detected: ..." and nothing runs), and
@@ -46,15 +64,16 @@ Where this differs from mellea, on purpose:
   imports, dynamic_imports, disallowed, executed False), not an ast.Module.
 - stdout_max_bytes / stderr_max_bytes are applied by this client, with
   mellea's marker "... [truncated]" (the daemon's own cap is its
-  --max-output). package_installation and artifact_export_paths are
-  accepted and not used (packages go to the daemon; artifacts are the files
-  a run writes in its working directory).
+  --max-output). package_installation is accepted and not used.
+- Packages are installed into the context, never into the caller's Python;
+  a failure raises PackageInstallError when the tool or context is made.
 - Output is stripped of leading and trailing whitespace, as mellea does
   (strip_output=False keeps it whole).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import mimetypes
@@ -66,8 +85,9 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union
+from typing import Any, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Union
 
+from . import _reqs
 from ._common import ExecResult
 from ._errors import CtxdError, RefusedError
 from .client import Client
@@ -79,10 +99,16 @@ __all__ = [
     "ExecutionEnvironment",
     "ExecutionResult",
     "ExecutionTier",
+    "COMPATIBILITY_MATRIX",
+    "LLMSandboxEnvironment",
     "LOCAL_POLICY",
     "PackageInstallError",
     "PythonTool",
+    "StaticAnalysisEnvironment",
     "TIERS",
+    "UnsafeEnvironment",
+    "code_interpreter",
+    "local_code_interpreter",
     "make_execution_environment",
     "python_tool",
 ]
@@ -124,6 +150,25 @@ def _warn(message: str) -> None:
     while f is not None and f.f_globals.get("__name__") == __name__:
         level, f = level + 1, f.f_back
     warnings.warn(message, UserWarning, stacklevel=level)
+
+
+def _warn_declared(policy: "CapabilityPolicy", tier: str, unenforced: Sequence[str]) -> None:
+    """mellea's construction-time warning (same category and wording, so
+    mellea users' warning filters keep working) for a caller's policy whose
+    restrictions the tier only declares: its boolean fields set False, as
+    mellea lists them, then any other restricting field ctxd's unsafe tier
+    does not enforce."""
+    restricted = [f"{k}=False" for k in ("network_access", "package_installation",
+                                         "subprocess_execution", "env_var_access")
+                  if getattr(policy, k) is False]
+    restricted += [k for k in unenforced if k not in ("network_access", "subprocess_execution",
+                                                       "env_var_access")]
+    if restricted:
+        _warn(f"A CapabilityPolicy with unenforced restrictions was passed to a {tier!r} "
+              "execution environment. The following fields are declared but will not restrict "
+              "actual execution on local tiers \u2014 no subprocess isolation is applied: "
+              f"{', '.join(restricted)}. These values are informational only. Use tier='docker' "
+              "or tier='docker_unsafe' for real process isolation.")
 
 
 # ---- policy ------------------------------------------------------------------
@@ -170,6 +215,48 @@ class CapabilityPolicy:
     file_size_bytes: Optional[int] = None
     allowed_imports: Optional[List[str]] = None
 
+    # mellea's honest-gap flags, as they hold for mellea's default tier
+    # ("local_unsafe", ctxd's "unsafe"): True = enforced at run time there.
+    # ctxd's "local" and "sandbox"/"docker" tiers enforce more: an
+    # environment's enforced_capabilities() says what its tier enforces.
+    ENFORCED_filesystem_read_roots: ClassVar[bool] = False
+    ENFORCED_filesystem_write_roots: ClassVar[bool] = False
+    ENFORCED_network_access: ClassVar[bool] = False
+    ENFORCED_package_installation: ClassVar[bool] = False
+    ENFORCED_subprocess_execution: ClassVar[bool] = False
+    ENFORCED_env_var_access: ClassVar[bool] = False
+    ENFORCED_timeout: ClassVar[bool] = True
+    ENFORCED_stdout_max_bytes: ClassVar[bool] = True
+    ENFORCED_stderr_max_bytes: ClassVar[bool] = True
+    ENFORCED_artifact_export_paths: ClassVar[bool] = True
+    ENFORCED_packages: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        """mellea's construction-time warning for path roots, in its words
+        (mellea users' filters keep working), and what ctxd adds: they are
+        only declared on the unsafe tiers, enforced on "local" and
+        "docker"."""
+        named = [k for k in ("filesystem_read_roots", "filesystem_write_roots")
+                 if getattr(self, k) is not None]
+        if named:
+            lines = "\n".join(f"  {k!r}: declared but not enforced at runtime" for k in named)
+            _warn("CapabilityPolicy was constructed with path-restriction fields that are "
+                  "declared but not enforced at runtime \u2014 the declared paths will not "
+                  f"restrict actual filesystem access:\n{lines}\nThese fields are "
+                  "informational only. Check CapabilityPolicy.ENFORCED_* class attributes to "
+                  "see what is actively enforced. Use a 'docker' tier for stronger isolation. "
+                  "(ctxd: this holds on the 'local_unsafe' tier; the 'local' and 'docker' "
+                  "tiers enforce them.)")
+
+    def unenforced_capabilities(self) -> List[str]:
+        """The fields whose ENFORCED_* flag is False (declared only on
+        mellea's default tier), subclasses' flags winning."""
+        return [k for k, v in _enforced_flags(type(self)) if not v]
+
+    def enforced_capabilities(self) -> List[str]:
+        """The fields whose ENFORCED_* flag is True."""
+        return [k for k, v in _enforced_flags(type(self)) if v]
+
     def to_ctxd(self) -> Dict[str, Any]:
         """The ctx.create `policy` map: every field the daemon knows, None
         values left out (stdout/stderr_max_bytes, package_installation and
@@ -199,11 +286,52 @@ class CapabilityPolicy:
         return p
 
 
+def _copy(policy: "CapabilityPolicy", **changes: Any) -> "CapabilityPolicy":
+    """dataclasses.replace without warning again (the caller saw it when
+    the policy was made)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="CapabilityPolicy was constructed",
+                                category=UserWarning)
+        return dataclasses.replace(policy, **changes)
+
+
+def _enforced_flags(cls: type) -> List[Tuple[str, bool]]:
+    """The ENFORCED_<field> flags along the MRO, the most derived winning,
+    in declaration order."""
+    seen: Dict[str, bool] = {}
+    for klass in reversed(cls.__mro__):
+        for k, v in vars(klass).items():
+            if k.startswith("ENFORCED_") and isinstance(v, bool):
+                seen[k[len("ENFORCED_"):]] = v
+    return list(seen.items())
+
+
 # mellea's tier defaults (execution_policy.py)
 LOCAL_POLICY = CapabilityPolicy(network_access=False, package_installation=False,
                                 subprocess_execution=True, env_var_access=True, timeout=30)
 DOCKER_POLICY = CapabilityPolicy(network_access=False, package_installation=True,
                                  subprocess_execution=True, env_var_access=True, timeout=60)
+
+# What each tier offers (mellea's COMPATIBILITY_MATRIX keys), as ctxd serves
+# it: every executing tier has copy_in/copy_out (file.put/file.get) and
+# package installation; "docker_isolation" is ctxd's sandbox tier (Linux
+# namespaces, seccomp, cgroups); "policy_applied" is mellea's (False for the
+# unsafe tiers, whose policy is only declared).
+def _tier_row(execute: bool, policy: bool, isolated: bool) -> Dict[str, bool]:
+    """One COMPATIBILITY_MATRIX row."""
+    return {"execute_code": execute, "timeout_enforcement": execute,
+            "import_allowlist": True, "policy_applied": policy, "copy_in": execute,
+            "copy_out": execute, "package_installation": execute,
+            "docker_isolation": isolated}
+
+
+COMPATIBILITY_MATRIX: Dict[str, Dict[str, bool]] = {
+    "static": _tier_row(False, False, False),
+    "local_unsafe": _tier_row(True, False, False),
+    "local": _tier_row(True, True, False),
+    "docker_unsafe": _tier_row(True, False, True),
+    "docker": _tier_row(True, True, True),
+}
 
 
 def _restricts(field_name: str, value: Any) -> bool:
@@ -283,15 +411,15 @@ class ExecutionResult:
         """mellea's reason string: the skip message if the run was skipped;
         for a timed-out run "Execution timed out." and the partial output;
         stdout on success; stderr on failure."""
-        if self.skip_message is not None:
-            return self.skip_message
         if self.timed_out:
-            parts = ["Execution timed out."]
+            parts = [self.skip_message or "Execution timed out."]
             if self.stdout:
                 parts.append("Partial stdout:\n" + self.stdout)
             if self.stderr:
                 parts.append("Partial stderr:\n" + self.stderr)
             return "\n".join(parts)
+        if self.skip_message is not None:
+            return self.skip_message
         assert self.stdout is not None and self.stderr is not None, \
             "a result that was not skipped has stdout and stderr"
         return self.stdout if self.success else self.stderr
@@ -386,6 +514,11 @@ class ExecutionEnvironment:
         self._runs = 0
         self._closed = False
         self._unenforced: List[str] = []
+        # warn (mellea's wording) about a caller's policy the tier only declares
+        self._warn_declared = True
+        self.installed: List[Dict[str, Any]] = []
+        self.installed_packages: set = set()
+        self.failed_packages: set = set()
 
     # ---- lifecycle -----------------------------------------------------------
 
@@ -444,10 +577,8 @@ class ExecutionEnvironment:
             enforced = set(self.client.hello_info.tiers.get("unsafe", ("timeout",)))
             pol.pop("allowed_imports", None)
             unenforced = [k for k, v in pol.items() if k not in enforced and _restricts(k, v)]
-            if unenforced:
-                _warn(f"tier {self.tier!r} does not enforce these policy fields, which are only "
-                      f"declared: {', '.join(unenforced)} (use tier 'local' or 'docker' to have "
-                      "ctxd enforce them)")
+            if self._warn_declared and self.policy is not None:
+                _warn_declared(self.policy, self.tier, unenforced)
             self._unenforced = unenforced
             pol = {k: v for k, v in pol.items() if k in enforced or k == "packages"}
         return pol
@@ -457,25 +588,55 @@ class ExecutionEnvironment:
         policy = self._ctxd_policy()
         cwd = self.working_directory if self.ctxd_tier != "static" else None
         name = f"mellea-{self.ctxd_tier}-{uuid.uuid4().hex[:12]}"
-        try:
-            info = client.create_context(name, cwd=cwd, env=self._env, tier=self.tier,
-                                         policy=policy)
-        except RefusedError as e:
-            pkgs = policy.get("packages")
-            words = ("packag", "pip", "wheel", "install")
-            if pkgs and (any(w in e.message.lower() for w in words)
-                         or any(p in e.message for p in pkgs)):
-                raise PackageInstallError(
-                    f"Package installation failed: {', '.join(pkgs)} (ctxd refused the "
-                    f"context: {e.message})", e.code) from e
-            raise
+        pkgs = [p for p in policy.pop("packages", []) if p not in self.installed_packages]
+        info = client.create_context(name, cwd=cwd, env=self._env, tier=self.tier,
+                                     policy=policy)
         self._owned.contexts.append(info.name)
+        if pkgs:
+            self._install(info.name, pkgs, policy)
         self._ctx, self._cwd = info.name, info.cwd or None
         if self.allowed_imports is not None and self.ctxd_tier != "static":
             chk = client.create_context(f"{name}-imports", tier="static",
                                         policy={"allowed_imports": self.allowed_imports})
             self._owned.contexts.append(chk.name)
             self._check_ctx = chk.name
+
+    def _install(self, ctx: str, pkgs: List[str], policy: Dict[str, Any]) -> None:
+        """Makes pkgs importable in the new context ctx: a requirement the
+        context already imports at a satisfying version counts as installed
+        (self.installed says so: "present": its version); only the rest goes
+        to the daemon's pip.install. With an import allowlist the check
+        (which imports importlib.metadata) runs in a sibling context of the
+        same tier and policy, allowlist aside, deleted right after. On
+        failure the context is deleted and PackageInstallError names the
+        packages and quotes the daemon."""
+        failed = [p for p in pkgs if p in self.failed_packages]
+        probe: Optional[str] = None
+        try:
+            if failed:
+                raise RefusedError("installation failed earlier (failed_packages)", "install")
+            if "allowed_imports" in policy:
+                probe = self.client.create_context(
+                    f"{ctx}-probe", tier=self.tier,
+                    policy={k: v for k, v in policy.items() if k != "allowed_imports"}).name
+            self.installed = _reqs.install(self.client, ctx, pkgs, probe=probe)
+        except CtxdError as e:
+            self.failed_packages.update(pkgs)
+            try:
+                self.client.delete_context(ctx)
+                self._owned.contexts.remove(ctx)
+            except (CtxdError, ValueError):
+                pass
+            raise PackageInstallError(
+                f"Package installation failed: {', '.join(pkgs)} (ctxd: {e.message or e})",
+                e.code or "install") from e
+        finally:
+            if probe is not None:
+                try:
+                    self.client.delete_context(probe)
+                except CtxdError:
+                    pass  # already gone, or the daemon is
+        self.installed_packages.update(pkgs)
 
     def enforced_capabilities(self) -> List[str]:
         """The policy fields the daemon enforces in this environment's tier
@@ -630,12 +791,16 @@ class ExecutionEnvironment:
             out = _truncate(out, self.policy.stdout_max_bytes)
             err = _truncate(err, self.policy.stderr_max_bytes)
         skipped = r.status == "aborted" and not r.state_lost
+        skip_message = f"Execution aborted: {r.cause}" if skipped else None
+        if timed_out:  # as mellea reports it; ctxd keeps the partial output
+            skipped, skip_message = True, "Execution timed out."
         return self._result(
             success=success, stdout=out, stderr=err,
-            skipped=skipped,
-            skip_message=f"Execution aborted: {r.cause}" if skipped else None,
+            skipped=skipped, skip_message=skip_message,
             exit_code=exit_code, timed_out=timed_out,
-            artifacts=[self._artifact(a.path, a.size, a.type) for a in r.artifacts],
+            # as mellea: only a successful run's files are artifacts
+            artifacts=[self._artifact(a.path, a.size, a.type) for a in r.artifacts]
+            if success else [],
             status=r.status, result=r.result, state_lost=r.state_lost)
 
     def _artifact(self, rel: str, size: int, ctype: str) -> Artifact:
@@ -671,6 +836,80 @@ class ExecutionEnvironment:
         self.client.get_file(self._ctx, self._rel(container_path), os.fspath(host_path))
 
 
+class StaticAnalysisEnvironment(ExecutionEnvironment):
+    """mellea's StaticAnalysisEnvironment: parses and checks the imports of
+    the code, never runs it (ctxd's static tier)."""
+
+    def __init__(self, allowed_imports: Optional[Sequence[str]] = None,
+                 policy: Optional[CapabilityPolicy] = None,
+                 working_directory: Optional[Union[str, os.PathLike]] = None,
+                 **ctxd_options: Any) -> None:
+        super().__init__("static", policy, allowed_imports, working_directory, **ctxd_options)
+
+
+class UnsafeEnvironment(ExecutionEnvironment):
+    """mellea's UnsafeEnvironment: tier "local" when a policy is given, else
+    "local_unsafe" (tier= overrides). installed_packages / failed_packages:
+    sets shared across environments, as mellea's install caches."""
+
+    _TIERS: Tuple[str, str] = ("local", "local_unsafe")
+
+    def __init__(self, allowed_imports: Optional[Sequence[str]] = None,
+                 policy: Optional[CapabilityPolicy] = None,
+                 working_directory: Optional[Union[str, os.PathLike]] = None,
+                 installed_packages: Optional[set] = None,
+                 failed_packages: Optional[set] = None, tier: Optional[str] = None,
+                 **ctxd_options: Any) -> None:
+        if tier is None:
+            tier = self._TIERS[0] if policy is not None else self._TIERS[1]
+        super().__init__(tier, policy, allowed_imports, working_directory, **ctxd_options)
+        if installed_packages is not None:
+            self.installed_packages = installed_packages
+        if failed_packages is not None:
+            self.failed_packages = failed_packages
+
+
+class LLMSandboxEnvironment(UnsafeEnvironment):
+    """mellea's LLMSandboxEnvironment: tier "docker" when a policy is given,
+    else "docker_unsafe": ctxd's sandbox tier (namespaces, seccomp, cgroups;
+    no Docker engine). export_dir is accepted for compatibility (artifacts
+    are copied by python_tool's artifact_dir)."""
+
+    _TIERS = ("docker", "docker_unsafe")
+
+    def __init__(self, allowed_imports: Optional[Sequence[str]] = None,
+                 policy: Optional[CapabilityPolicy] = None,
+                 working_directory: Optional[Union[str, os.PathLike]] = None,
+                 installed_packages: Optional[set] = None,
+                 failed_packages: Optional[set] = None, tier: Optional[str] = None,
+                 export_dir: Optional[Union[str, os.PathLike]] = None,
+                 **ctxd_options: Any) -> None:
+        super().__init__(allowed_imports, policy, working_directory, installed_packages,
+                         failed_packages, tier, **ctxd_options)
+        self.export_dir = (None if export_dir is None or os.fspath(export_dir) in ("", ".")
+                           else Path(export_dir))
+
+
+def code_interpreter(code: str) -> ExecutionResult:
+    """mellea's deprecated code_interpreter: runs code once in tier
+    "docker_unsafe" (ctxd's sandbox), in a context deleted afterwards."""
+    warnings.warn("code_interpreter() is deprecated and will be removed in a future release. "
+                  "Use python_tool(tier='docker_unsafe') instead.", DeprecationWarning,
+                  stacklevel=2)
+    with make_execution_environment("docker_unsafe") as env:
+        return env.execute(code)
+
+
+def local_code_interpreter(code: str) -> ExecutionResult:
+    """mellea's deprecated local_code_interpreter: runs code once in tier
+    "local_unsafe" with a 60 s timeout, in a context deleted afterwards."""
+    warnings.warn("local_code_interpreter() is deprecated and will be removed in a future "
+                  "release. Use python_tool(tier='local_unsafe') instead.", DeprecationWarning,
+                  stacklevel=2)
+    with make_execution_environment("local_unsafe") as env:
+        return env.execute(code, timeout=60)
+
+
 def _exit_code_of(cause: Optional[str]) -> Optional[int]:
     """A died run's exit code from its cause: 'exited with code N' -> N,
     'killed by signal N (...)' -> -N, as subprocess reports them."""
@@ -689,6 +928,8 @@ def _exit_code_of(cause: Optional[str]) -> Optional[int]:
 def make_execution_environment(tier: ExecutionTier, policy: Optional[CapabilityPolicy] = None,
                                allowed_imports: Optional[Sequence[str]] = None,
                                working_directory: Optional[Union[str, os.PathLike]] = None,
+                               _install_cache: Optional[set] = None,
+                               _failed_cache: Optional[set] = None,
                                **ctxd_options: Any) -> ExecutionEnvironment:
     """mellea's make_execution_environment: an ExecutionEnvironment for tier
     ("static", "local_unsafe", "local", "docker_unsafe", "docker", or ctxd's
@@ -709,9 +950,45 @@ def make_execution_environment(tier: ExecutionTier, policy: Optional[CapabilityP
         elif tier in ("docker", "sandbox"):
             policy = DOCKER_POLICY
     if policy is not None:
-        policy = dataclasses.replace(policy)  # the environment keeps its own copy
-    return ExecutionEnvironment(tier, policy, allowed_imports, working_directory,
-                                **ctxd_options)
+        policy = _copy(policy)  # the environment keeps its own copy
+    if TIERS[tier] == "static":
+        return StaticAnalysisEnvironment(allowed_imports, policy, working_directory,
+                                         **ctxd_options)
+    cls = LLMSandboxEnvironment if TIERS[tier] == "sandbox" else UnsafeEnvironment
+    return cls(allowed_imports, policy, working_directory, _install_cache, _failed_cache,
+               tier, **ctxd_options)
+
+
+_EXPORT_MAX = 16 << 20  # bytes of one artifact_export_paths file read through a run
+_SNAPSHOT_MAX = 10000   # files of artifact_dir looked at for changes
+
+
+def _snapshot_entry(path: Path) -> Optional[Tuple[int, int]]:
+    """A file's (mtime_ns, size), None when it cannot be read."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _snapshot(root: Optional[Path]) -> Dict[str, Tuple[int, int]]:
+    """The regular files under root (relative path -> (mtime_ns, size)),
+    at most _SNAPSHOT_MAX of them, symbolic links not followed."""
+    out: Dict[str, Tuple[int, int]] = {}
+    if root is None or not root.is_dir():
+        return out
+    for dirpath, dirs, files in os.walk(root):
+        for f in files:
+            full = Path(dirpath) / f
+            if full.is_symlink() or not full.is_file():
+                continue
+            e = _snapshot_entry(full)
+            if e is not None:
+                out[full.relative_to(root).as_posix()] = e
+            if len(out) >= _SNAPSHOT_MAX:
+                return out
+    return out
 
 
 # ---- python_tool -------------------------------------------------------------------
@@ -775,12 +1052,71 @@ class PythonTool:
                              "parameters": self.parameters}}
 
     def run(self, code: str) -> ExecutionResult:
-        """Runs code (mellea's run_python)."""
+        """Runs code (mellea's run_python). A successful run's artifacts:
+        the files it wrote in the context's directory (copied into
+        artifact_dir when there is one), the files it wrote into
+        artifact_dir itself (by absolute path), and the policy's
+        artifact_export_paths (copied into artifact_dir). A failed or
+        timed-out run has none, and nothing is copied."""
         env = self.environment
+        before = _snapshot(self.artifact_dir) if self.artifact_dir is not None else {}
         res = env._execute(code, None, artifacts=env.ctxd_tier != "static")
-        if self.artifact_dir is not None and res.artifacts:
-            res.artifacts = self._export(res.artifacts)
+        if not res.success or res.skipped:
+            res.artifacts = []
+            return res
+        if self.artifact_dir is not None:
+            copied = self._export(res.artifacts)
+            exported = self._export_paths()
+            seen = {a.path for a in copied + exported}
+            direct = [Artifact(self.artifact_dir / rel, size, mimetypes.guess_type(rel)[0])
+                      for rel, (_, size) in sorted(_snapshot(self.artifact_dir).items())
+                      if before.get(rel) != _snapshot_entry(self.artifact_dir / rel)
+                      and self.artifact_dir / rel not in seen]
+            res.artifacts = copied + exported + direct
         return res
+
+    def _export_paths(self) -> List[Artifact]:
+        """The policy's artifact_export_paths, copied out of the context into
+        artifact_dir (by base name): a path in the context's directory
+        through file.get, any other path read by the context itself (so
+        the context's view of the filesystem decides, as docker cp does).
+        A missing path is skipped."""
+        env = self.environment
+        pol = env.policy
+        if pol is None or not pol.artifact_export_paths or self.artifact_dir is None:
+            return []
+        out = []
+        for p in pol.artifact_export_paths:
+            dest = self.artifact_dir / Path(p).name
+            try:
+                data = self._read_in_context(os.fspath(p))
+            except (CtxdError, ValueError):
+                continue
+            if data is None:
+                continue
+            dest.write_bytes(data)
+            out.append(Artifact(dest, len(data), mimetypes.guess_type(dest.name)[0]))
+        return out
+
+    def _read_in_context(self, path: str) -> Optional[bytes]:
+        """A file's bytes as the context sees it (None: no such regular
+        file; at most _EXPORT_MAX bytes)."""
+        env = self.environment
+        base = env._cwd or env.working_directory
+        full = path if os.path.isabs(path) else os.path.join(base or "", path)
+        if base and os.path.commonpath([base, os.path.abspath(full)]) == base:
+            try:
+                return env.client.get_file(env.context, os.path.relpath(full, base))
+            except RefusedError:
+                return None
+        src = (f"import base64 as _b, os as _o\n_p = {full!r}\n"
+               f"if _o.path.isfile(_p) and _o.path.getsize(_p) <= {_EXPORT_MAX}:\n"
+               "    print('@@ctxd-file@@', _b.b64encode(open(_p, 'rb').read()).decode())\n")
+        r = env.client.execute(f"exec({src!r}, {{}})", env.context, silent=True, timeout=60)
+        for line in r.stdout.splitlines():
+            if line.startswith("@@ctxd-file@@ "):
+                return base64.b64decode(line.split(" ", 1)[1])
+        return None
 
     __call__ = run
 
@@ -794,6 +1130,9 @@ class PythonTool:
         for a in artifacts:
             rel = a.path.relative_to(base) if a.path.is_absolute() else a.path
             dest = self.artifact_dir / rel
+            if a.path.is_absolute() and dest == a.path:
+                out.append(a)  # the context works in artifact_dir itself
+                continue
             dest.parent.mkdir(parents=True, exist_ok=True)
             try:
                 size = env.client.get_file(env.context, rel.as_posix(), str(dest))
@@ -837,13 +1176,17 @@ def python_tool(tier: Optional[ExecutionTier] = None, packages: Optional[Sequenc
     context of the given tier (None: "local_unsafe", with mellea's
     UserWarning).
 
-    packages: installed into the context by the daemon (ctx.create's policy
-    `packages`); specifiers must be non-empty and not start with "-"
-    (ValueError); ignored by "static". A daemon that refuses or fails them
-    raises PackageInstallError here, at construction. artifact_dir: each
-    run's new or changed files (in the context's working directory) are
-    copied there (file.get), keeping their relative paths, and listed in
-    ExecutionResult.artifacts; without it the artifacts are the files in the
+    packages: made importable in the context: those it already imports at
+    a satisfying version count as installed, the rest go to the daemon's
+    pip.install (tool.environment.installed reports both); specifiers must
+    be non-empty and not start with "-" (ValueError); ignored by "static".
+    A daemon that refuses or fails them raises PackageInstallError here, at
+    construction. artifact_dir: a successful run's new or changed files (in
+    the context's working directory) are copied there (file.get), keeping
+    their relative paths, and listed in ExecutionResult.artifacts with the
+    files the run wrote into artifact_dir itself and the policy's
+    artifact_export_paths (copied there); a failed or timed-out run has no
+    artifacts. Without artifact_dir the artifacts are the files in the
     working directory itself. Without working_directory the context works
     in the private directory the daemon gives it (owned by the context's
     uid on the confined tiers), removed with the context by close(). suppress_agg: accepted; ctxd never rewrites the code
@@ -854,15 +1197,20 @@ def python_tool(tier: Optional[ExecutionTier] = None, packages: Optional[Sequenc
     The context is created here, so a refused tier, policy or package list
     raises now (RefusedError, PackageInstallError), not at the first call."""
     if tier is None:
-        _warn("python_tool() without a tier runs code in tier 'local_unsafe': an "
-              "unconfined interpreter (pass tier='local_unsafe' to silence this, or "
-              "tier='local' / 'docker' for enforced confinement)")
+        _warn("python_tool() was called without an explicit 'tier' argument and defaulted "
+              "to 'local_unsafe', which executes model-generated code as an unrestricted "
+              "subprocess with no container isolation or resource limits. "
+              "Pass tier='local_unsafe' explicitly to acknowledge this trust decision, "
+              "or use tier='local', tier='docker_unsafe', or tier='docker' for a more "
+              "constrained environment.")
         tier = "local_unsafe"
     if tier not in TIERS:
         raise ValueError(f"Unknown execution tier {tier!r}: expected one of "
                          + ", ".join(repr(t) for t in TIERS))
     pkgs = _validate_packages(packages or [])
     del suppress_agg  # see the docstring
+    if policy is not None and TIERS[tier] == "unsafe":
+        _warn_declared(policy, tier, [])
     working_directory = ctxd_options.pop("working_directory", None)
     if policy is None and tier == "local":
         policy = LOCAL_POLICY
@@ -871,8 +1219,9 @@ def python_tool(tier: Optional[ExecutionTier] = None, packages: Optional[Sequenc
     if pkgs and TIERS[tier] != "static":
         base = policy if policy is not None else CapabilityPolicy()
         merged = list(base.packages) + [p for p in pkgs if p not in base.packages]
-        policy = dataclasses.replace(base, packages=merged, package_installation=True)
+        policy = _copy(base, packages=merged, package_installation=True)
     env = make_execution_environment(tier, policy, allowed_imports, None, **ctxd_options)
+    env._warn_declared = False  # warned above, at the caller's line, if at all
     # Without one, the daemon gives the context a private directory of its
     # own (owned by the context's uid on confined tiers), removed with it.
     if working_directory is not None:
