@@ -211,6 +211,13 @@ typedef struct ctxd_exec_opts {
     size_t nenv;
     bool silent;        /* no result, no execution count increment */
     bool stop_on_error; /* an error aborts the runs queued behind this one */
+    /* A script run, as `python3 FILE ARGV[1]...` (execute `file`, `argv`):
+     * file is compiled under that path and is __file__, sys.path[0] its
+     * directory; argv is sys.argv (argv[0] the script as named). Either may
+     * be NULL / 0. */
+    const char *file;
+    const char *const *argv;
+    size_t argc;
 } ctxd_exec_opts;
 
 /* What ctxd_callbacks.on_wait asks for. */
@@ -298,6 +305,8 @@ typedef struct ctxd_outcome {
     const char *cause; /* NULL, or why (died, aborted, timeout with state_lost);
                           ctxd_execute: owned by the client; on_done: valid
                           during the callback */
+    int exit_code;     /* the run ended with SystemExit (sys.exit): the exit
+                          status a script would have (0-255); else -1 */
 } ctxd_outcome;
 
 /* Runs code and blocks until its `done`, calling cb's callbacks for events

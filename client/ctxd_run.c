@@ -311,7 +311,7 @@ static int ev_done(ctxd_client *c, run *r, const msg_in *m)
         {"incarnation", PF_UINT, false, 0}, {"duration", PF_NUM, false, 0},
         {"cpu_time", PF_NUM, false, 0},     {"truncated", PF_BOOL, false, 0},
         {"state_lost", PF_BOOL, false, 0},  {"cause", PF_STR | PF_NIL, false, 0},
-        {"dropped", PF_MAP, false, 0}};
+        {"dropped", PF_MAP, false, 0},      {"exit_code", PF_UINT, false, 0}};
     static const proto_field dropped_fields[] = {{"stdout", PF_UINT, false, 0},
                                                  {"stderr", PF_UINT, false, 0}};
     if (ctxd_conn_check(c, "done reply", m->root, fields, sizeof fields / sizeof fields[0]) < 0)
@@ -339,6 +339,8 @@ static int ev_done(ctxd_client *c, run *r, const msg_in *m)
         .dropped_stdout = get_uint(dropped, "stdout"),
         .dropped_stderr = get_uint(dropped, "stderr"),
         .cause = cause,
+        .exit_code =
+            proto_map_get(m->root, "exit_code") ? (int)(get_uint(m->root, "exit_code") & 0xff) : -1,
     };
     end_run(c, r, 0, &out, NULL, NULL);
     free(cause);
@@ -453,9 +455,10 @@ static int put_execute(ctxd_client *c, proto_buf *b, const ctxd_exec_opts *o, si
                        bool allow_stdin, uint64_t *id)
 {
     bool timeout = o->timeout >= 0; /* false for NaN too */
-    *id = ctxd_conn_envelope(c, b, "execute",
-                             1 + (o->ctx != NULL) + timeout + (o->nenv > 0) + o->silent +
-                                 o->stop_on_error + allow_stdin);
+    *id =
+        ctxd_conn_envelope(c, b, "execute",
+                           1 + (o->ctx != NULL) + timeout + (o->nenv > 0) + o->silent +
+                               o->stop_on_error + allow_stdin + (o->file != NULL) + (o->argc > 0));
     if (o->ctx) {
         proto_put_str(b, "ctx");
         proto_put_str(b, o->ctx);
@@ -483,6 +486,16 @@ static int put_execute(ctxd_client *c, proto_buf *b, const ctxd_exec_opts *o, si
         proto_put_str(b, "allow_stdin");
         proto_put_bool(b, true);
     }
+    if (o->file) {
+        proto_put_str(b, "file");
+        proto_put_str(b, o->file);
+    }
+    if (o->argc > 0) {
+        proto_put_str(b, "argv");
+        proto_put_array(b, (uint32_t)o->argc);
+        for (size_t i = 0; i < o->argc; i++)
+            proto_put_str(b, o->argv[i] ? o->argv[i] : "");
+    }
     return r;
 }
 
@@ -492,6 +505,8 @@ static int submit(ctxd_client *c, const ctxd_exec_opts *opts, const ctxd_callbac
 {
     if (!opts || !opts->code)
         return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "execute needs code");
+    if (opts->argc > 4096)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "execute argv has more than 4096 items");
     size_t code_len = opts->code_len ? opts->code_len : strlen(opts->code);
     if (c->max_request_bytes && code_len > c->max_request_bytes)
         return ctxd_conn_fail(c, CTXD_EREFUSED, "too_large",

@@ -26,13 +26,16 @@
  * the new mount API, unshare/setns/pivot_root/chroot, bpf, perf_event_open,
  * keyctl and friends, io_uring, userfaultfd, kexec/modules/reboot/swap,
  * the clock and host setters, SysV IPC, personality, name_to_handle_at and
- * open_by_handle_at, kcmp, pidfd_getfd, setxattr, acct, quotactl, syslog. */
+ * open_by_handle_at, kcmp, pidfd_getfd, acct, quotactl, syslog; socket()
+ * of families other than AF_UNIX without network_access; the id setters
+ * except as no-ops (all -1). */
 #include "sbx.h"
 
 #include <errno.h>
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 /* Always allowed. */
@@ -51,7 +54,11 @@ static const char *const allowed[] = {
     "fchownat", "utime", "utimes", "utimensat", "futimesat", "getcwd", "chdir", "fchdir", "umask",
     "fadvise64", "fallocate", "sendfile", "copy_file_range", "splice", "tee", "readahead",
     "sync_file_range", "memfd_create", "getxattr", "lgetxattr", "fgetxattr", "listxattr",
-    "llistxattr", "flistxattr", "mknodat", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+    "llistxattr", "flistxattr", "mknodat",
+    /* extended attributes of its own files (the kernel keeps trusted.* and
+     * security.* for capabilities it does not have; read-only binds refuse) */
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
     /* waiting for descriptors: selectors, asyncio, subprocess */
     "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
     "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "timerfd_create",
@@ -125,6 +132,24 @@ int sbx_allow_load(bool no_network, bool no_subprocess)
     rc = rc ? rc : seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
     if (!rc && !no_network)
         rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 0);
+    else if (!rc) /* AF_UNIX is not network: its paths are in this root, its
+                     abstract names in this net namespace */
+        rc =
+            seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+    /* setreuid(-1, -1) and the like change nothing (the namespace has one
+     * uid): allowed, as the no-ops they are */
+    static const int noop_id_calls[] = {SCMP_SYS(setreuid), SCMP_SYS(setregid)};
+    for (size_t i = 0; !rc && i < 2; i++)
+        rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, noop_id_calls[i], 2,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, 0xffffffffu),
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, 0xffffffffu));
+    for (size_t i = 0; !rc && i < 2; i++) {
+        int nr = i ? SCMP_SYS(setresgid) : SCMP_SYS(setresuid);
+        rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, nr, 3,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, 0xffffffffu),
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, 0xffffffffu),
+                              SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffu, 0xffffffffu));
+    }
     rc = rc ? rc : seccomp_load(f);
     seccomp_release(f);
     return rc;

@@ -11,8 +11,10 @@
  *
  * The root is a read-only tmpfs holding: read-only binds of /usr and the
  * few /etc files CPython and its libraries read; generated passwd, group,
- * hosts and hostname; the merged-/usr symlinks; /dev with null, zero, full,
- * random, urandom and a tmpfs shm; a fresh /proc of the new pid namespace;
+ * hosts and hostname; services and protocols, and with network_access the
+ * resolver's files (resolv.conf, host.conf, gai.conf); the merged-/usr
+ * symlinks; /dev with null, zero, full, random, urandom, a tmpfs shm and a
+ * devpts of its own (ptmx); a fresh /proc of the new pid namespace;
  * a tmpfs /tmp; the context's directory and write roots bound writable and
  * read roots bound read-only, each at its own path. Nothing else of the
  * host exists inside: other contexts' directories, the daemon's socket
@@ -140,8 +142,15 @@ static const char *const system_ro[] = {
     "/etc/timezone",
     "/etc/debian_version",
     "/etc/os-release",
+    "/etc/services",  /* getservbyname, getaddrinfo(host, "http") */
+    "/etc/protocols", /* getprotobyname */
     NULL,
 };
+
+/* With network_access: what the resolver reads to find hosts by name (a
+ * symbolic link, e.g. systemd-resolved's, is bound as the file it names). */
+static const char *const resolver_ro[] = {"/etc/resolv.conf", "/etc/host.conf", "/etc/gai.conf",
+                                          NULL};
 
 static const char *const devices[] = {"null", "zero", "full", "random", "urandom", NULL};
 
@@ -295,6 +304,20 @@ static void symlink_new(const char *target, const char *path)
         fail("symlink", buf);
 }
 
+/* A devpts of its own (newinstance: the host's terminals stay invisible)
+ * and /dev/ptmx into it, for os.openpty and pty.fork. A kernel that
+ * refuses it leaves the sandbox without terminals, not without a worker. */
+static void new_devpts(void)
+{
+    make_target("/dev/pts", true);
+    if (mount("devpts", NEW_ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620") < 0) {
+        sbx_host_log("sandbox: no devpts (%s): os.openpty will fail", strerror(errno));
+        return;
+    }
+    symlink_new("pts/ptmx", "/dev/ptmx");
+}
+
 /* The kernel's knobs and leaks in /proc, as runc masks them: hidden
  * behind /dev/null or an empty read-only tmpfs, or made read-only. A
  * namespace root cannot write host sysctls anyway (they belong to host
@@ -378,6 +401,13 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
         if (!open_source(e, system_ro[i]))
             pl.n--;
     }
+    for (size_t i = 0; !p->no_network && resolver_ro[i]; i++) {
+        char *real = realpath(resolver_ro[i], NULL);
+        mount_entry *e = add(&pl, resolver_ro[i], M_RO, NULL);
+        if (!real || !open_source(e, real))
+            pl.n--;
+        free(real);
+    }
     add(&pl, "/tmp", M_TMPFS, tmp_opts);
     add(&pl, "/dev", M_TMPFS, "mode=0755,size=64k");
     add(&pl, "/dev/shm", M_TMPFS, shm_opts);
@@ -414,6 +444,7 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
     write_new("/etc/group", "root:x:0:\nnogroup:x:65534:\n");
     write_new("/etc/hostname", "ctxd\n");
     write_new("/etc/hosts", "127.0.0.1\tlocalhost ctxd\n::1\tlocalhost ip6-localhost\n");
+    new_devpts();
     symlink_new("/proc/self/fd", "/dev/fd");
     symlink_new("/proc/self/fd/0", "/dev/stdin");
     symlink_new("/proc/self/fd/1", "/dev/stdout");

@@ -218,7 +218,9 @@ static const option_def options[] = {
     {"timeout", 0, ARG_SECONDS, "SECONDS", "default run timeout (default 600; 0 = none)",
      set_timeout},
     {"kill-grace", 0, ARG_SECONDS, "SECONDS",
-     "time a timed-out run gets to stop before its worker is killed (default 2)", set_grace},
+     "time a timed-out run gets to stop before its worker is killed, and an ending context's "
+     "atexit handlers get to run (default 2)",
+     set_grace},
     {"idle-ttl", 0, ARG_SECONDS, "SECONDS",
      "delete contexts (not `default`) idle this long (default 0 = never)", set_idle_ttl},
     {"on-disconnect", 0, ARG_STR, "finish|interrupt",

@@ -6,6 +6,7 @@
 #include "sup_config.h"
 #include "sup_held.h"
 #include "sup_ident.h"
+#include "sup_linger.h"
 #include "sup_log.h"
 #include "sup_outmem.h"
 #include "sup_peer.h"
@@ -92,6 +93,7 @@ void sup_run_free(sup_run *r)
     }
     free(r->code);
     proto_buf_free(&r->env);
+    proto_buf_free(&r->script);
     free(r);
 }
 
@@ -118,6 +120,7 @@ typedef struct run_end {
     bool state_lost;
     const char *cause;
     const proto_val *artifacts; /* from the worker's done, checked */
+    const proto_val *exit_code; /* from the worker's done (sys.exit), checked */
 } run_end;
 
 static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
@@ -130,7 +133,8 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
     proto_buf_init(&b);
     uint64_t dropped = r->dropped[0] + r->dropped[1];
     sup_msg_begin(&b, "done", &r->peer,
-                  7 + (e->cause ? 1 : 0) + (dropped ? 1 : 0) + (e->artifacts ? 1 : 0));
+                  7 + (e->cause ? 1 : 0) + (dropped ? 1 : 0) + (e->artifacts ? 1 : 0) +
+                      (e->exit_code ? 1 : 0));
     proto_put_str(&b, "status");
     proto_put_str(&b, e->status);
     proto_put_str(&b, "execution_count");
@@ -160,6 +164,10 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
     if (e->artifacts) {
         proto_put_str(&b, "artifacts");
         proto_put_val(&b, e->artifacts);
+    }
+    if (e->exit_code) {
+        proto_put_str(&b, "exit_code");
+        proto_put_uint(&b, e->exit_code->as.u);
     }
     ctx_send(c, &r->peer, &b);
     proto_buf_free(&b);
@@ -1007,7 +1015,12 @@ static void on_done(sup_ctx *c, const proto_val *msg)
         worker_broken(c, "malformed artifacts");
         return;
     }
-    run_end e = {.status = st, .artifacts = arts};
+    const proto_val *code = proto_map_get(msg, "exit_code");
+    if (code && (code->kind != PROTO_UINT || code->as.u > 255)) {
+        worker_broken(c, "malformed exit_code");
+        return;
+    }
+    run_end e = {.status = st, .artifacts = arts, .exit_code = code};
     char cause[160];
     if (c->timed_out && c->cpu_exceeded && strcmp(st, "timeout") == 0) {
         snprintf(cause, sizeof cause,
@@ -1055,10 +1068,9 @@ static const proto_field error_fields[] = {
     {"traceback", PF_ARRAY, true, 10000},
 };
 static const proto_field done_fields[] = {
-    {"run_id", PF_UINT, true, 0},
-    {"status", PF_STR, true, 32},
-    {"cpu_time", PF_NUM, false, 0},
-    {"artifacts", PF_ARRAY, false, 1000},
+    {"run_id", PF_UINT, true, 0},     {"status", PF_STR, true, 32},
+    {"cpu_time", PF_NUM, false, 0},   {"artifacts", PF_ARRAY, false, 1000},
+    {"exit_code", PF_UINT, false, 0},
 };
 static const proto_field ready_fields[] = {{"pid", PF_UINT, false, 0}};
 static const proto_field start_fields[] = {{"run_id", PF_UINT, true, 0}};
@@ -1267,7 +1279,7 @@ static void dispatch(sup_ctx *c)
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 9);
+    proto_put_map(&c->out, 9 + r->script_n);
     proto_put_str(&c->out, "t");
     proto_put_str(&c->out, "run");
     proto_put_str(&c->out, "run_id");
@@ -1287,7 +1299,8 @@ static void dispatch(sup_ctx *c)
         proto_buf_append(&c->out, r->env.data, r->env.len);
     else
         proto_put_map(&c->out, 0);
-    proto_put_str(&c->out, "syntax");
+    proto_buf_append(&c->out, r->script.data, r->script.len); /* argv, file */
+    proto_put_str(&c->out, "syntax"); /* last: forged-frame tests rely on it */
     proto_put_str(&c->out, r->syntax ? r->syntax : "");
     proto_frame_end(&c->out, start);
     free(r->code); /* the frame holds it now */
@@ -1458,6 +1471,8 @@ bool sup_ctx_is_worker(pid_t pid)
  * have been reused. */
 void sup_ctx_before_reap(pid_t pid)
 {
+    if (sup_linger_before_reap(pid))
+        return;
     for (sup_ctx *c = contexts; c; c = c->next)
         if (pid > 0 && c->pid == pid)
             signal_worker(c, SIGKILL);
@@ -1468,8 +1483,17 @@ void sup_ctx_broken(sup_ctx *c, const char *why)
     worker_broken(c, why);
 }
 
+/* The context ends on purpose: an idle worker gets to run its atexit
+ * handlers (sup_linger.c) instead of being killed by discard_worker. */
+static void linger_worker(sup_ctx *c)
+{
+    if (c->ready && !c->running && !c->spawning && c->out.len == 0)
+        (void)sup_linger_start(c->name, &c->fd, &c->pid, &c->pidfd, c->cgroup);
+}
+
 void sup_ctx_delete(sup_ctx *c)
 {
+    linger_worker(c);
     discard_worker(c, "aborted", "context deleted");
     /* Its private directory is gone when the reply says so (unless a
      * ctx.fork copy still works in it). */
@@ -1488,6 +1512,7 @@ void sup_ctx_delete(sup_ctx *c)
 
 int sup_ctx_restart(sup_ctx *c, proto_error *err)
 {
+    linger_worker(c);
     discard_worker(c, "aborted", "context restarted");
     c->death_unshown = false;
     return spawn(c, err);
@@ -1634,6 +1659,9 @@ double sup_ctx_tick(double now)
             if (t[i] > 0 && (next == 0 || t[i] < next))
                 next = t[i];
     }
+    double l = sup_linger_tick(now); /* kills workers whose atexit took too long */
+    if (l > 0 && (next == 0 || l < next))
+        next = l;
     double z = sup_zygote_tick(now); /* restarts a dead zygote */
     if (z > 0 && (next == 0 || z < next))
         next = z;
@@ -1653,9 +1681,11 @@ void sup_ctx_shutdown_all(void)
 {
     sup_pkgs_shutdown();
     for (sup_ctx *c = contexts; c; c = c->next) {
+        linger_worker(c);
         discard_worker(c, "shutdown", "the daemon is shutting down");
         sup_outq_flush(&c->pending);
     }
+    sup_linger_shutdown(); /* bounded by kill_grace */
     while (contexts) {
         sup_ctx *c = contexts;
         contexts = c->next;

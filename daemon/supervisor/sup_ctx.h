@@ -27,6 +27,8 @@ typedef struct sup_run {
     bool allow_stdin;         /* input() may ask the client (input.request) */
     bool artifacts;           /* report the files the run wrote (done.artifacts) */
     const char *syntax;       /* "python", "ipython" or "" (the context's default) */
+    proto_buf script;         /* execute argv/file, as msgpack key/value pairs for the run frame */
+    uint32_t script_n;        /* how many pairs script holds (0-2) */
     uint64_t out_bytes;       /* stream bytes relayed */
     uint64_t stream_bytes[2]; /* of which stdout, stderr (policy caps) */
     uint64_t dropped[2];      /* stdout/stderr bytes dropped past max_output */

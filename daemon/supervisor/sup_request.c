@@ -85,6 +85,27 @@ static int env_strings(const proto_val *map, char ***out, size_t *n, const sup_p
     return 0;
 }
 
+/* An execute's argv (sys.argv of a script run): str items without NUL
+ * bytes (a process's arguments cannot hold one), at most 1 MiB in all. */
+static int argv_check(const proto_val *argv, const sup_peer *peer)
+{
+    size_t total = 0;
+    for (uint32_t i = 0; argv && argv->kind == PROTO_ARRAY && i < argv->n; i++) {
+        const proto_val *a = &argv->as.items[i];
+        if (a->kind != PROTO_STR || memchr(a->as.s, '\0', a->n)) {
+            sup_reply_err(peer, "bad_field",
+                          "field 'argv': item %u must be a str without NUL bytes", (unsigned)i);
+            return -1;
+        }
+        total += a->n;
+    }
+    if (total > (1u << 20)) {
+        sup_reply_err(peer, "too_large", "field 'argv' holds %zu bytes; max 1048576", total);
+        return -1;
+    }
+    return 0;
+}
+
 static void free_strings(char **s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -231,6 +252,14 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
     if (env_strings(env, &unused, &nunused, peer) < 0)
         return;
     free_strings(unused, nunused);
+    const proto_val *argv = get(msg, "argv");
+    const proto_val *file = get(msg, "file");
+    if (argv_check(argv, peer) < 0)
+        return;
+    if (file && file->kind == PROTO_STR && (file->n == 0 || memchr(file->as.s, '\0', file->n))) {
+        sup_reply_err(peer, "bad_field", "field 'file' must be a non-empty path without NUL bytes");
+        return;
+    }
     sup_ctx *c = sup_ctx_lookup(msg, peer, true);
     if (!c)
         return;
@@ -257,6 +286,16 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
     r->allow_stdin = stdin_ok && stdin_ok->kind == PROTO_BOOL && stdin_ok->as.b;
     const proto_val *arts = get(msg, "artifacts");
     r->artifacts = arts && arts->kind == PROTO_BOOL && arts->as.b;
+    if (argv && argv->kind == PROTO_ARRAY) { /* forwarded to the worker verbatim */
+        proto_put_str(&r->script, "argv");
+        proto_put_val(&r->script, argv);
+        r->script_n++;
+    }
+    if (file && file->kind == PROTO_STR) {
+        proto_put_str(&r->script, "file");
+        proto_put_val(&r->script, file);
+        r->script_n++;
+    }
     r->syntax = syntax;
     sup_ctx_submit(c, r);
 }
@@ -808,11 +847,13 @@ typedef struct request_kind {
 } request_kind;
 
 #define MAX_ENV 1024
+#define MAX_ARGV 4096
 static const proto_field execute_fields[] = {
-    {"ctx", PF_NAME | PF_NIL, false, 0},         {"code", PF_STR, true, 0},
-    {"timeout", PF_NUM | PF_NIL, false, 0},      {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
-    {"silent", PF_BOOL | PF_NIL, false, 0},      {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
-    {"allow_stdin", PF_BOOL | PF_NIL, false, 0}, {"artifacts", PF_BOOL | PF_NIL, false, 0},
+    {"ctx", PF_NAME | PF_NIL, false, 0},          {"code", PF_STR, true, 0},
+    {"timeout", PF_NUM | PF_NIL, false, 0},       {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
+    {"silent", PF_BOOL | PF_NIL, false, 0},       {"stop_on_error", PF_BOOL | PF_NIL, false, 0},
+    {"allow_stdin", PF_BOOL | PF_NIL, false, 0},  {"artifacts", PF_BOOL | PF_NIL, false, 0},
+    {"argv", PF_ARRAY | PF_NIL, false, MAX_ARGV}, {"file", PF_STR | PF_NIL, false, 4095},
     {"syntax", PF_STR | PF_NIL, false, 16},
 };
 static const proto_field file_put_fields[] = {

@@ -346,6 +346,11 @@ static const char rich_src[] =
     "                break\n"
     "    return out\n"
     "\n"
+    "def add_patch(name, patch):\n"
+    "    _PATCHES[name] = patch\n"
+    "    if name in sys.modules:\n"
+    "        patch(sys.modules[name])\n"
+    "\n"
     "def install():\n"
     "    import builtins\n"
     "    builtins.display = display\n"
@@ -579,6 +584,16 @@ size_t wrk_display_put_artifacts(proto_buf *b, PyObject *snap)
     }
     Py_DECREF(list);
     return (size_t)n + 1;
+}
+
+int wrk_display_patch_module(const char *name, PyObject *patch)
+{
+    PyObject *r =
+        rich_mod && name ? PyObject_CallMethod(rich_mod, "add_patch", "(sO)", name, patch) : NULL;
+    if (!rich_mod)
+        PyErr_SetString(PyExc_RuntimeError, "wrk_display not initialised");
+    Py_XDECREF(r);
+    return r ? 0 : -1;
 }
 
 int wrk_display_init(void)

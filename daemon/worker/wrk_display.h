@@ -23,6 +23,10 @@ size_t wrk_display_put_artifacts(proto_buf *b, PyObject *snap);
  * list/tuple (at most budget items in all, 8 levels deep); anything else
  * as its str(). Never raises. */
 void wrk_display_put_pyobj(proto_buf *b, PyObject *o, uint32_t budget);
+/* GIL held, after wrk_display_init: the import hook calls patch(module)
+ * right after module `name` is first executed (at once if it already is).
+ * -1 with a Python error set. */
+int wrk_display_patch_module(const char *name, PyObject *patch);
 
 /* GIL held: while tail is set, display frames (the figures a run left
  * open) are appended to it, to go out with the run's result or error and

@@ -126,18 +126,47 @@ static void finish_partial_frame(int fd)
 static PyObject *ask(PyObject *prompt_obj, int password);
 static PyObject *wait_reply(uint64_t n);
 
+/* The builtin input() and the context's own sys.stdin, as they were when
+ * the replacements were made; code that replaced sys.stdin (io.StringIO, a
+ * pipe) or a forked child (which may have a real terminal on fd 0) gets
+ * the builtin's behaviour, as `python3 script.py` would. */
+static PyObject *builtin_input, *own_stdin;
+
+/* True when input() should read sys.stdin itself instead of asking. */
+static bool stdin_replaced(void)
+{
+    PyObject *in = PySys_GetObject("stdin"); /* borrowed */
+    return wrk_output_forked() || in != own_stdin;
+}
+
 static PyObject *py_input(PyObject *self, PyObject *args)
 {
     (void)self;
+    if (stdin_replaced() && builtin_input)
+        return PyObject_Call(builtin_input, args, NULL);
     PyObject *prompt = NULL;
     if (!PyArg_ParseTuple(args, "|O:input", &prompt))
         return NULL;
     return ask(prompt, 0);
 }
 
+/* getpass with a replaced sys.stdin: the stdlib's own (unix_getpass: the
+ * terminal if there is one, else sys.stdin with a GetPassWarning). */
+static PyObject *stdlib_getpass(PyObject *args, PyObject *kw)
+{
+    PyObject *mod = PyImport_ImportModule("getpass");
+    PyObject *fn = mod ? PyObject_GetAttrString(mod, "unix_getpass") : NULL;
+    PyObject *r = fn ? PyObject_Call(fn, args, kw) : NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(mod);
+    return r;
+}
+
 static PyObject *py_getpass(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
+    if (stdin_replaced())
+        return stdlib_getpass(args, kw);
     static char *names[] = {"prompt", "stream", NULL};
     PyObject *prompt = NULL, *stream = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:getpass", names, &prompt, &stream))
@@ -262,13 +291,28 @@ PyObject *wrk_input_send_wait(const proto_buf *frame, uint64_t n)
     return wait_reply(n);
 }
 
+/* The docstrings start with the builtins' text signatures, so
+ * inspect.signature(input) and inspect.signature(getpass.getpass) answer
+ * as for the originals. */
 static PyMethodDef input_defs[] = {
-    {"input", py_input, METH_VARARGS, "input(prompt='') -> str: asks the client (input.request)"},
+    {"input", py_input, METH_VARARGS,
+     "input(prompt='', /)\n--\n\n"
+     "Read a string from standard input; while sys.stdin is the context's own,\n"
+     "the client is asked (input.request)."},
     {"getpass", (PyCFunction)(void (*)(void))py_getpass, METH_VARARGS | METH_KEYWORDS,
-     "getpass(prompt='Password: ', stream=None) -> str: asks the client"},
+     "getpass(prompt='Password: ', stream=None)\n--\n\n"
+     "Prompt for a password, with echo turned off; while sys.stdin is the\n"
+     "context's own, the client is asked (input.request, password true)."},
 };
 
 PyObject *wrk_input_function(int which)
 {
+    if (!builtin_input) {
+        PyObject *b = PyEval_GetBuiltins(); /* borrowed */
+        builtin_input = b ? PyDict_GetItemString(b, "input") : NULL;
+        Py_XINCREF(builtin_input);
+        own_stdin = PySys_GetObject("stdin");
+        Py_XINCREF(own_stdin);
+    }
     return PyCFunction_New(&input_defs[which ? 1 : 0], NULL);
 }

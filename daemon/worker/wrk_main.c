@@ -21,6 +21,7 @@
 #include "wrk_input.h"
 #include "wrk_ipy.h"
 #include "wrk_log.h"
+#include "wrk_mpmain.h"
 #include "wrk_output.h"
 #include "wrk_py.h"
 #include "wrk_query.h"
@@ -102,7 +103,8 @@ static void init_python(void)
 static void init_session(void)
 {
     if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0 ||
-        wrk_ipy_init() < 0 || wrk_query_init() < 0)
+        wrk_ipy_init() < 0 || wrk_mpmain_init() < 0 ||
+        wrk_py_install_hooks(wrk_display_patch_module) < 0 || wrk_query_init() < 0)
         goto fail;
     PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
     if (!main_mod)
@@ -137,8 +139,9 @@ static void send_ready(void)
     proto_buf_free(&b);
 }
 
-/* What the supervisor sent: a run, a fork (ctx.fork) or a query. */
-typedef enum frame_kind { FRAME_RUN, FRAME_FORK, FRAME_QUERY } frame_kind;
+/* What the supervisor sent: a run, a fork (ctx.fork), a query, or `exit`
+ * (the context ends on purpose). */
+typedef enum frame_kind { FRAME_RUN, FRAME_FORK, FRAME_QUERY, FRAME_EXIT } frame_kind;
 
 /* Decodes a `query` frame into q (pointing into the frame); a malformed one
  * is a broken supervisor: exit(2). */
@@ -193,6 +196,8 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     wrk_run_set_id(id && id->kind == PROTO_UINT ? id->as.u : 0);
     if (proto_str_eq(proto_map_get(msg, "t"), "fork"))
         return FRAME_FORK;
+    if (proto_str_eq(proto_map_get(msg, "t"), "exit"))
+        return FRAME_EXIT;
     if (proto_str_eq(proto_map_get(msg, "t"), "query")) {
         parse_query(msg, q);
         return FRAME_QUERY;
@@ -202,10 +207,9 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
         _exit(2);
     }
     static const proto_field fields[] = {
-        {"execution_count", PF_UINT, true, 0},
-        {"silent", PF_BOOL | PF_NIL, false, 0},
-        {"env", PF_STRMAP | PF_NIL, false, 0},
-        {"syntax", PF_STR | PF_NIL, false, 16},
+        {"execution_count", PF_UINT, true, 0}, {"silent", PF_BOOL | PF_NIL, false, 0},
+        {"env", PF_STRMAP | PF_NIL, false, 0}, {"argv", PF_ARRAY | PF_NIL, false, 0},
+        {"file", PF_STR | PF_NIL, false, 0},   {"syntax", PF_STR | PF_NIL, false, 16},
     };
     /* code may legitimately hold NUL bytes (Python reports them), which the
      * generic str check refuses: check it separately. */
@@ -226,6 +230,10 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     const proto_val *arts = proto_map_get(msg, "artifacts");
     req->artifacts = arts && arts->kind == PROTO_BOOL && arts->as.b;
     req->env = env && env->kind == PROTO_MAP ? env : NULL;
+    const proto_val *argv = proto_map_get(msg, "argv");
+    const proto_val *file = proto_map_get(msg, "file");
+    req->argv = argv && argv->kind == PROTO_ARRAY ? argv : NULL;
+    req->file = file && file->kind == PROTO_STR ? file : NULL;
     const proto_val *syntax = proto_map_get(msg, "syntax");
     req->syntax = proto_str_eq(syntax, "ipython")  ? WRK_SYNTAX_IPYTHON
                   : proto_str_eq(syntax, "python") ? WRK_SYNTAX_PYTHON
@@ -254,6 +262,22 @@ static void install_crash_handlers(void)
         sigaction(sigs[i], &sa, NULL);
 }
 
+/* `exit`: the context is deleted or restarted, or the daemon stops. The
+ * atexit handlers run as when an interpreter exits, as a silent run whose
+ * frames go out as usual (sup_linger.c logs them; the supervisor kills the
+ * worker if they take longer than its kill grace); then the worker and what
+ * it started end. */
+static _Noreturn void exit_on_request(void)
+{
+    static const char code[] = "__import__('atexit')._run_exitfuncs()";
+    wrk_run_req req = {.code = code, .code_len = sizeof code - 1, .silent = true};
+    if (!sbx_static()) {
+        sbx_run_begin(); /* the handlers are user code */
+        wrk_run_execute(&req);
+    }
+    wrk_chan_gone(0);
+}
+
 /* Sends `ready`, then serves `run`, `query` and `fork` frames one at a time. */
 static _Noreturn void serve_channel(void)
 {
@@ -276,6 +300,8 @@ static _Noreturn void serve_channel(void)
         wrk_run_req req;
         wrk_query_req q;
         frame_kind kind = parse_frame(body, len, &doc, &req, &q);
+        if (kind == FRAME_EXIT)
+            exit_on_request();
         if (kind == FRAME_FORK) {
             bool copy = wrk_zygote_fork_live(&doc.nodes[0]);
             proto_doc_free(&doc);

@@ -622,8 +622,13 @@ static int rotate_pipe_locked(int s)
  * them. The count goes out first (`between`), then `start`, carrying the
  * new pipes' read ends for the supervisor, under the same lock, so `start`
  * precedes any stream frame of the run. */
+/* Counts runs: a stream closed by a run stays closed until the next one
+ * starts (each run is a new script's output; the next gets it open). */
+static atomic_ullong run_gen = 1;
+
 void wrk_output_begin_run(const proto_buf *start)
 {
+    atomic_fetch_add(&run_gen, 1);
     wrk_chan_lock();
     for (int s = 0; s < OUT_NSTREAMS; s++)
         drain_pipe_locked(s);
@@ -851,19 +856,52 @@ static void out_flush(int s)
 
 /* One object per stream and kind: text (sys.stdout) and its binary twin
  * (sys.stdout.buffer). */
-typedef struct {
+typedef struct out_obj {
     PyObject_HEAD int stream;
     PyObject *buffer; /* text objects: the binary twin */
+    /* close(): the run_gen it happened in (0: never). A text object is
+     * closed when its buffer is, as a TextIOWrapper. */
+    unsigned long long closed_in;
+    /* Text objects, as reconfigure() sets them: encoding and errors (NULL:
+     * utf-8 and backslashreplace), newline (NULL: '\n' unchanged). */
+    PyObject *encoding, *errors, *newline;
+    bool line_buffering, write_through;
 } out_obj;
 
 static void out_dealloc(out_obj *self)
 {
     Py_XDECREF(self->buffer);
+    Py_XDECREF(self->encoding);
+    Py_XDECREF(self->errors);
+    Py_XDECREF(self->newline);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* TextIOBase.write: str only, UTF-8 with backslashreplace, returns the
- * number of characters. ASCII strings are copied without re-encoding. */
+/* Closed in this run (the object itself, or a text object's buffer). */
+static bool out_closed(const out_obj *self)
+{
+    unsigned long long g = atomic_load(&run_gen);
+    const out_obj *b = (const out_obj *)self->buffer;
+    return self->closed_in == g || (b && b->closed_in == g);
+}
+
+/* The ValueError of an operation on a closed file; NULL. The text layer's
+ * message ends with a full stop, the buffer's and the raw file's do not. */
+static PyObject *closed_error(void)
+{
+    PyErr_SetString(PyExc_ValueError, "I/O operation on closed file.");
+    return NULL;
+}
+
+static PyObject *closed_error_raw(void)
+{
+    PyErr_SetString(PyExc_ValueError, "I/O operation on closed file");
+    return NULL;
+}
+
+/* TextIOBase.write: str only, encoded as reconfigure() said (default UTF-8
+ * with backslashreplace), returns the number of characters. ASCII strings
+ * are copied without re-encoding. */
 static PyObject *text_write(out_obj *self, PyObject *arg)
 {
     if (!PyUnicode_Check(arg)) {
@@ -871,24 +909,45 @@ static PyObject *text_write(out_obj *self, PyObject *arg)
                      Py_TYPE(arg)->tp_name);
         return NULL;
     }
+    if (out_closed(self))
+        return closed_error();
     if (PyUnicode_READY(arg) < 0)
         return NULL;
     Py_ssize_t nchars = PyUnicode_GET_LENGTH(arg);
-    if (PyUnicode_IS_COMPACT_ASCII(arg)) {
-        out_write(self->stream, PyUnicode_DATA(arg), (size_t)nchars);
-    } else {
-        PyObject *b = PyUnicode_AsEncodedString(arg, "utf-8", "backslashreplace");
-        if (!b)
+    PyObject *text = Py_NewRef(arg);
+    if (self->newline && PyUnicode_GET_LENGTH(self->newline) > 0) { /* '\r' or '\r\n' */
+        PyObject *nl = PyUnicode_FromString("\n");
+        Py_SETREF(text, nl ? PyUnicode_Replace(text, nl, self->newline, -1) : NULL);
+        Py_XDECREF(nl);
+        if (!text)
             return NULL;
+    }
+    if (!self->encoding && !self->errors && PyUnicode_IS_COMPACT_ASCII(text)) {
+        out_write(self->stream, PyUnicode_DATA(text), (size_t)PyUnicode_GET_LENGTH(text));
+    } else {
+        PyObject *b = PyUnicode_AsEncodedString(
+            text, self->encoding ? PyUnicode_AsUTF8(self->encoding) : "utf-8",
+            self->errors ? PyUnicode_AsUTF8(self->errors) : "backslashreplace");
+        if (!b) {
+            Py_DECREF(text);
+            return NULL;
+        }
         out_write(self->stream, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
         Py_DECREF(b);
     }
+    Py_DECREF(text);
+    if (self->line_buffering || self->write_through)
+        out_flush(self->stream);
     return PyLong_FromSsize_t(nchars);
 }
 
 /* BufferedIOBase.write: any bytes-like object, returns its length. */
 static PyObject *bin_write(out_obj *self, PyObject *arg)
 {
+    if (out_closed(self)) {
+        PyErr_SetString(PyExc_ValueError, "write to closed file"); /* BufferedWriter's */
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -925,6 +984,8 @@ static PyObject *out_writelines(out_obj *self, PyObject *lines)
 static PyObject *out_flush_m(out_obj *self, PyObject *unused)
 {
     (void)unused;
+    if (out_closed(self))
+        return closed_error();
     out_flush(self->stream);
     Py_RETURN_NONE;
 }
@@ -932,26 +993,109 @@ static PyObject *out_flush_m(out_obj *self, PyObject *unused)
 static PyObject *out_fileno(out_obj *self, PyObject *unused)
 {
     (void)unused;
+    if (out_closed(self))
+        return closed_error_raw();
     return PyLong_FromLong(self->stream + 1);
 }
 
-static PyObject *out_false(PyObject *self, PyObject *unused)
+/* isatty(), readable(), seekable(): False (a pipe); ValueError once closed. */
+static PyObject *out_false(out_obj *self, PyObject *unused)
 {
-    (void)self, (void)unused;
+    (void)unused;
+    if (out_closed(self))
+        return closed_error_raw();
     Py_RETURN_FALSE;
 }
 
-static PyObject *out_true(PyObject *self, PyObject *unused)
+static PyObject *out_true(out_obj *self, PyObject *unused)
 {
-    (void)self, (void)unused;
+    (void)unused;
+    if (out_closed(self))
+        return closed_error();
     Py_RETURN_TRUE;
 }
 
-/* close() and reconfigure(...) are accepted and ignored: the capture must
- * survive code that tidies up or tunes sys.stdout. */
-static PyObject *out_ignore(PyObject *self, PyObject *args, PyObject *kw)
+/* close(): flushes, then the stream is closed for the rest of the run, as
+ * a pipe-backed TextIOWrapper (writes raise ValueError); closing the text
+ * object closes its buffer too. The next run finds it open again. Closing
+ * twice is allowed. */
+static PyObject *out_close(out_obj *self, PyObject *unused)
 {
-    (void)self, (void)args, (void)kw;
+    (void)unused;
+    if (out_closed(self))
+        Py_RETURN_NONE;
+    out_flush(self->stream);
+    unsigned long long g = atomic_load(&run_gen);
+    self->closed_in = g;
+    if (self->buffer)
+        ((out_obj *)self->buffer)->closed_in = g;
+    Py_RETURN_NONE;
+}
+
+/* TextIOWrapper.reconfigure(*, encoding, errors, newline, line_buffering,
+ * write_through), checked as it checks them: an unknown encoding is a
+ * LookupError; a new encoding without errors means errors='strict'. */
+static PyObject *out_reconfigure(out_obj *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"encoding",       "errors",        "newline",
+                            "line_buffering", "write_through", NULL};
+    PyObject *enc = Py_None, *err = Py_None, *nl = NULL, *lb = Py_None, *wt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOO:reconfigure", names, &enc, &err, &nl, &lb,
+                                     &wt))
+        return NULL;
+    if (out_closed(self))
+        return closed_error();
+    if ((enc != Py_None && !PyUnicode_Check(enc)) || (err != Py_None && !PyUnicode_Check(err))) {
+        PyErr_SetString(PyExc_TypeError, "reconfigure() argument must be str or None");
+        return NULL;
+    }
+    if (nl && nl != Py_None) {
+        static const char *const ok[] = {"", "\n", "\r", "\r\n"};
+        bool valid = false;
+        for (size_t i = 0; PyUnicode_Check(nl) && i < 4 && !valid; i++)
+            valid = PyUnicode_CompareWithASCIIString(nl, ok[i]) == 0;
+        if (!valid) {
+            if (PyUnicode_Check(nl))
+                PyErr_Format(PyExc_ValueError, "illegal newline value: %U", nl);
+            else
+                PyErr_Format(PyExc_TypeError, "illegal newline type: %.100s", Py_TYPE(nl)->tp_name);
+            return NULL;
+        }
+    }
+    if (enc != Py_None) {
+        PyObject *info = PyCodec_Encoder(PyUnicode_AsUTF8(enc)); /* LookupError */
+        if (!info)
+            return NULL;
+        Py_DECREF(info);
+        if (err == Py_None)
+            err = PyUnicode_FromString("strict");
+        else
+            Py_INCREF(err);
+        if (!err)
+            return NULL;
+        Py_XSETREF(self->encoding, Py_NewRef(enc));
+        Py_XSETREF(self->errors, err);
+    } else if (err != Py_None) {
+        Py_XSETREF(self->errors, Py_NewRef(err));
+    }
+    if (nl) {
+        /* None and '' write '\n' as it is; '\r' and '\r\n' translate it. */
+        bool keep = nl == Py_None || PyUnicode_GET_LENGTH(nl) == 0 ||
+                    PyUnicode_CompareWithASCIIString(nl, "\n") == 0;
+        Py_XSETREF(self->newline, keep ? NULL : Py_NewRef(nl));
+    }
+    if (lb != Py_None) {
+        int t = PyObject_IsTrue(lb);
+        if (t < 0)
+            return NULL;
+        self->line_buffering = t;
+    }
+    if (wt != Py_None) {
+        int t = PyObject_IsTrue(wt);
+        if (t < 0)
+            return NULL;
+        self->write_through = t;
+    }
     Py_RETURN_NONE;
 }
 
@@ -973,10 +1117,34 @@ static PyObject *get_const(out_obj *self, void *c)
     return PyUnicode_FromString((const char *)c);
 }
 
-static PyObject *get_false(out_obj *self, void *c)
+static PyObject *get_closed(out_obj *self, void *c)
 {
-    (void)self, (void)c;
-    Py_RETURN_FALSE;
+    (void)c;
+    return PyBool_FromLong(out_closed(self));
+}
+
+static PyObject *get_encoding(out_obj *self, void *c)
+{
+    (void)c;
+    return self->encoding ? Py_NewRef(self->encoding) : PyUnicode_FromString("utf-8");
+}
+
+static PyObject *get_errors(out_obj *self, void *c)
+{
+    (void)c;
+    return self->errors ? Py_NewRef(self->errors) : PyUnicode_FromString("backslashreplace");
+}
+
+static PyObject *get_line_buffering(out_obj *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->line_buffering);
+}
+
+static PyObject *get_write_through(out_obj *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->write_through);
 }
 
 static PyObject *get_none(out_obj *self, void *c)
@@ -997,12 +1165,13 @@ static PyMethodDef text_methods[] = {
     {"writelines", (PyCFunction)out_writelines, METH_O, NULL},
     {"flush", (PyCFunction)out_flush_m, METH_NOARGS, NULL},
     {"fileno", (PyCFunction)out_fileno, METH_NOARGS, NULL},
-    {"isatty", out_false, METH_NOARGS, NULL},
-    {"readable", out_false, METH_NOARGS, NULL},
-    {"seekable", out_false, METH_NOARGS, NULL},
-    {"writable", out_true, METH_NOARGS, NULL},
-    {"close", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL},
-    {"reconfigure", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"isatty", (PyCFunction)out_false, METH_NOARGS, NULL},
+    {"readable", (PyCFunction)out_false, METH_NOARGS, NULL},
+    {"seekable", (PyCFunction)out_false, METH_NOARGS, NULL},
+    {"writable", (PyCFunction)out_true, METH_NOARGS, NULL},
+    {"close", (PyCFunction)out_close, METH_NOARGS, NULL},
+    {"reconfigure", (PyCFunction)(void (*)(void))out_reconfigure, METH_VARARGS | METH_KEYWORDS,
+     NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1011,21 +1180,22 @@ static PyMethodDef bin_methods[] = {
     {"writelines", (PyCFunction)out_writelines, METH_O, NULL},
     {"flush", (PyCFunction)out_flush_m, METH_NOARGS, NULL},
     {"fileno", (PyCFunction)out_fileno, METH_NOARGS, NULL},
-    {"isatty", out_false, METH_NOARGS, NULL},
-    {"readable", out_false, METH_NOARGS, NULL},
-    {"seekable", out_false, METH_NOARGS, NULL},
-    {"writable", out_true, METH_NOARGS, NULL},
-    {"close", (PyCFunction)(void (*)(void))out_ignore, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"isatty", (PyCFunction)out_false, METH_NOARGS, NULL},
+    {"readable", (PyCFunction)out_false, METH_NOARGS, NULL},
+    {"seekable", (PyCFunction)out_false, METH_NOARGS, NULL},
+    {"writable", (PyCFunction)out_true, METH_NOARGS, NULL},
+    {"close", (PyCFunction)out_close, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef text_getset[] = {
     {"name", (getter)get_name, NULL, NULL, NULL},
-    {"encoding", (getter)get_const, NULL, NULL, "utf-8"},
-    {"errors", (getter)get_const, NULL, NULL, "backslashreplace"},
+    {"encoding", (getter)get_encoding, NULL, NULL, NULL},
+    {"errors", (getter)get_errors, NULL, NULL, NULL},
     {"mode", (getter)get_const, NULL, NULL, "w"},
-    {"closed", (getter)get_false, NULL, NULL, NULL},
-    {"line_buffering", (getter)get_false, NULL, NULL, NULL},
+    {"closed", (getter)get_closed, NULL, NULL, NULL},
+    {"line_buffering", (getter)get_line_buffering, NULL, NULL, NULL},
+    {"write_through", (getter)get_write_through, NULL, NULL, NULL},
     {"newlines", (getter)get_none, NULL, NULL, NULL},
     {"buffer", (getter)get_buffer, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1034,7 +1204,7 @@ static PyGetSetDef text_getset[] = {
 static PyGetSetDef bin_getset[] = {
     {"name", (getter)get_name, NULL, NULL, NULL},
     {"mode", (getter)get_const, NULL, NULL, "wb"},
-    {"closed", (getter)get_false, NULL, NULL, NULL},
+    {"closed", (getter)get_closed, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1066,15 +1236,13 @@ static PyObject *make_stream(int s)
     out_obj *b = PyObject_New(out_obj, &bin_type);
     if (!b)
         return NULL;
-    b->stream = s;
-    b->buffer = NULL;
+    *b = (out_obj){.ob_base = b->ob_base, .stream = s};
     out_obj *t = PyObject_New(out_obj, &text_type);
     if (!t) {
         Py_DECREF(b);
         return NULL;
     }
-    t->stream = s;
-    t->buffer = (PyObject *)b;
+    *t = (out_obj){.ob_base = t->ob_base, .stream = s, .buffer = (PyObject *)b};
     return (PyObject *)t;
 }
 

@@ -33,35 +33,76 @@ static const char helper_src[] =
     "\n"
     /* Lines split the way the compiler counts them (\n, \r\n, \r), so
      * traceback line numbers and source lines agree. */
-    /* run returns the value's MIME bundle (a dict, see wrk_display.c), or
-     * its repr when that helper is absent; figures the run left open are
-     * sent before the result or error. */
+    /* result returns the value's MIME bundle (a dict, see wrk_display.c),
+     * or its repr when that helper is absent; figures the run left open are
+     * sent after the result or error (end_run). */
     "_rich = None  # set by wrk_display\n"
     "_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT\n"
     "_SKIP = ()  # path prefixes of asyncio, once a run used top-level await\n"
     "_loop = None\n"
     "\n"
     "_ipy = None  # set by wrk_ipy: IPython syntax\n"
+    "_ipy_begun = False  # _ipy.begin ran for this run: leave calls _ipy.end\n"
     "\n"
-    "def run(code, filename, silent, g, ipython):\n"
-    "    if not ipython:\n"
-    "        return _run(code, code, filename, silent, g, False)\n"
-    "    src = _ipy.transform(code, g)\n"
-    "    _ipy.begin(code, silent)\n"
-    "    err = None\n"
+    /* A run is staged so that no frame of this helper is on the stack
+     * while user code runs (faulthandler and traceback.print_stack show
+     * the stack as python3 would): wrk_run.c calls enter, compile_cell,
+     * evaluates the code objects itself (await_ for a coroutine), then
+     * result and leave; end_run after the run's result or error frame. */
+    "def enter(script, g):\n"
+    "    return None if script is None else _script_enter(script, g)\n"
+    "\n"
+    "def leave(saved, silent, g, err):\n"
+    "    global _ipy_begun\n"
     "    try:\n"
-    "        return _run(code, src, filename, silent, g, True)\n"
-    "    except BaseException as e:\n"
-    "        err = e\n"
-    "        raise\n"
+    "        if saved is not None:\n"
+    "            _script_leave(saved, g)\n"
     "    finally:\n"
-    "        _ipy.end(silent, err)\n"
+    "        if _ipy_begun:\n"
+    "            _ipy_begun = False\n"
+    "            _ipy.end(silent, err)\n"
     "\n"
     /* The figures a run left open, after its result or error (as
      * ipykernel sends them). */
     "def end_run(silent):\n"
     "    if _rich is not None:\n"
     "        _rich.end_run(silent)\n"
+    "\n"
+    /* A run of a script (execute `file` and/or `argv`): for its duration
+     * __file__, sys.argv, sys.orig_argv and sys.path[0] are what
+     * `python3 FILE ARGS...` would have (PROTOCOL.md section 5); they are
+     * put back afterwards, since the next run is not that script. */
+    "_NONE = object()\n"
+    "\n"
+    "def _script_enter(script, g):\n"
+    "    file, argv = script\n"
+    "    saved = (sys.argv, getattr(sys, 'orig_argv', _NONE), g.get('__file__', _NONE), None)\n"
+    "    sys.argv = list(argv) if argv else [file if file is not None else '']\n"
+    "    sys.orig_argv = [sys.executable] + sys.argv\n"
+    "    if file is None:\n"
+    "        return saved\n"
+    "    g['__file__'] = file\n"
+    "    try:\n"
+    "        d = os.path.dirname(os.path.realpath(file))\n"
+    "    except (OSError, ValueError):\n"
+    "        d = os.path.dirname(file)\n"
+    "    if sys.path and sys.path[0] == '':\n"
+    "        sys.path[0] = d\n"
+    "    else:\n"
+    "        sys.path.insert(0, d)\n"
+    "    return saved[:3] + (d,)\n"
+    "\n"
+    "def _script_leave(saved, g):\n"
+    "    argv, orig, file, d = saved\n"
+    "    sys.argv = argv\n"
+    "    if orig is not _NONE:\n"
+    "        sys.orig_argv = orig\n"
+    "    if file is _NONE:\n"
+    "        g.pop('__file__', None)\n"
+    "    else:\n"
+    "        g['__file__'] = file\n"
+    "    if d is not None and sys.path and sys.path[0] is d:\n"
+    "        sys.path[0] = ''\n"
     "\n"
     /* A last statement ending in `;` shows no value, as in IPython. */
     "def _quiet(src):\n"
@@ -76,19 +117,29 @@ static const char helper_src[] =
     "        return False\n"
     "    return last is not None and last.type == tokenize.OP and last.string == ';'\n"
     "\n"
-    /* code: what the client sent (the source lines tracebacks show); src:
-     * what is compiled (code, or its IPython transformation). */
-    "def _run(code, src, filename, silent, g, ipython):\n"
+    /* (body, last, quiet): the code compiled, a trailing expression apart;
+     * quiet when a trailing `;` hides its value. code is what the client
+     * sent (the source lines tracebacks show); what is compiled is code or,
+     * with IPython syntax, its transformation (the shell's pre-run events
+     * fire then: leave fires the post-run ones). */
+    "def compile_cell(code, filename, silent, g, ipython):\n"
+    "    global _ipy_begun\n"
+    "    src = code\n"
+    "    if ipython:\n"
+    "        src = _ipy.transform(code, g)\n"
+    "        _ipy.begin(code, silent)\n"
+    "        _ipy_begun = True\n"
     "    linecache.cache[filename] = (len(code), None, _LINE.findall(code), filename)\n"
     "    tree = compile(src, filename, 'exec', ast.PyCF_ONLY_AST | _AWAIT, dont_inherit=True)\n"
     "    last = None\n"
     "    if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
     "        last = ast.Expression(tree.body.pop().value)\n"
-    "    _exec(compile(tree, filename, 'exec', _AWAIT, dont_inherit=True), g)\n"
-    "    if last is None:\n"
-    "        return None\n"
-    "    value = _exec(compile(last, filename, 'eval', _AWAIT, dont_inherit=True), g)\n"
-    "    if value is None or silent or _quiet(src):\n"
+    "        last = compile(last, filename, 'eval', _AWAIT, dont_inherit=True)\n"
+    "    return compile(tree, filename, 'exec', _AWAIT, dont_inherit=True), last,\\\n"
+    "        last is not None and _quiet(src)\n"
+    "\n"
+    "def result(value, silent, g, ipython):\n"
+    "    if value is None or silent:\n"
     "        return None\n"
     "    g['_'] = value\n"
     "    if _rich is None:\n"
@@ -97,17 +148,14 @@ static const char helper_src[] =
     "\n"
     /* Top-level await: the code object is a coroutine function body; it
      * runs to completion in one event loop kept across runs. */
-    "def _exec(c, g):\n"
-    "    r = eval(c, g)\n"
-    "    if c.co_flags & 0x80:  # CO_COROUTINE\n"
-    "        global _loop, _SKIP\n"
-    "        import asyncio\n"
-    "        _SKIP = (os.path.dirname(asyncio.__file__) + os.sep,)\n"
-    "        if _loop is None or _loop.is_closed():\n"
-    "            _loop = asyncio.new_event_loop()\n"
-    "        asyncio.set_event_loop(_loop)\n"
-    "        r = _loop.run_until_complete(r)\n"
-    "    return r\n"
+    "def await_(coro):\n"
+    "    global _loop, _SKIP\n"
+    "    import asyncio\n"
+    "    _SKIP = (os.path.dirname(asyncio.__file__) + os.sep,)\n"
+    "    if _loop is None or _loop.is_closed():\n"
+    "        _loop = asyncio.new_event_loop()\n"
+    "    asyncio.set_event_loop(_loop)\n"
+    "    return _loop.run_until_complete(coro)\n"
     "\n"
     /* Drops the helper's own leading frames from every exception of the
      * chain (causes, contexts, members of exception groups). */
@@ -151,6 +199,71 @@ static const char helper_src[] =
     "    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, e.__traceback__\n"
     "    return ename, evalue, text.split('\\n')\n"
     "\n"
+    /* The default sys.unraisablehook and threading.excepthook are C, and
+     * C reads source lines from files only: a cell's lines (in linecache)
+     * would be missing from what they print. These do the same in Python,
+     * so they show them; output is otherwise the C hooks' own. */
+    "def _exc_line(t, v):\n"
+    "    mod = getattr(t, '__module__', None)\n"
+    "    if not isinstance(mod, str):\n"
+    "        name = '<unknown>'\n"
+    "    else:\n"
+    "        name = '' if mod in ('builtins', '__main__') else mod + '.'\n"
+    "        name += getattr(t, '__qualname__', '<unknown>')\n"
+    "    if v is not None:\n"
+    "        try:\n"
+    "            name += ': ' + str(v)\n"
+    "        except BaseException:\n"
+    "            name += ': <exception str() failed>'\n"
+    "    return name + '\\n'\n"
+    "\n"
+    "def unraisablehook(u, /):\n"
+    "    f = sys.stderr\n"
+    "    if f is None:\n"
+    "        return\n"
+    "    out = []\n"
+    "    if u.object is not None:\n"
+    "        msg = 'Exception ignored in' if u.err_msg is None else str(u.err_msg)\n"
+    "        out.append(msg + ': ')\n"
+    "        try:\n"
+    "            out.append(repr(u.object))\n"
+    "        except BaseException:\n"
+    "            out.append('<object repr() failed>')\n"
+    "        out.append('\\n')\n"
+    "    elif u.err_msg is not None:\n"
+    "        out.append(str(u.err_msg) + ':\\n')\n"
+    "    if u.exc_traceback is not None:\n"
+    "        out.append('Traceback (most recent call last):\\n')\n"
+    "        out.extend(traceback.format_tb(u.exc_traceback))\n"
+    "    if u.exc_type is not None:\n"
+    "        out.append(_exc_line(u.exc_type, u.exc_value))\n"
+    "    f.write(''.join(out))\n"
+    "    f.flush()\n"
+    "\n"
+    "def thread_excepthook(args, /):\n"
+    "    if args.exc_type == SystemExit:\n"
+    "        return\n"
+    "    if sys.stderr is not None:\n"
+    "        stderr = sys.stderr\n"
+    "    elif args.thread is not None:\n"
+    "        stderr = args.thread._stderr\n"
+    "        if stderr is None:\n"
+    "            return\n"
+    "    else:\n"
+    "        return\n"
+    "    import threading\n"
+    "    name = args.thread.name if args.thread is not None else threading.get_ident()\n"
+    "    print(f'Exception in thread {name}:', file=stderr, flush=True)\n"
+    "    traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback,\n"
+    "                              file=stderr)\n"
+    "    stderr.flush()\n"
+    "\n"
+    "def patch_threading(mod):\n"
+    "    mod.excepthook = mod.__excepthook__ = thread_excepthook\n"
+    "\n"
+    "def install_hooks():\n"
+    "    sys.unraisablehook = sys.__unraisablehook__ = unraisablehook\n"
+    "\n"
     "def flush():\n"
     "    for name in ('stdout', 'stderr'):\n"
     "        try:\n"
@@ -160,19 +273,26 @@ static const char helper_src[] =
     "\n"
     /* A forked child that falls off the end of the cell exits like a
      * script would: SystemExit's code, or 1 with the traceback on stderr. */
+    /* SystemExit's exit status as the interpreter computes it: None is 0,
+     * an int is itself (low 8 bits), anything else is printed to stderr
+     * and is 1. */
+    "def exit_code(e):\n"
+    "    code = e.code\n"
+    "    if code is None:\n"
+    "        return 0\n"
+    "    if isinstance(code, int):\n"
+    "        return code & 0xff\n"
+    "    try:\n"
+    "        print(code, file=sys.stderr)\n"
+    "    except BaseException:\n"
+    "        pass\n"
+    "    return 1\n"
+    "\n"
     "def child_exit(e):\n"
     "    if e is None:\n"
     "        code = 0\n"
     "    elif isinstance(e, SystemExit):\n"
-    "        code = e.code\n"
-    "        if code is None:\n"
-    "            code = 0\n"
-    "        elif not isinstance(code, int):\n"
-    "            try:\n"
-    "                print(code, file=sys.stderr)\n"
-    "            except BaseException:\n"
-    "                pass\n"
-    "            code = 1\n"
+    "        code = exit_code(e)\n"
     "    else:\n"
     "        try:\n"
     "            sys.stderr.write('\\n'.join(format(e)[2]) + '\\n')\n"
@@ -183,13 +303,12 @@ static const char helper_src[] =
     "    return code & 0xff\n";
 
 static const char *const fn_names[WRK_PY_NFNS] = {
-    [WRK_PY_ENV_APPLY] = "env_apply",
-    [WRK_PY_ENV_RESTORE] = "env_restore",
-    [WRK_PY_RUN] = "run",
-    [WRK_PY_FORMAT] = "format",
-    [WRK_PY_FLUSH] = "flush",
-    [WRK_PY_CHILD_EXIT] = "child_exit",
-    [WRK_PY_END_RUN] = "end_run",
+    [WRK_PY_ENV_APPLY] = "env_apply", [WRK_PY_ENV_RESTORE] = "env_restore",
+    [WRK_PY_ENTER] = "enter",         [WRK_PY_COMPILE] = "compile_cell",
+    [WRK_PY_AWAIT] = "await_",        [WRK_PY_RESULT] = "result",
+    [WRK_PY_LEAVE] = "leave",         [WRK_PY_FORMAT] = "format",
+    [WRK_PY_FLUSH] = "flush",         [WRK_PY_CHILD_EXIT] = "child_exit",
+    [WRK_PY_EXIT_CODE] = "exit_code", [WRK_PY_END_RUN] = "end_run",
 };
 
 static PyObject *fns[WRK_PY_NFNS];
@@ -236,11 +355,32 @@ fail:
     return -1;
 }
 
+/* GIL held, after wrk_display_init: the traceback-printing hooks that show
+ * a cell's source lines (sys.unraisablehook now, threading.excepthook when
+ * threading is imported, through patch_module: wrk_display_patch_module,
+ * given by wrk_main since wrk_display sits above this file). -1 with a
+ * Python error set. */
+int wrk_py_install_hooks(int (*patch_module)(const char *name, PyObject *patch))
+{
+    PyObject *g = fns[WRK_PY_ENTER] ? PyFunction_GetGlobals(fns[WRK_PY_ENTER]) : NULL;
+    PyObject *install = g ? PyDict_GetItemString(g, "install_hooks") : NULL;
+    PyObject *patch = g ? PyDict_GetItemString(g, "patch_threading") : NULL;
+    if (!install || !patch) {
+        PyErr_SetString(PyExc_RuntimeError, "helper not loaded");
+        return -1;
+    }
+    PyObject *r = PyObject_CallNoArgs(install);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return patch_module("threading", patch);
+}
+
 /* Sets a global of the helper module (reached through a helper function's
  * globals), e.g. `_rich` from wrk_display. */
 int wrk_py_set_global(const char *name, PyObject *value)
 {
-    PyObject *g = fns[WRK_PY_RUN] ? PyFunction_GetGlobals(fns[WRK_PY_RUN]) : NULL;
+    PyObject *g = fns[WRK_PY_ENTER] ? PyFunction_GetGlobals(fns[WRK_PY_ENTER]) : NULL;
     if (!g) {
         PyErr_SetString(PyExc_RuntimeError, "helper not loaded");
         return -1;

@@ -244,9 +244,15 @@ void wrk_run_put_start(proto_buf *b)
 
 void wrk_run_put_done(proto_buf *b, const char *status, double cpu, const proto_buf *arts)
 {
+    wrk_run_put_done_exit(b, status, cpu, arts, -1);
+}
+
+void wrk_run_put_done_exit(proto_buf *b, const char *status, double cpu, const proto_buf *arts,
+                           int exit_code)
+{
     bool with_arts = arts && arts->len;
     size_t start = proto_frame_begin(b);
-    proto_put_map(b, with_arts ? 5 : 4);
+    proto_put_map(b, 4 + (with_arts ? 1 : 0) + (exit_code >= 0 ? 1 : 0));
     proto_put_str(b, "t");
     proto_put_str(b, "done");
     proto_put_str(b, "run_id");
@@ -259,7 +265,110 @@ void wrk_run_put_done(proto_buf *b, const char *status, double cpu, const proto_
         proto_put_str(b, "artifacts");
         proto_buf_append(b, arts->data, arts->len);
     }
+    if (exit_code >= 0) {
+        proto_put_str(b, "exit_code");
+        proto_put_uint(b, (uint64_t)exit_code);
+    }
     proto_frame_end(b, start);
+}
+
+/* A script run's (file, argv) for the helper, or None for a cell. argv's
+ * items are str (the supervisor checked them); exits on a bad frame. */
+static PyObject *script_arg(const wrk_run_req *req)
+{
+    if (!req->file && !req->argv)
+        return Py_NewRef(Py_None);
+    PyObject *argv = PyList_New(0);
+    for (uint32_t i = 0; argv && req->argv && i < req->argv->n; i++) {
+        const proto_val *a = &req->argv->as.items[i];
+        PyObject *s = a->kind == PROTO_STR
+                          ? PyUnicode_DecodeFSDefaultAndSize(a->as.s, (Py_ssize_t)a->n)
+                          : NULL;
+        if (!s || PyList_Append(argv, s) < 0) {
+            wrk_log("run: argv is not an array of str");
+            _exit(2);
+        }
+        Py_DECREF(s);
+    }
+    PyObject *file =
+        req->file ? PyUnicode_DecodeFSDefaultAndSize(req->file->as.s, (Py_ssize_t)req->file->n)
+                  : Py_NewRef(Py_None);
+    if (!argv || !file)
+        fatal("run: out of memory building the request");
+    PyObject *t = PyTuple_Pack(2, file, argv);
+    Py_DECREF(file);
+    Py_DECREF(argv);
+    if (!t)
+        fatal("run: out of memory building the request");
+    return t;
+}
+
+/* Evaluates a code object of the run in its namespace; a body compiled
+ * with top-level await is a coroutine, run to its end by the helper. Done
+ * here, not in the helper, so no helper frame is on the stack while user
+ * code runs. */
+static PyObject *eval_code(PyObject *co)
+{
+    PyObject *r = PyEval_EvalCode(co, run_globals, run_globals);
+    if (r && (((PyCodeObject *)co)->co_flags & CO_COROUTINE)) {
+        PyObject *coro = r;
+        r = wrk_py_call(WRK_PY_AWAIT, PyTuple_Pack(1, coro));
+        Py_DECREF(coro);
+    }
+    return r;
+}
+
+/* The run proper: a script's set-up, the code (IPython syntax
+ * transformed when ipython), the trailing expression's value as a MIME
+ * bundle or repr (None when there is none, or a trailing `;` hides it),
+ * the set-up undone whatever happened. NULL with the run's exception
+ * set. */
+static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, bool ipython,
+                          PyObject *script)
+{
+    PyObject *saved = wrk_py_call(WRK_PY_ENTER, PyTuple_Pack(2, script, run_globals));
+    if (!saved)
+        return NULL;
+    PyObject *sil = silent ? Py_True : Py_False;
+    PyObject *ipy = ipython ? Py_True : Py_False;
+    PyObject *value = NULL, *repr = NULL;
+    bool quiet = false;
+    PyObject *cc =
+        wrk_py_call(WRK_PY_COMPILE, PyTuple_Pack(5, code, filename, sil, run_globals, ipy));
+    if (cc && PyTuple_Check(cc) && PyTuple_GET_SIZE(cc) == 3) {
+        PyObject *r = eval_code(PyTuple_GET_ITEM(cc, 0));
+        PyObject *last = PyTuple_GET_ITEM(cc, 1);
+        quiet = PyTuple_GET_ITEM(cc, 2) == Py_True;
+        if (r)
+            value = last == Py_None ? Py_NewRef(Py_None) : eval_code(last);
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(cc);
+    if (value) {
+        PyObject *hide = silent || quiet ? Py_True : Py_False;
+        repr = wrk_py_call(WRK_PY_RESULT, PyTuple_Pack(4, value, hide, run_globals, ipy));
+        Py_DECREF(value);
+    }
+    /* leave runs in any case (given the run's exception, for the IPython
+     * shell's post-run events); the run's own exception, if any, wins. */
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyErr_NormalizeException(&et, &ev, &etb);
+    if (ev && etb)
+        PyException_SetTraceback(ev, etb);
+    PyObject *l =
+        wrk_py_call(WRK_PY_LEAVE, PyTuple_Pack(4, saved, sil, run_globals, ev ? ev : Py_None));
+    Py_DECREF(saved);
+    if (l) {
+        Py_DECREF(l);
+    } else if (et) {
+        PyErr_Clear();
+    } else {
+        Py_CLEAR(repr);
+    }
+    if (et)
+        PyErr_Restore(et, ev, etb);
+    return repr;
 }
 
 /* ---- the run --------------------------------------------------------------- */
@@ -275,9 +384,12 @@ static _Noreturn void child_exit(PyObject *exc)
 }
 
 /* File name the code is compiled under; silent runs share the execution
- * count of a real cell, so they get names of their own. */
+ * count of a real cell, so they get names of their own; a script's code
+ * is compiled under its path, as python3 does. */
 static PyObject *cell_filename(const wrk_run_req *req)
 {
+    if (req->file)
+        return PyUnicode_DecodeFSDefaultAndSize(req->file->as.s, (Py_ssize_t)req->file->n);
     if (req->silent)
         return PyUnicode_FromFormat("<silent-%llu>", (unsigned long long)++silent_runs);
     return PyUnicode_FromFormat("<cell-%llu>", (unsigned long long)req->execution_count);
@@ -320,10 +432,9 @@ void wrk_run_execute(const wrk_run_req *req)
 
     PyObject *repr = NULL;
     if (!exc) {
-        repr = wrk_py_call(WRK_PY_RUN,
-                           Py_BuildValue("(OOOOO)", code, filename,
-                                         req->silent ? Py_True : Py_False, run_globals,
-                                         wrk_ipy_wanted(req->syntax) ? Py_True : Py_False));
+        PyObject *script = script_arg(req);
+        repr = run_cell(code, filename, req->silent, wrk_ipy_wanted(req->syntax), script);
+        Py_DECREF(script);
         if (!repr)
             exc = fetch_exception();
     }
@@ -340,7 +451,17 @@ void wrk_run_execute(const wrk_run_req *req)
     Py_DECREF(snap);
     frames.len = 0;
     const char *status = "ok";
-    if (exc) {
+    int exit_code = -1;
+    if (exc && PyErr_GivenExceptionMatches(exc, PyExc_SystemExit)) {
+        /* sys.exit(): the run ends as a script would, without a traceback;
+         * done carries the exit status (non-zero is an error). */
+        PyObject *c = wrk_py_call(WRK_PY_EXIT_CODE, PyTuple_Pack(1, exc));
+        exit_code = c && PyLong_Check(c) ? (int)PyLong_AsLong(c) : 1;
+        if (!c || PyErr_Occurred())
+            PyErr_Clear();
+        Py_XDECREF(c);
+        status = exit_code == 0 ? "ok" : "error";
+    } else if (exc) {
         status =
             PyErr_GivenExceptionMatches(exc, PyExc_KeyboardInterrupt) ? "interrupted" : "error";
         put_error(&frames, exc);
@@ -374,7 +495,7 @@ void wrk_run_execute(const wrk_run_req *req)
     Py_DECREF(code);
     PyGILState_Release(gil);
 
-    wrk_run_put_done(&frames, status, cpu_seconds() - cpu0, &arts);
+    wrk_run_put_done_exit(&frames, status, cpu_seconds() - cpu0, &arts, exit_code);
     proto_buf_free(&arts);
     wrk_output_end_run(&frames);
     proto_buf_free(&frames);

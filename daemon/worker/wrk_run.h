@@ -19,10 +19,12 @@ typedef struct wrk_run_req {
     size_t code_len;
     uint64_t execution_count;
     bool silent;
-    bool allow_stdin;     /* input() may ask the client */
-    bool artifacts;       /* scan the cwd before and after for done.artifacts */
-    const proto_val *env; /* map str -> str, or NULL */
-    wrk_syntax syntax;    /* python, ipython, or the context's default */
+    bool allow_stdin;      /* input() may ask the client */
+    bool artifacts;        /* scan the cwd before and after for done.artifacts */
+    const proto_val *env;  /* map str -> str, or NULL */
+    const proto_val *argv; /* array of str (sys.argv of a script), or NULL */
+    const proto_val *file; /* str: the script's path (__file__), or NULL */
+    wrk_syntax syntax;     /* python, ipython, or the context's default */
 } wrk_run_req;
 
 /* GIL held: remembers the namespace runs execute in (__main__'s dict). */
@@ -45,6 +47,10 @@ uint64_t wrk_run_id(void);
 void wrk_run_put_start(proto_buf *b);
 /* arts: the encoded `artifacts` array (wrk_display.c); NULL or empty: none. */
 void wrk_run_put_done(proto_buf *b, const char *status, double cpu, const proto_buf *arts);
+/* The same with done.exit_code when exit_code >= 0 (the run ended with
+ * SystemExit; the status a script would have exited with). */
+void wrk_run_put_done_exit(proto_buf *b, const char *status, double cpu, const proto_buf *arts,
+                           int exit_code);
 /* Appends a Python str as msgpack str: UTF-8 with backslashreplace (str()
  * of an exception may hold lone surrogates), at most max bytes, cut at a
  * character boundary; "<unrepresentable>" for a non-str. */

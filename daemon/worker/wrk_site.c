@@ -1,4 +1,5 @@
-/* wrk_site: puts the context's package directory (CTXD_SITE) on sys.path. */
+/* wrk_site: puts the context's package directory (CTXD_SITE) on sys.path;
+ * site.USER_BASE / USER_SITE for the worker's own HOME. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -19,9 +20,40 @@ static const char site_code[] =
     "               if p.endswith(('site-packages', 'dist-packages'))), len(sys.path))\n"
     "    sys.path.insert(at, site)\n";
 
+/* site.USER_BASE and USER_SITE were computed where `site` was imported
+ * (the zygote: the daemon's HOME); a worker's HOME may differ (the sandbox
+ * tier's is /tmp, a context's env may set it), so they are computed again
+ * as python3 started here would; the old user site leaves sys.path unless
+ * it is still the one. */
+static const char user_code[] = "import site, sys\n"
+                                "old = site.USER_SITE\n"
+                                "site.USER_BASE = site.USER_SITE = None\n"
+                                "site.getuserbase()\n"
+                                "site.getusersitepackages()\n"
+                                "if old and old != site.USER_SITE and old in sys.path:\n"
+                                "    sys.path.remove(old)\n";
+
+/* Runs user_code once per worker (its HOME is final by now). */
+static void reset_user_site(void)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *globals = PyDict_New();
+    PyObject *r = NULL;
+    if (globals && PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins()) == 0)
+        r = PyRun_String(user_code, Py_file_input, globals, globals);
+    if (!r) {
+        wrk_log("cannot compute site.USER_BASE again");
+        PyErr_Print();
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(globals);
+    PyGILState_Release(gil);
+}
+
 /* Called once per worker, before sbx_init (which reads sys.path). */
 void wrk_site_init(void)
 {
+    reset_user_site();
     const char *site = getenv("CTXD_SITE");
     if (!site)
         return;

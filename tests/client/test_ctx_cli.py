@@ -229,3 +229,23 @@ def test_fork(daemon):
     rc, [reply] = daemon.json("fork", "src")
     assert rc == 0 and reply["ctx"]["name"].startswith("ctx-")
     assert daemon.ctx("fork", "nope", check=False).returncode == 7
+
+
+def test_run_file_as_a_script(daemon, tmp_path):
+    # `ctx run -f FILE ARGS...` is `python3 FILE ARGS...`: same output, same exit status
+    script = tmp_path / "prog.py"
+    script.write_text("import os, sys\n"
+                      "print(__file__, sys.argv, sys.orig_argv[1:])\n"
+                      "print(sys.path[0] == os.path.dirname(os.path.realpath(__file__)))\n"
+                      "sys.exit(int(sys.argv[1]))\n")
+    for args in (["0"], ["3", "-c", "x y"]):
+        want = subprocess.run(["/usr/bin/python3", "prog.py", *args], cwd=tmp_path,
+                              capture_output=True, text=True)
+        got = subprocess.run([CTX_BIN, "--endpoint", daemon.endpoint, "run", "-f", "prog.py",
+                              *args], cwd=tmp_path, capture_output=True, text=True)
+        assert (got.returncode, got.stdout, got.stderr) == \
+            (want.returncode, want.stdout, want.stderr), got
+    rc, evs = daemon.json("run", "import sys; sys.exit('stop')")
+    assert rc == 1 and [e["t"] for e in evs] == ["accepted", "stream", "done"], evs
+    assert evs[-1]["exit_code"] == 1 and evs[-1]["status"] == "error"
+    assert daemon.ctx("run", "sys.exit()").returncode == 0

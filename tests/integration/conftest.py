@@ -189,7 +189,9 @@ def check_run(run):
         assert isinstance(r["data"], dict) and isinstance(r["data"].get("text/plain"), str), r
         assert r["execution_count"] == d["execution_count"], run
     if d["status"] == "error":
-        assert run.error is not None, f"status error without error event: {run!r}"
+        # sys.exit(non-zero) ends a run as a script does: no traceback, exit_code
+        assert run.error is not None or d.get("exit_code", 0) != 0, \
+            f"status error without error event: {run!r}"
     if d["status"] in ("interrupted", "timeout") and not d["state_lost"]:
         assert run.error is not None and run.error["ename"] == "KeyboardInterrupt", \
             f"{d['status']} run without a KeyboardInterrupt error event: {run!r}"

@@ -145,16 +145,11 @@ def test_custom_exception_and_empty_message(client):
 def test_system_exit_does_not_kill_the_context(client):
     assert client.execute("keep = 1").status == "ok"
     r = client.execute("import sys\nsys.exit(5)")
-    # The spec does not say; either an error that keeps the context (as
-    # Jupyter does) or a reported death, never a silent reset.
-    if r.status == "error":
-        assert r.error["ename"] == "SystemExit"
-        r = client.execute("keep")
-        assert r.text == "1" and r.accepted["incarnation"] == 1, r
-    else:
-        assert r.status == "died" and "5" in r.done["cause"], r
-        r = client.execute("1")
-        assert r.accepted["incarnation"] == 2 and r.accepted["previous_death"], r
+    # As a script ends (PROTOCOL.md, done.exit_code): no traceback, the exit
+    # status in done, and the context keeps its globals.
+    assert r.status == "error" and r.error is None and r.done["exit_code"] == 5, r
+    r = client.execute("keep")
+    assert r.text == "1" and r.accepted["incarnation"] == 1, r
 
 
 def test_error_status_does_not_lose_state(client):

@@ -178,3 +178,27 @@ def test_pip_magic_without_package_source(client):
     r = client.execute("%pip install anything", syntax="ipython")
     assert r.status == "error" and r.error["ename"] == "PipInstallError", r
     assert "offers no packages" in r.error["evalue"], r
+
+
+@pytest.mark.parametrize("ipython", [True, False], ids=["IPython", "builtin"])
+def test_script_run_with_ipython_syntax(client, tmp_path, ipython):
+    # A script run (file, argv) in IPython syntax: the transformed code runs
+    # with the script's __file__ and sys.argv, put back afterwards; sys.exit
+    # ends such a run with exit_code and no traceback, as in plain Python.
+    env = {} if ipython else {"CTXD_IPYTHON": "0"}
+    client.ok("ctx.create", name="ipyscript", syntax="ipython", env=env)
+    f = tmp_path / "s.py"
+    r = ok(client, "import sys\nprint(__file__, sys.argv)\n!echo hi\nx = 41\nx + 1\n",
+           ctx="ipyscript", file=str(f), argv=[str(f), "a"])
+    assert r.stdout.replace(b"\r", b"") == f"{f} ['{f}', 'a']\nhi\n".encode(), r
+    assert plain(r) == "42", r
+    r = client.execute("print(sys.argv)\n__file__", ctx="ipyscript")
+    assert r.status == "error" and r.error["ename"] == "NameError", r
+    assert r.stdout == b"['']\n", r
+    r = client.execute("x;\nsys.exit(4)", ctx="ipyscript")
+    assert r.status == "error" and r.done["exit_code"] == 4 and r.error is None, r
+    r = ok(client, "x;", ctx="ipyscript")
+    assert r.result is None, r
+    r = client.execute("def f():\n    raise ValueError(3)\nf()", ctx="ipyscript")
+    assert r.error["ename"] == "ValueError", r
+    assert any("raise ValueError(3)" in line for line in r.error["traceback"]), r

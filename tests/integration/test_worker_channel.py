@@ -442,10 +442,12 @@ def test_syntax_error(worker):
     assert worker.run("'alive'").result == "'alive'"
 
 
-def test_system_exit_is_an_error(worker):
+def test_system_exit_ends_the_run_with_its_code(worker):
     r = worker.run("import sys\nsys.exit(3)")
-    assert r.status == "error"
-    assert r.error["ename"] == "SystemExit"
+    assert r.status == "error" and r.error is None and r.done["exit_code"] == 3
+    r = worker.run("sys.exit()")
+    assert r.status == "ok" and r.done["exit_code"] == 0
+    assert "exit_code" not in worker.run("1 + 1").done
     assert worker.run("1 + 1").result == "2"
 
 

@@ -98,6 +98,16 @@ def test_error_sets_execution_error_and_calls_on_error(sandbox):
     assert sandbox.run_code("1 + 1").text == "2"
 
 
+def test_sys_exit_nonzero_is_the_cells_error(sandbox):
+    # ctxd ends a sys.exit run with exit_code and no traceback; E2B's cell
+    # reports SystemExit (n not 0) as its error, sys.exit(0) as none.
+    errors = []
+    e = sandbox.run_code("import sys\nsys.exit(3)", on_error=errors.append)
+    assert e.error is not None and e.error.name == "SystemExit" and e.error.value == "3"
+    assert errors == [e.error]
+    assert sandbox.run_code("sys.exit(0)").error is None
+
+
 def test_envs_are_per_run(sandbox):
     e = sandbox.run_code("import os\nstr(os.environ.get('E2B_T'))", envs={"E2B_T": "set"})
     assert e.text == "set"

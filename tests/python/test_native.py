@@ -78,6 +78,20 @@ def test_error(client):
     assert client.execute("1").status == "ok"  # the context goes on
 
 
+def test_script_file_argv_and_exit_code(client, tmp_path):
+    # as `python3 FILE ARGS...` would: __file__, sys.argv; sys.exit's code
+    path = str(tmp_path / "prog.py")
+    code = "import sys\nprint(__file__, sys.argv[1:])\nsys.exit(int(sys.argv[1]))\n"
+    r = client.execute(code, file=path, argv=[path, "4", "x"])
+    assert r.stdout == f"{path} ['4', 'x']\n" and r.exit_code == 4
+    assert r.status == "error" and r.error is None
+    r = client.execute("sys.exit()")
+    assert r.status == "ok" and r.exit_code == 0
+    assert client.execute("1").exit_code is None
+    with pytest.raises(TypeError):
+        client.execute("1", argv="not a list")
+
+
 def test_timeout_keeps_globals(client):
     out = []
     r = client.execute("kept = 'yes'\nprint('start', flush=True)\nwhile True:\n    pass",

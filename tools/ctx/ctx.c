@@ -30,7 +30,7 @@ static ctx_cmd_fn cmd_help;
 const struct ctx_cmd ctx_cmd_table[] = {
     {.name = "run",
      .usage = "[-c CTX] [-t SECONDS] [--silent] [--stop-on-error] [-e KEY=VAL]... [--base64] "
-              "(CODE | -f FILE | -)",
+              "(CODE | -f FILE [ARGS...] | -)",
      .handler = ctx_cmd_run,
      .summary = "run Python code in a context, streaming its output",
      .help = "Output is written as it arrives: the code's stdout to stdout, its stderr to\n"
@@ -46,7 +46,11 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "                       (repeatable)\n"
              "      --silent         no result, no execution count increment\n"
              "      --stop-on-error  if this run fails, abort the runs queued behind it\n"
-             "  -f, --file FILE      read the code from FILE ('-': stdin)\n"
+             "  -f, --file FILE [ARGS...]\n"
+             "                       run FILE as `python3 FILE ARGS...` would: __file__,\n"
+             "                       sys.argv, sys.path[0] (for this run); options go\n"
+             "                       before -f, everything after FILE is the script's\n"
+             "                       ('-': the code from stdin)\n"
              "  -                    read the code from stdin\n"
              "      --base64         with --json: stream data as exact bytes in base64\n\n"
              "With --json, every event of the run is one line on stdout, in order:\n"

@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Bytes of a stream held back because they end inside a UTF-8 character. */
 typedef struct carry {
@@ -329,6 +330,8 @@ static int run_outcome(run_state *rs, const ctxd_outcome *out)
         jw_knum(w, "cpu_time", out->cpu_time);
         jw_kbool(w, "truncated", out->truncated);
         jw_kbool(w, "state_lost", out->state_lost);
+        if (out->exit_code >= 0)
+            jw_kuint(w, "exit_code", (uint64_t)out->exit_code);
         if (out->truncated) {
             jw_key(w, "dropped");
             jw_obj(w);
@@ -340,8 +343,10 @@ static int run_outcome(run_state *rs, const ctxd_outcome *out)
             jw_kstr(w, "cause", out->cause);
         jw_obj_end(w);
         jw_line(w);
-        return status_exit[out->status];
+        return out->exit_code >= 0 ? out->exit_code : status_exit[out->status];
     }
+    if (out->exit_code >= 0) /* sys.exit(): the script's own exit status */
+        return out->exit_code;
     const char *what = what_of[out->status];
     if (rs->error_shown && out->status == CTXD_INTERRUPTED)
         what = NULL; /* the KeyboardInterrupt traceback says it */
@@ -353,6 +358,21 @@ static int run_outcome(run_state *rs, const ctxd_outcome *out)
     if (out->state_lost)
         fprintf(stderr, "ctx: state lost: the globals of context '%s' are gone\n", rs->ctx);
     return status_exit[out->status];
+}
+
+/* getopt stopped at -f FILE: what follows is the script's argv. */
+#define SCRIPT_ARGS (-1000)
+
+/* FILE as python3 makes __file__ of it: absolute by prefixing the current
+ * directory, not normalised. */
+static char *script_path(const char *file)
+{
+    char cwd[4096];
+    if (file[0] == '/' || !getcwd(cwd, sizeof cwd))
+        return mem_strdup(file);
+    char *p = mem_alloc(strlen(cwd) + strlen(file) + 2);
+    sprintf(p, "%s/%s", cwd, file);
+    return p;
 }
 
 /* ctx run: execute code and mirror the run on the terminal (or as JSON). */
@@ -382,6 +402,7 @@ int ctx_cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
             break;
         case 'f':
             file = optarg;
+            r = SCRIPT_ARGS; /* the rest of the command line is the script's */
             break;
         case 'e':
             r = ctx_env_add(&env, cmd, optarg);
@@ -399,12 +420,25 @@ int ctx_cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
             r = ctx_common_opt(cli, cmd, opt, argv);
         }
     }
-    if (r == CONTINUE)
+    char *script = NULL; /* -f FILE: as python3 names it in __file__ */
+    const char **sargv = NULL;
+    if (r == SCRIPT_ARGS) {
+        r = CONTINUE;
+        sargv = mem_calloc((size_t)(argc - optind) + 1, sizeof *sargv);
+        sargv[0] = file;
+        for (int i = optind; i < argc; i++)
+            sargv[i - optind + 1] = argv[i];
+        opts.argv = sargv;
+        opts.argc = (size_t)(argc - optind) + 1;
+        if (strcmp(file, "-") != 0)
+            opts.file = script = script_path(file);
+    } else if (r == CONTINUE) {
         r = ctx_positionals(cmd, argc, argv, 0, 1);
+    }
     char *code = NULL;
     size_t len = 0;
     if (r == CONTINUE)
-        r = load_code(cmd, file, optind < argc ? argv[optind] : NULL, &code, &len);
+        r = load_code(cmd, file, !file && optind < argc ? argv[optind] : NULL, &code, &len);
     if (r == CONTINUE)
         r = ctx_need_client(cli);
     if (r == CONTINUE)
@@ -434,6 +468,8 @@ int ctx_cmd_run(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         r = rc < 0 ? ctx_report(cli, rc) : run_outcome(&rs, &out);
     }
     free(code);
+    free(script);
+    free(sargv);
     free(env.kv);
     return r;
 }

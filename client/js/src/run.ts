@@ -125,6 +125,7 @@ export class RunState {
           cpuTime: num(m.cpu_time),
           stateLost: m.state_lost === true,
           cause: str(m.cause),
+          exitCode: typeof m.exit_code === "number" ? m.exit_code : null,
           truncated: m.truncated === true,
           dropped: isMap(m.dropped) ? (m.dropped as Record<string, number>) : null,
           previousDeath: str(acc.previous_death),

@@ -89,6 +89,9 @@ export interface ExecResult {
   cpuTime: number;
   stateLost: boolean;
   cause: string | null;
+  /** the run ended with SystemExit (sys.exit): the exit status a script
+   * would have (0-255); null otherwise */
+  exitCode: number | null;
   truncated: boolean;
   dropped: Record<string, number> | null;
   previousDeath: string | null;

@@ -47,6 +47,19 @@ test("execute: stdout, stderr, result, error, execution count", async () => {
   assert.equal((await c.execute("x")).result, "20"); // globals kept
 });
 
+test("sys.exit ends a run with exitCode, no traceback, globals kept", async () => {
+  const e = await c.execute("import sys\ny = 5\nsys.exit(3)");
+  assert.equal(e.status, "error");
+  assert.equal(e.exitCode, 3);
+  assert.equal(e.error, null);
+  const z = await c.execute("sys.exit()");
+  assert.equal(z.status, "ok");
+  assert.equal(z.exitCode, 0);
+  const r = await c.execute("y");
+  assert.equal(r.result, "5");
+  assert.equal(r.exitCode, null);
+});
+
 test("callbacks arrive while the code still runs, in order", async () => {
   // The code waits for a file the onStdout callback makes: it can end only if
   // the callback fired before the run was done.

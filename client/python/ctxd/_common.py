@@ -190,7 +190,9 @@ class ExecResult:
     none); data its MIME bundle. displays: the display() outputs and figures
     (Result objects, is_main_result False); results: those plus the main
     result last, like E2B's Execution.results. artifacts: files the run
-    created or changed."""
+    created or changed. exit_code: set when the code ended with SystemExit
+    (sys.exit): the exit status a script would have (0-255; non-zero makes
+    the status "error", with no error), else None."""
 
     status: str
     stdout: str = ""
@@ -214,6 +216,7 @@ class ExecResult:
     displays: List[Result] = field(default_factory=list)
     main_result: Optional[Result] = None
     artifacts: List[Artifact] = field(default_factory=list)
+    exit_code: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -481,6 +484,7 @@ class _RunState:
                 artifacts=[Artifact(str(a.get("path", "")), int(a.get("size") or 0),
                                     str(a.get("type") or "application/octet-stream"))
                            for a in (msg.get("artifacts") or []) if isinstance(a, dict)],
+                exit_code=msg.get("exit_code") if isinstance(msg.get("exit_code"), int) else None,
             )
             return out
         if t == "err":
@@ -704,12 +708,20 @@ SYNTAXES = ("python", "ipython")
 
 def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error,
                 allow_stdin: bool = False, artifacts: bool = False,
-                syntax: Optional[str] = None) -> dict:
+                argv=None, file=None, syntax: Optional[str] = None) -> dict:
     """The execute request's fields from the API's arguments."""
     if not isinstance(code, str):
         raise TypeError("code must be a str")
     if syntax is not None and syntax not in SYNTAXES:
         raise ValueError("syntax is 'python' or 'ipython'")
+    if argv is not None:
+        if isinstance(argv, str) or not all(isinstance(a, str) for a in argv):
+            raise TypeError("argv is a list of str")
+        argv = list(argv)
+    if file is not None:
+        file = os.fspath(file)
+        if not isinstance(file, str) or not file:
+            raise TypeError("file is a non-empty str path")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
             raise ValueError("timeout is a number of seconds >= 0 (0: none)")
@@ -723,4 +735,5 @@ def exec_fields(code: str, ctx, timeout, envs, silent, stop_on_error,
     return dict(ctx=ctx_name(ctx), code=code, timeout=timeout, env=env,
                 silent=True if silent else None, stop_on_error=True if stop_on_error else None,
                 allow_stdin=True if allow_stdin else None,
-                artifacts=True if artifacts else None, syntax=syntax)
+                artifacts=True if artifacts else None, argv=argv, file=file,
+                syntax=syntax)

@@ -348,12 +348,13 @@ class AsyncClient:
                      silent: bool = False, stop_on_error: bool = False,
                      on_display: Callback = None, on_clear_output: Callback = None,
                      on_input: Callback = None, artifacts: bool = False,
+                     argv: Optional[List[str]] = None, file: Optional[str] = None,
                      syntax: Optional[str] = None) -> AsyncRun:
         """Sends an execute and returns an AsyncRun to wait() for."""
         await self._ensure()
         fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error,
                              allow_stdin=on_input is not None, artifacts=artifacts,
-                             syntax=syntax)
+                             argv=argv, file=file, syntax=syntax)
         q: asyncio.Queue = asyncio.Queue()
         rid, data = self._core.request("exec", q, "execute", route_ctx=fields["ctx"], **fields)
         await self._send(data)
@@ -369,6 +370,7 @@ class AsyncClient:
                       stop_on_error: bool = False, on_accepted: Callback = None,
                       on_display: Callback = None, on_clear_output: Callback = None,
                       on_input: Callback = None, artifacts: bool = False,
+                      argv: Optional[List[str]] = None, file: Optional[str] = None,
                       syntax: Optional[str] = None) -> ExecResult:
         """As Client.execute; callbacks may be coroutine functions."""
         run = await self.submit(code, ctx, on_stdout=on_stdout, on_stderr=on_stderr,
@@ -376,7 +378,8 @@ class AsyncClient:
                                 on_accepted=on_accepted, timeout=timeout, envs=envs,
                                 silent=silent, stop_on_error=stop_on_error,
                                 on_display=on_display, on_clear_output=on_clear_output,
-                                on_input=on_input, artifacts=artifacts, syntax=syntax)
+                                on_input=on_input, artifacts=artifacts,
+                                argv=argv, file=file, syntax=syntax)
         return await run.wait()
 
     async def interrupt(self, ctx: Any = None, run: Any = None) -> bool:

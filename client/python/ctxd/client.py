@@ -358,13 +358,14 @@ class Client:
                silent: bool = False, stop_on_error: bool = False,
                on_display: Callback = None, on_clear_output: Callback = None,
                on_input: Optional[Callable[[str, bool], str]] = None,
-               artifacts: bool = False, syntax: Optional[str] = None) -> Run:
+               artifacts: bool = False, argv: Optional[List[str]] = None,
+               file: Optional[str] = None, syntax: Optional[str] = None) -> Run:
         """Sends an execute without waiting; see execute() for the
         arguments. Returns a Run: wait() for its result (the callbacks fire
         in the thread that waits)."""
         fields = exec_fields(code, ctx, timeout, envs, silent, stop_on_error,
                              allow_stdin=on_input is not None, artifacts=artifacts,
-                             syntax=syntax)
+                             argv=argv, file=file, syntax=syntax)
         q: queue.SimpleQueue = queue.SimpleQueue()
         with self._lock:
             if self._closed:
@@ -384,7 +385,8 @@ class Client:
                 stop_on_error: bool = False, on_accepted: Callback = None,
                 on_display: Callback = None, on_clear_output: Callback = None,
                 on_input: Optional[Callable[[str, bool], str]] = None,
-               artifacts: bool = False, syntax: Optional[str] = None) -> ExecResult:
+               artifacts: bool = False, argv: Optional[List[str]] = None,
+               file: Optional[str] = None, syntax: Optional[str] = None) -> ExecResult:
         """Runs code in context ctx (None: "default", which the daemon
         creates on first use; a name, or a ContextInfo) and returns its
         ExecResult once it ended, whatever its status ("ok", "error",
@@ -406,10 +408,14 @@ class Client:
         default, 600; 0: none); past it the code gets KeyboardInterrupt and the
         status is "timeout". envs: environment variables for this run only.
         silent: no result, no execution count increment. stop_on_error: if
-        this run fails, the runs queued behind it are aborted. syntax:
-        "ipython" (magics, `!cmd`, `obj?`, trailing `;`, pretty values) or
-        "python"; None: the context's default (ctx.create syntax), else
-        plain Python.
+        this run fails, the runs queued behind it are aborted. file and
+        argv make the run a script's, as `python3 FILE ARGS...`: code is
+        compiled under file (an absolute path: __file__, sys.path[0] its
+        directory) and sys.argv is argv (argv[0] the script as named), for
+        this run only. sys.exit() ends a run without a traceback:
+        ExecResult.exit_code. syntax: "ipython" (magics, `!cmd`, `obj?`,
+        trailing `;`, pretty values) or "python"; None: the context's
+        default (ctx.create syntax), else plain Python.
 
         Raises RefusedError (e.g. busy, unknown_context), UnreachableError,
         LostError; a KeyboardInterrupt while waiting interrupts the run."""
@@ -418,7 +424,8 @@ class Client:
                            timeout=timeout, envs=envs, silent=silent,
                            stop_on_error=stop_on_error, on_display=on_display,
                            on_clear_output=on_clear_output, on_input=on_input,
-                           artifacts=artifacts, syntax=syntax).wait()
+                           artifacts=artifacts, argv=argv, file=file,
+                           syntax=syntax).wait()
 
     def interrupt(self, ctx: Any = None, run: Optional[int] = None) -> bool:
         """Raises KeyboardInterrupt in the run executing on ctx (default

@@ -275,6 +275,8 @@ def _to_execution_error(res: ExecResult) -> Optional[ExecutionError]:
     if res.error is not None:
         e = res.error
         return ExecutionError(e.ename, e.evalue, "\n".join(e.traceback))
+    if res.exit_code:  # sys.exit(n), n not 0: ctxd sends no traceback, exit_code
+        return ExecutionError("SystemExit", str(res.exit_code), "")
     if res.status == "died":
         return ExecutionError("WorkerProcessError", res.cause or "the worker process died", "")
     if res.status in ("aborted", "shutdown"):

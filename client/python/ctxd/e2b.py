@@ -201,6 +201,8 @@ class _Cell:
                 f"Execution timed out after {t:g} s; the interpreter was restarted and its "
                 "globals are lost", "timeout")
         self.execution.execution_count = res.execution_count or None
+        if self.execution.error is None and res.exit_code:  # sys.exit(n), n not 0
+            self._keep(self.error(_Err("SystemExit", str(res.exit_code))))
         if self.execution.error is None and res.status in ("died", "aborted", "shutdown"):
             name = "WorkerProcessError" if res.status == "died" else "ExecutionAborted"
             self._keep(self.error(_Err(name, res.cause or res.status)))

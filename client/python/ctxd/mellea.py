@@ -740,7 +740,10 @@ class ExecutionEnvironment:
         exit_code: Optional[int] = None
         success = False
         timed_out = False
-        if r.status == "ok":
+        if r.exit_code is not None:  # sys.exit(): the status a script exits with
+            exit_code = r.exit_code
+            success = exit_code == 0
+        elif r.status == "ok":
             success, exit_code = True, 0
         elif r.status == "error" and r.error is not None and r.error.ename == "SystemExit":
             # as a script: sys.exit(n) exits n, sys.exit() 0, sys.exit("msg") 1

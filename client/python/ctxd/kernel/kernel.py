@@ -363,6 +363,8 @@ class CtxdKernel(Kernel):
                     self._run = None
         except CtxdError as e:
             return self._failed(type(e).__name__, str(e), state)
+        if res.status != "ok" and state["error"] is None and res.exit_code is not None:
+            return self._failed("SystemExit", str(res.exit_code), state)  # sys.exit(n), n != 0
         if res.status != "ok" and state["error"] is None:
             return self._failed(_ENAMES.get(res.status, "RunFailed"),
                                 res.cause or f"the run ended with status {res.status}", state)
