@@ -6,7 +6,7 @@
  * reporting. Each command parses its own options with getopt_long and
  * returns the process exit status; the commands live in one file per
  * family (ctx_cmd_*.c, as tmux's cmd-*.c), the REPL in ctx_repl.c (line
- * editor: ctx_edit.c), JSON output in ctx_json.c. */
+ * editor on libedit: ctx_edit.c), JSON output in ctx_json.c. */
 #include "ctx.h"
 #include "mem.h"
 
@@ -175,9 +175,17 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "keys: Enter runs or continues the block; Ctrl-C while code runs\n"
              "interrupts it (KeyboardInterrupt, the context and its globals are kept;\n"
              "a third Ctrl-C stops waiting), Ctrl-C at the prompt clears the input;\n"
-             "Ctrl-D (or 'exit') leaves. Up/Down browse the history, which is kept\n"
-             "across sessions in $CTX_HISTORY, else ~/.ctx_history (CTX_HISTORY=''\n"
-             "for none); Left/Right/Home/End, Ctrl-A/E/K/U/W/L edit; Tab indents.\n"
+             "Ctrl-D (or 'exit') leaves. The line editor is libedit: emacs keys, or\n"
+             "vi mode and other bindings through ~/.editrc or $EDITRC ('ctx:bind -v').\n"
+             "Tab completes names from the context's live globals (at the start of a\n"
+             "line it indents); Ctrl-R searches the history; Up/Down browse it. A\n"
+             "multi-line block is one history entry; the history is kept across\n"
+             "sessions in $CTX_HISTORY, else ~/.ctx_history (CTX_HISTORY='' for none).\n"
+             "NAME? shows the context's description of NAME, NAME?? with its source.\n"
+             "Images (display(), matplotlib figures) are saved to files whose paths are\n"
+             "printed (as with ctx run; PNG shown inline too when TERM is xterm-kitty\n"
+             "or TERM_PROGRAM is iTerm.app); text/html shows as its text/plain;\n"
+             "input() and getpass() read a line from the terminal.\n"
              "Without a terminal on stdin, lines are read plainly (no prompts).\n"
              "CTX_REPL_COMPLETE=local decides completeness locally instead (brackets,\n"
              "strings, ':' and '\\' line ends, decorators, indented blocks until an\n"

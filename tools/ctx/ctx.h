@@ -171,24 +171,25 @@ const char *ctx_format_age(double seconds, char *buf, size_t n);
 
 /* ---- ctx_edit.c ------------------------------------------------------------ */
 
-/* A small line editor (raw terminal mode) with history. */
+/* The REPL's line editor (libedit), completing from a context. */
 typedef struct ctx_edit ctx_edit;
 
 enum { EDIT_LINE = 1, EDIT_EOF = 0, EDIT_CANCEL = -2, EDIT_ERROR = -1 };
 
-/* in_fd must be a terminal. */
-ctx_edit *ctx_edit_new(int in_fd, int out_fd);
+/* On stdin/stdout (a terminal); Tab asks `complete` of ctx through client.
+ * NULL when libedit cannot start. */
+ctx_edit *ctx_edit_new(ctxd_client *client, const char *ctx);
 void ctx_edit_free(ctx_edit *e);
-/* Reads one line. prompt may contain escape sequences; prompt_cols is its
- * visible width. Returns EDIT_LINE with *line (malloc'd, no newline),
- * EDIT_EOF (Ctrl-D on an empty line), EDIT_CANCEL (Ctrl-C) or EDIT_ERROR. */
-int ctx_edit_read(ctx_edit *e, const char *prompt, size_t prompt_cols, char **line);
-/* Leaves raw mode (ctx_edit_read leaves the terminal raw, so typed-ahead
- * lines are not echoed twice; restore it before running code). */
-void ctx_edit_restore(ctx_edit *e);
-/* History: entries are single lines, oldest first. */
-void ctx_edit_history_add(ctx_edit *e, const char *line);
-/* Loads the last `keep` lines of path (missing file: nothing). */
-void ctx_edit_history_load(ctx_edit *e, const char *path, size_t keep);
+/* Reads one line (a recalled history entry may hold newlines). prompt may
+ * hold escape sequences between \1 characters. Returns EDIT_LINE with *line
+ * (malloc'd, no trailing newline), EDIT_EOF (Ctrl-D on an empty line),
+ * EDIT_CANCEL (Ctrl-C) or EDIT_ERROR. */
+int ctx_edit_read(ctx_edit *e, const char *prompt, char **line);
+/* Adds one history entry (a whole block). */
+void ctx_edit_history_add(ctx_edit *e, const char *entry);
+/* An entry as one line of the history file (malloc'd, with its newline). */
+char *ctx_edit_history_encode(const char *entry);
+/* Loads a history file (missing file: nothing). */
+void ctx_edit_history_load(ctx_edit *e, const char *path);
 
 #endif
