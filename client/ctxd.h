@@ -360,6 +360,13 @@ int ctxd_run_detach(ctxd_client *c, uint64_t run_id);
 
 /* ---- control requests -------------------------------------------------- */
 
+/* One tier of hello's `tiers`. */
+typedef struct ctxd_tier_info {
+    const char *name;
+    const char *const *fields;
+    size_t nfields;
+} ctxd_tier_info;
+
 typedef struct ctxd_hello_info {
     const char *server;  /* "ctxd" */
     const char *version; /* daemon version, e.g. "0.1.0" */
@@ -373,6 +380,18 @@ typedef struct ctxd_hello_info {
     uint64_t max_output;       /* bytes of output per run; 0: no cap */
     double idle_ttl;           /* idle contexts are deleted after this; 0: never */
     const char *on_disconnect; /* "finish" or "interrupt" ("" if not reported) */
+    /* The execution tiers offered, each with the policy fields it enforces. */
+    const struct ctxd_tier_info *tiers;
+    size_t ntiers;
+    /* Preloaded modules: imported in every new context, and configured but
+     * not loaded. */
+    const char *const *preloads_loaded;
+    size_t npreloads_loaded;
+    const char *const *preloads_skipped;
+    size_t npreloads_skipped;
+    bool packages_offered;         /* pip.install can install anything */
+    const char *const *package_sources; /* "wheelhouse", "index" */
+    size_t npackage_sources;
 } ctxd_hello_info;
 
 typedef struct ctxd_ctx_info {

@@ -198,10 +198,13 @@ const struct ctx_cmd ctx_cmd_table[] = {
     {.name = "hello",
      .usage = "",
      .handler = ctx_cmd_info_hello,
-     .summary = "show the daemon's version, pid and limits",
-     .help = "With --json: the hello reply ({\"t\":\"ok\",\"server\":..,\"version\":..,\n"
-             "\"protocol\":..,\"versions\":[..],\"pid\":..,\"instance\":..,\"limits\":{..}})\n"
-             "plus \"endpoint\".\n"},
+     .summary = "show the daemon's version, pid, limits, tiers, preloads and packages",
+     .help = "The tiers offered (ctx create --tier), the preloaded modules (and configured\n"
+             "ones not loaded), and whether packages can be installed (ctx pip).\n\n"
+             "With --json: the hello reply ({\"t\":\"ok\",\"server\":..,\"version\":..,\n"
+             "\"protocol\":..,\"versions\":[..],\"pid\":..,\"instance\":..,\"limits\":{..},\n"
+             "\"tiers\":{TIER:[POLICY FIELD..]},\"preloads\":{\"loaded\":[..],\"skipped\":[..]},\n"
+             "\"packages\":{\"offered\":BOOL,\"sources\":[..]}) plus \"endpoint\".\n"},
     {.name = "keygen",
      .usage = "[FILE]",
      .handler = ctx_cmd_keygen,

@@ -114,6 +114,11 @@ int ctx_parse_seconds(const ctx_cmd *cmd, const char *s, double *out);
 extern volatile sig_atomic_t ctx_sigints;
 void ctx_on_sigint(int sig);
 
+/* ---- ctx_cmd_ctx.c ---------------------------------------------------------- */
+
+/* Natural order of names (exp-2 before exp-10), as ctx ls sorts them. */
+int ctx_natural_cmp(const char *a, const char *b);
+
 /* ---- ctx_repl.c ------------------------------------------------------------ */
 
 /* The interactive session of `ctx repl`. timeout: seconds per run (0 none). */
