@@ -115,7 +115,11 @@ enum {
      * dropped (seen by a socket monitor in ctxd_step and the blocking
      * calls; ZeroMQ reconnects for later requests); its outcome is
      * unknown. */
-    CTXD_ELOST = -7
+    CTXD_ELOST = -7,
+    /* tcp:// with CurveZMQ: the handshake failed (a socket monitor saw
+     * ZMQ_EVENT_HANDSHAKE_FAILED_*): the daemon refused the client's key,
+     * or CTXD_SERVER_KEY is not the daemon's key. Code "auth". */
+    CTXD_EAUTH = -8
 };
 
 /* Default reply timeout for control requests (and the connect check). */

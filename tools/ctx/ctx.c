@@ -249,7 +249,9 @@ static const char ctx_exit_help[] =
     "  2  usage error                 earlier run failed with --stop-on-error, or\n"
     "                                 the daemon shut down during the run)\n"
     "  3  timeout                  7  refused by the daemon (err reply)\n"
-    "  4  interrupted              8  daemon unreachable (or it broke the protocol)\n";
+    "  4  interrupted              8  daemon unreachable (or it broke the protocol)\n"
+    "                              9  authentication failed (tcp://: the daemon refused\n"
+    "                                 the client key, or CTXD_SERVER_KEY is wrong)\n";
 
 static const char ctx_global_help[] =
     "global options (before or after the command):\n"
@@ -321,6 +323,8 @@ int ctx_exit_for(int rc)
         return EX_USAGE;
     case CTXD_ECANCELLED:
         return EX_INTERRUPTED;
+    case CTXD_EAUTH:
+        return EX_AUTH;
     default:
         return EX_UNREACHABLE;
     }
@@ -367,9 +371,10 @@ int ctx_need_client(ctx_cli *cli)
     if (cli->client)
         return CONTINUE;
     if (cli->json) {
-        static const char *const names[] = {"",          "unreachable", "refused",   "protocol",
-                                            "transport", "invalid",     "cancelled", "lost"};
-        json_err(rc < 0 && -rc < 8 ? names[-rc] : "error", err, true);
+        static const char *const names[] = {"",          "unreachable", "refused",
+                                            "protocol",  "transport",   "invalid",
+                                            "cancelled", "lost",        "auth"};
+        json_err(rc < 0 && -rc < 9 ? names[-rc] : "error", err, true);
     } else {
         fprintf(stderr, "ctx: %s\n", err);
     }

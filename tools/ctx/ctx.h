@@ -23,7 +23,8 @@ enum {
     EX_DIED = 5,
     EX_ABORTED = 6,
     EX_REFUSED = 7,
-    EX_UNREACHABLE = 8
+    EX_UNREACHABLE = 8,
+    EX_AUTH = 9 /* tcp:// CurveZMQ handshake failed */
 };
 
 /* Returned by option helpers: keep parsing. */
