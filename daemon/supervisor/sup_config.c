@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ sup_config sup_cfg = {
     .max_request_bytes = PROTO_MAX_REQUEST,
     .default_timeout = 600,
     .kill_grace = 2,
+    .socket_gid = -1,
     .max_held = (size_t)256 << 20,
     .max_client_held = (size_t)16 << 20,
 };
@@ -156,6 +158,20 @@ static int set_insecure_tcp(const char *v, char *err, size_t n)
     return 0;
 }
 
+/* --socket-group NAME (or a numeric gid). */
+static int set_socket_group(const char *v, char *err, size_t n)
+{
+    struct group *g = getgrnam(v);
+    char *end;
+    long gid = g ? (long)g->gr_gid : strtol(v, &end, 10);
+    if (!g && (!*v || *end || gid < 0)) {
+        snprintf(err, n, "no group named '%s'", v);
+        return -1;
+    }
+    sup_cfg.socket_gid = gid;
+    return 0;
+}
+
 static int set_verbose(const char *v, char *err, size_t n)
 {
     (void)v, (void)err, (void)n;
@@ -233,6 +249,10 @@ static const option_def options[] = {
      set_authorized_keys},
     {"insecure-tcp", 0, ARG_NONE, NULL,
      "allow tcp:// without CurveZMQ (anyone who reaches the port runs code!)", set_insecure_tcp},
+    {"socket-group", 0, ARG_STR, "GROUP",
+     "members of GROUP may connect to the ipc:// sockets: each socket file mode\n"
+     "0660 and its directory 0750, both of group GROUP (default: the owner only)",
+     set_socket_group},
     {"log", 0, ARG_STR, "FILE", "request log (one logfmt line per request; default stderr)",
      set_log},
     {"preload", 0, ARG_STR, "MODULES",
