@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -108,7 +109,7 @@ static bool live_daemon(long pid)
  * tree so (as root, unless --no-cgroup-tuning), keeping the mount's flags. */
 static void favor_dynmods(void)
 {
-    const char *v2 = sbx_cgroup_v2_root();
+    const char *v2 = sbx_cgroup_v2_mount();
     if (!v2 || geteuid() != 0 || sup_cfg.no_cgroup_tuning)
         return;
     FILE *f = fopen("/proc/self/mounts", "re");
@@ -142,9 +143,31 @@ static void favor_dynmods(void)
         sup_log("cgroup: cannot remount %s with favordynmods: %s", v2, strerror(errno));
 }
 
+/* Under systemd with Delegate=yes the service's cgroup is ours, but a
+ * cgroup that holds processes cannot hand controllers down to children (v2's
+ * no-internal-process rule): the supervisor moves into <service>/supervisor
+ * (its zygote and pip children follow it), so workers get
+ * <service>/ctxd/<pid>/w<n> with memory and pids limits. */
+static void enter_leaf(void)
+{
+    const char *base = sbx_cgroup_v2_root(), *mount = sbx_cgroup_v2_mount();
+    if (!base || !mount || strcmp(base, mount) == 0)
+        return; /* not delegated: today's layout at the tree's root */
+    char dir[SBX_CGROUP_BASE_MAX + 32], procs[SBX_CGROUP_BASE_MAX + 64], pid[24];
+    snprintf(dir, sizeof dir, "%s/supervisor", base);
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || sbx_write_file(procs, pid) < 0)
+        sup_log("cgroup: cannot move into %s: %s (workers' limits may not apply)", dir,
+                strerror(errno));
+    else
+        sup_log("cgroup: delegated subtree %s (the supervisor in %s)", base, dir);
+}
+
 void sup_cgroup_init(void)
 {
     favor_dynmods();
+    enter_leaf();
     const char *r[3];
     size_t n = roots(r);
     for (size_t i = 0; i < n; i++) {

@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from conftest import CTXD_BIN, Daemon, _finish
+from conftest import CTXD_BIN, Daemon, _finish, wait_until
 
 CTX_BIN = os.environ.get("CTXD_CTX_BIN", os.path.join(os.path.dirname(CTXD_BIN), "..", "tools",
                                                       "ctx"))
@@ -66,3 +66,80 @@ def test_socket_group_members_connect(zctx):
             _finish(d)
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def _v2_mount():
+    for line in open("/proc/self/mounts"):
+        dev, path, fstype = line.split()[:3]
+        if fstype == "cgroup2":
+            return path
+    return None
+
+
+class _InCgroupDaemon(Daemon):
+    """ctxd started inside a given v2 cgroup (as systemd starts a service)."""
+
+    cgroup = None
+
+    def start(self, extra_args=(), cwd=None):
+        import conftest
+        wrapper = self.tmp / "ctxd-in-cgroup"
+        wrapper.write_text(f"#!/bin/sh\necho $$ > {self.cgroup}/cgroup.procs || exit 1\n"
+                           f"exec {conftest.CTXD_BIN} \"$@\"\n")
+        wrapper.chmod(0o755)
+        saved = conftest.CTXD_BIN
+        conftest.CTXD_BIN = str(wrapper)
+        try:
+            return super().start(extra_args, cwd)
+        finally:
+            conftest.CTXD_BIN = saved
+
+
+def _worker_cgroup(c, ctx):
+    r = c.execute("print([l for l in open('/proc/self/cgroup').read().split() "
+                  "if l.startswith('0::')][0][3:])", ctx=ctx)
+    assert r.status == "ok", r.events
+    return r.stdout.decode().strip()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not _v2_mount(), reason="needs root and a cgroup v2 tree")
+@pytest.mark.parametrize("delegated", [True, False])
+def test_workers_cgroups_in_the_delegated_subtree(tmp_path, zctx, delegated):
+    mount = _v2_mount()
+    name = f"ctxd-test-service-{os.getpid()}-{int(delegated)}"
+    base = os.path.join(mount, name)
+    os.mkdir(base)
+    try:
+        if delegated:  # what systemd does for Delegate=yes
+            os.setxattr(base, "trusted.delegate", b"1")
+        d = _InCgroupDaemon(tmp_path, zctx)
+        d.cgroup = base
+        d.start(("--state-dir", str(tmp_path / "state")))
+        try:
+            c = d.client()
+            pid = d.hello["pid"]
+            own = [ln for ln in open(f"/proc/{pid}/cgroup").read().split()
+                   if ln.startswith("0::")][0][3:]
+            c.ok("ctx.create", name="loc", tier="local")
+            cgs = [_worker_cgroup(c, "default"), _worker_cgroup(c, "loc")]
+            if delegated:
+                assert own == f"/{name}/supervisor"
+                for cg in cgs:
+                    assert cg.startswith(f"/{name}/ctxd/{pid}/w"), cgs
+            else:  # not delegated: today's layout at the tree's root
+                assert own == f"/{name}"
+                for cg in cgs:
+                    assert cg.startswith(f"/ctxd/{pid}/w"), cgs
+        finally:
+            _finish(d)
+    finally:
+        # the daemon's children (zygote) may still be on their way out
+        for sub in ("supervisor", "ctxd", ""):
+            path = os.path.join(base, sub) if sub else base
+            if os.path.isdir(path):
+                assert wait_until(lambda: not open(f"{path}/cgroup.procs").read(), 10), path
+                if sub == "ctxd":
+                    for left in os.listdir(path):
+                        if os.path.isdir(os.path.join(path, left)):
+                            os.rmdir(os.path.join(path, left))
+                os.rmdir(path)
