@@ -214,7 +214,9 @@ static const option_def options[] = {
      "or ipc:///run/ctxd/ctxd.sock without XDG_RUNTIME_DIR (directory mode 0700).\n"
      "tcp:// endpoints require CurveZMQ keys (see --state-dir)",
      set_listen},
-    {"config", 'c', ARG_STR, "FILE", "read options from FILE: `key = value` lines, # comments",
+    {"config", 'c', ARG_STR, "FILE",
+     "read options from FILE: `key = value` lines, # comments; a key is a long\n"
+     "option name or the name hello reports (max_queue, default_timeout, ...)",
      set_config},
     {"worker", 0, ARG_STR, "PATH",
      "the worker executable (default: ctxd-worker next to ctxd; also $CTXD_WORKER)", set_worker},
@@ -297,6 +299,28 @@ static const option_def *find_long(const char *name, size_t len)
     return NULL;
 }
 
+/* A config file key: the option's long name, or the name `hello` reports
+ * for it (max_queue, default_timeout, max_request_bytes, ...): '_' is read
+ * as '-', and hello's names that differ from the option's are aliases. */
+static const option_def *find_config_key(const char *key)
+{
+    static const struct {
+        const char *hello, *option;
+    } aliases[] = {{"default-timeout", "timeout"},
+                   {"max-request-bytes", "max-request"},
+                   {"max-code-bytes", "max-code"}};
+    char name[64];
+    size_t n = strlen(key);
+    if (n >= sizeof name)
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        name[i] = key[i] == '_' ? '-' : key[i];
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(name, aliases[i].hello) == 0)
+            return find_long(aliases[i].option, strlen(aliases[i].option));
+    return find_long(name, n);
+}
+
 static const option_def *find_short(char letter)
 {
     for (size_t i = 0; i < NOPTIONS; i++)
@@ -353,7 +377,7 @@ static int set_config(const char *path, char *err, size_t n)
         char *eq = strchr(s, '=');
         char *key = trim(eq ? (*eq = '\0', s) : s);
         char *value = eq ? trim(eq + 1) : (char *)"";
-        const option_def *o = find_long(key, strlen(key));
+        const option_def *o = find_config_key(key);
         char where[300];
         snprintf(where, sizeof where, "%s:%d: ", path, lineno);
         if (!o) {

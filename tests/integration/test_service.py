@@ -143,3 +143,22 @@ def test_workers_cgroups_in_the_delegated_subtree(tmp_path, zctx, delegated):
                         if os.path.isdir(os.path.join(path, left)):
                             os.rmdir(os.path.join(path, left))
                 os.rmdir(path)
+
+
+def test_config_keys_are_hellos_names(tmp_path, zctx):
+    conf = tmp_path / "ctxd.conf"
+    conf.write_text("max_queue = 3\ndefault_timeout = 7\nmax_request_bytes = 2M\n"
+                    "kill-grace = 1.5\n"  # the option's own spelling still works
+                    "on_disconnect = interrupt\nmax_client_held = 4M\n")
+    d = Daemon(tmp_path, zctx).start(("--config", str(conf)))
+    try:
+        lim = d.hello["limits"]
+        assert lim["max_queue"] == 3 and lim["default_timeout"] == 7.0
+        assert lim["max_request_bytes"] == 2 << 20 and lim["kill_grace"] == 1.5
+        assert lim["on_disconnect"] == "interrupt" and lim["max_client_held"] == 4 << 20
+    finally:
+        _finish(d)
+    conf.write_text("max_queues = 3\n")
+    r = subprocess.run([CTXD_BIN, "--config", str(conf), "--help"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode != 0 and "unknown option 'max_queues'" in r.stderr
