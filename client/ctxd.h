@@ -413,7 +413,9 @@ typedef struct ctxd_ctx_info {
     const char *tier;       /* "static", "unsafe", "local" or "sandbox" */
 } ctxd_ctx_info;
 
-/* `hello`: fills *out (may be NULL). */
+/* `hello`: fills *out (may be NULL). The first call with out after
+ * ctxd_connect answers from the reply to the connect check (so a program
+ * that connects and asks hello sends one); later calls ask the daemon. */
 int ctxd_hello(ctxd_client *c, ctxd_hello_info *out);
 
 /* The daemon's `stats` reply: counters since it started. */

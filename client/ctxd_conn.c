@@ -714,6 +714,8 @@ void ctxd_close(ctxd_client *c)
     msg_in *m;
     while ((m = ctxd_conn_inbox_pop(c)))
         ctxd_conn_msg_free(m);
+    if (c->hello_kept)
+        ctxd_conn_msg_free(c->hello_kept);
     for (run *r = c->runs; r; r = r->next) {
         r->removed = true;
         r->blocking = false;

@@ -71,6 +71,7 @@ struct ctxd_client {
     void *sock;
     void *mon; /* PAIR socket receiving sock's ZMQ_EVENT_DISCONNECTED and
                   handshake failures */
+    struct msg_in *hello_kept; /* the connect check's hello reply, for ctxd_hello */
     int handshake_failed;    /* the last ZMQ_EVENT_HANDSHAKE_FAILED_* seen; 0 none */
     uint32_t handshake_value; /* its value (a ZAP status or protocol error) */
     char *endpoint;

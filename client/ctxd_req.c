@@ -171,15 +171,33 @@ static int bare_request(ctxd_client *c, const char *type, msg_in **m)
     return r;
 }
 
-/* hello: also refreshes the cached daemon pid, instance and request limit. */
+/* hello: also refreshes the cached daemon pid, instance and request limit.
+ * The reply to the connect check (out NULL) is kept, and the first
+ * ctxd_hello with out answers from it: a program that connects and asks
+ * hello sends one hello, not two. */
 int ctxd_hello(ctxd_client *c, ctxd_hello_info *out)
 {
-    msg_in *m = NULL;
-    int r = bare_request(c, "hello", &m);
-    if (r < 0)
+    msg_in *m = c->hello_kept;
+    c->hello_kept = NULL;
+    int r;
+    if (m && out) { /* answer from the connect check's reply */
+        r = ctxd_conn_begin(c);
+    } else {
+        if (m)
+            ctxd_conn_msg_free(m);
+        m = NULL;
+        r = bare_request(c, "hello", &m);
+    }
+    if (r < 0) {
+        if (m)
+            ctxd_conn_msg_free(m);
         return r;
+    }
     r = parse_hello(c, m, out);
-    ctxd_conn_msg_free(m);
+    if (!out && r == 0)
+        c->hello_kept = m;
+    else
+        ctxd_conn_msg_free(m);
     return r;
 }
 

@@ -264,3 +264,19 @@ def test_fork(daemon):
     rc, [reply] = daemon.json("fork", "src")
     assert rc == 0 and reply["ctx"]["name"].startswith("ctx-")
     assert daemon.ctx("fork", "nope", check=False).returncode == 7
+
+
+def test_one_hello_per_command_and_no_failed_create(daemon):
+    daemon.ctx("create", "there")
+
+    def log_lines():
+        return [ln for ln in daemon.log_text().splitlines() if "type=" in ln]
+
+    for args in (("run", "-c", "there", "1"), ("hello",), ("ls",), ("pip", "-c", "there", "x"),
+                 ("stats",)):
+        before = len(log_lines())
+        daemon.ctx(*args, check=False)
+        new = log_lines()[before:]
+        assert sum("type=hello" in ln for ln in new) <= 1, (args, new)
+        # an existing context is not created again: no ctx.create err, nothing refused
+        assert not any("ctx.create" in ln and "status=err" in ln for ln in new), (args, new)

@@ -53,7 +53,8 @@ until "$prefix/bin/ctx" --endpoint "$ep" hello >/dev/null 2>&1; do
 done
 out=$("$prefix/bin/ctx" --endpoint "$ep" run 'print(6 * 7)')
 [ "$out" = 42 ] || { echo "ctx run printed '$out'"; exit 1; }
-CTXD_ENDPOINT="$ep" LD_LIBRARY_PATH="$libdir" "$prefix/hello" >/dev/null
+# the .pc file gives an rpath: no LD_LIBRARY_PATH needed
+CTXD_ENDPOINT="$ep" "$prefix/hello" >/dev/null
 PYTHONPATH="$prefix/lib/python3/dist-packages" /usr/bin/python3 -c "
 import ctxd
 with ctxd.Client('$ep') as c:

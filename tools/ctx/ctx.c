@@ -464,7 +464,17 @@ int ctx_ensure_context(ctx_cli *cli, const char *name)
 {
     if (!name || strcmp(name, "default") == 0)
         return CONTINUE;
-    int rc = ctxd_ctx_create(cli->client, name, NULL, NULL, 0, NULL);
+    /* An existing context is looked up, not created: the daemon logs no
+     * failed ctx.create and counts no refusal for it. */
+    const ctxd_ctx_info *infos;
+    size_t n;
+    int rc = ctxd_ctx_list(cli->client, &infos, &n);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(infos[i].name, name) == 0)
+            return CONTINUE;
+    rc = ctxd_ctx_create(cli->client, name, NULL, NULL, 0, NULL);
     const char *code;
     ctxd_last_error(cli->client, &code, NULL);
     if (rc == 0 || (rc == CTXD_EREFUSED && strcmp(code, "exists") == 0))
