@@ -17,14 +17,21 @@
 
 #include <errno.h>
 #include <histedit.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <wchar.h>
 
 #define HISTORY_MAX 1000
 #define LIST_MAX 200 /* completions listed at most */
 
 struct ctx_edit {
     EditLine *el;
+    int sigints; /* ctx_sigints when the line started: a change cancels it */
     History *hist;
     ctxd_client *client;
     const char *ctx;
@@ -142,6 +149,58 @@ static unsigned char complete_fn(EditLine *el, int ch)
     return ret;
 }
 
+/* libedit's character reader, replaced so that Ctrl-C cancels the line
+ * whenever it comes: libedit retries a read that a signal interrupted, and
+ * a signal that arrives while it is not in read() would be lost. SIGINT is
+ * blocked while the counter is checked and unblocked only inside ppoll.
+ * Bytes are decoded as the locale's multibyte characters (an invalid byte
+ * passes as itself). */
+static int getc_fn(EditLine *el, wchar_t *wc)
+{
+    ctx_edit *e = NULL;
+    el_get(el, EL_CLIENTDATA, &e);
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    size_t got = 0;
+    sigset_t intr, orig;
+    sigemptyset(&intr);
+    sigaddset(&intr, SIGINT);
+    for (;;) {
+        sigprocmask(SIG_BLOCK, &intr, &orig);
+        if (ctx_sigints != e->sigints) {
+            sigprocmask(SIG_SETMASK, &orig, NULL);
+            errno = EINTR;
+            return -1;
+        }
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        sigset_t wait = orig;
+        sigdelset(&wait, SIGINT);
+        int r = ppoll(&p, 1, NULL, &wait);
+        sigprocmask(SIG_SETMASK, &orig, NULL);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue; /* the counter decides */
+            return -1;
+        }
+        char byte;
+        ssize_t k = read(STDIN_FILENO, &byte, 1);
+        if (k == 0)
+            return 0;
+        if (k < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -1;
+        }
+        got++;
+        size_t m = mbrtowc(wc, &byte, 1, &st);
+        if (m == (size_t)-2 && got < MB_LEN_MAX)
+            continue;
+        if (m == (size_t)-1 || m == (size_t)-2)
+            *wc = (wchar_t)(unsigned char)byte;
+        return 1;
+    }
+}
+
 ctx_edit *ctx_edit_new(ctxd_client *client, const char *ctx)
 {
     ctx_edit *e = mem_calloc(1, sizeof *e);
@@ -165,6 +224,7 @@ ctx_edit *ctx_edit_new(ctxd_client *client, const char *ctx)
     el_set(e->el, EL_EDITOR, "emacs");
     el_set(e->el, EL_HIST, history, e->hist);
     el_set(e->el, EL_PROMPT_ESC, prompt_fn, '\1');
+    el_set(e->el, EL_GETCFN, getc_fn);
     el_set(e->el, EL_ADDFN, "ctx-complete", "complete from the context's globals", complete_fn);
     el_set(e->el, EL_BIND, "^I", "ctx-complete", NULL);
     el_set(e->el, EL_BIND, "^R", "em-inc-search-prev", NULL);
@@ -190,10 +250,11 @@ int ctx_edit_read(ctx_edit *e, const char *prompt, char **line)
      * a key typed as soon as the prompt appears is the editor's, not the
      * canonical line discipline's (which would swallow a Ctrl-D). */
     el_set(e->el, EL_PREP_TERM, 1);
+    e->sigints = ctx_sigints;
     errno = 0;
     const char *s = el_gets(e->el, &count);
     if (!s) {
-        if (count < 0 && errno == EINTR)
+        if (ctx_sigints != e->sigints)
             return EDIT_CANCEL;
         return count < 0 ? EDIT_ERROR : EDIT_EOF;
     }
