@@ -66,7 +66,7 @@ const struct ctx_cmd ctx_cmd_table[] = {
     {.name = "ls",
      .usage = "",
      .handler = ctx_cmd_ctx_ls,
-     .summary = "list contexts",
+     .summary = "list contexts (names in natural order: exp-2 before exp-10)",
      .help = "Columns: NAME, STATE (idle, busy, dead), PID (- when dead), INC (worker\n"
              "incarnation), RUNS (execution count), QUEUED (runs waiting), MEMORY (the\n"
              "worker's proportional set size, PSS: shared pages counted in proportion;\n"
