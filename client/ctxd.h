@@ -115,7 +115,11 @@ enum {
      * dropped (seen by a socket monitor in ctxd_step and the blocking
      * calls; ZeroMQ reconnects for later requests); its outcome is
      * unknown. */
-    CTXD_ELOST = -7
+    CTXD_ELOST = -7,
+    /* tcp:// with CurveZMQ: the handshake failed (a socket monitor saw
+     * ZMQ_EVENT_HANDSHAKE_FAILED_*): the daemon refused the client's key,
+     * or CTXD_SERVER_KEY is not the daemon's key. Code "auth". */
+    CTXD_EAUTH = -8
 };
 
 /* Default reply timeout for control requests (and the connect check). */
@@ -369,6 +373,13 @@ int ctxd_run_detach(ctxd_client *c, uint64_t run_id);
 
 /* ---- control requests -------------------------------------------------- */
 
+/* One tier of hello's `tiers`. */
+typedef struct ctxd_tier_info {
+    const char *name;
+    const char *const *fields;
+    size_t nfields;
+} ctxd_tier_info;
+
 typedef struct ctxd_hello_info {
     const char *server;  /* "ctxd" */
     const char *version; /* daemon version, e.g. "0.1.0" */
@@ -382,6 +393,18 @@ typedef struct ctxd_hello_info {
     uint64_t max_output;       /* bytes of output per run; 0: no cap */
     double idle_ttl;           /* idle contexts are deleted after this; 0: never */
     const char *on_disconnect; /* "finish" or "interrupt" ("" if not reported) */
+    /* The execution tiers offered, each with the policy fields it enforces. */
+    const struct ctxd_tier_info *tiers;
+    size_t ntiers;
+    /* Preloaded modules: imported in every new context, and configured but
+     * not loaded. */
+    const char *const *preloads_loaded;
+    size_t npreloads_loaded;
+    const char *const *preloads_skipped;
+    size_t npreloads_skipped;
+    bool packages_offered;         /* pip.install can install anything */
+    const char *const *package_sources; /* "wheelhouse", "index" */
+    size_t npackage_sources;
 } ctxd_hello_info;
 
 typedef struct ctxd_ctx_info {
@@ -399,7 +422,9 @@ typedef struct ctxd_ctx_info {
     const char *tier;       /* "static", "unsafe", "local" or "sandbox" */
 } ctxd_ctx_info;
 
-/* `hello`: fills *out (may be NULL). */
+/* `hello`: fills *out (may be NULL). The first call with out after
+ * ctxd_connect answers from the reply to the connect check (so a program
+ * that connects and asks hello sends one); later calls ask the daemon. */
 int ctxd_hello(ctxd_client *c, ctxd_hello_info *out);
 
 /* The daemon's `stats` reply: counters since it started. */

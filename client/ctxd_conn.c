@@ -22,8 +22,9 @@
  * `return ctxd_conn_fail(...)`. code NULL means the rc's own name. */
 int ctxd_conn_fail(ctxd_client *c, int rc, const char *code, const char *fmt, ...)
 {
-    static const char *const names[] = {"",          "unreachable", "refused",   "protocol",
-                                        "transport", "invalid",     "cancelled", "lost"};
+    static const char *const names[] = {"",        "unreachable", "refused",
+                                        "protocol", "transport",   "invalid",
+                                        "cancelled", "lost",       "auth"};
     if (!code)
         code = (rc < 0 && -rc < (int)(sizeof names / sizeof names[0])) ? names[-rc] : "error";
     snprintf(c->last_code, sizeof c->last_code, "%s", code);
@@ -92,6 +93,7 @@ const char *ctxd_strerror(int rc)
         "invalid argument",
         "stopped waiting",
         "daemon restarted; the run's outcome is unknown",
+        "authentication failed",
     };
     if (rc > 0 || -rc >= (int)(sizeof text / sizeof text[0]))
         return "unknown error";
@@ -302,13 +304,49 @@ static bool take_disconnect(ctxd_client *c)
             return dropped;
         }
         uint16_t num = 0;
+        uint32_t value = 0;
         if (zmq_msg_size(&ev) >= 2) /* 16-bit event number, native order */
             memcpy(&num, zmq_msg_data(&ev), 2);
-        dropped = dropped || (zmq_msg_more(&ev) && num == ZMQ_EVENT_DISCONNECTED);
+        if (zmq_msg_size(&ev) >= 6) /* then its 32-bit value */
+            memcpy(&value, (const char *)zmq_msg_data(&ev) + 2, 4);
+        if (num == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || num == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+            num == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            c->handshake_failed = num;
+            c->handshake_value = value;
+        } else if (num == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            c->handshake_failed = 0;
+        }
+        /* A connection whose handshake failed carried nothing: not a drop. */
+        dropped = dropped || (zmq_msg_more(&ev) && num == ZMQ_EVENT_DISCONNECTED &&
+                              !c->handshake_failed);
         while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) >= 0)
             ;
         zmq_msg_close(&ev);
     }
+}
+
+/* CTXD_EAUTH with what the monitor saw, when a CurveZMQ handshake failed
+ * since the last successful one; else 0. */
+int ctxd_conn_auth_failed(ctxd_client *c)
+{
+    take_disconnect(c); /* collect the monitor's events */
+    if (!c->handshake_failed)
+        return 0;
+    if (c->handshake_failed == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return ctxd_conn_fail(c, CTXD_EAUTH, NULL,
+                              "authentication failed at %s: the daemon refused this client's "
+                              "key (ZAP status %u); add its public key (`ctx keygen` prints it) "
+                              "to the daemon's authorized_keys",
+                              c->endpoint, (unsigned)c->handshake_value);
+    return ctxd_conn_fail(c, CTXD_EAUTH, NULL,
+                          "authentication failed at %s: the CurveZMQ handshake failed (%s, "
+                          "error 0x%x); is CTXD_SERVER_KEY the daemon's public key "
+                          "(STATE_DIR/server.pub)?",
+                          c->endpoint,
+                          c->handshake_failed == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                              ? "protocol error"
+                              : "no detail",
+                          (unsigned)c->handshake_value);
 }
 
 /* A dropped connection loses what was in flight on it (ZeroMQ reconnects,
@@ -432,6 +470,8 @@ int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
         if (!m) {
             if (ctxd_conn_dropped(c))
                 return CTXD_ELOST;
+            if (ctxd_conn_auth_failed(c))
+                return CTXD_EAUTH;
             if ((!live || ping) && now() >= deadline)
                 return ctxd_conn_fail(
                     c, CTXD_EUNREACHABLE, NULL,
@@ -608,7 +648,10 @@ static int open_socket(ctxd_client *c)
      * is lost); the PAIR end is polled with the socket. */
     char mon[64];
     snprintf(mon, sizeof mon, "inproc://ctxd-monitor-%p", (void *)c);
-    if (zmq_socket_monitor(c->sock, mon, ZMQ_EVENT_DISCONNECTED) < 0 ||
+    if (zmq_socket_monitor(c->sock, mon,
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) < 0 ||
         !(c->mon = zmq_socket(c->zctx, ZMQ_PAIR)))
         return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_socket_monitor: %s",
                               zmq_strerror(zmq_errno()));
@@ -671,6 +714,8 @@ void ctxd_close(ctxd_client *c)
     msg_in *m;
     while ((m = ctxd_conn_inbox_pop(c)))
         ctxd_conn_msg_free(m);
+    if (c->hello_kept)
+        ctxd_conn_msg_free(c->hello_kept);
     for (run *r = c->runs; r; r = r->next) {
         r->removed = true;
         r->blocking = false;

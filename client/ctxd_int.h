@@ -69,7 +69,11 @@ typedef struct run {
 struct ctxd_client {
     void *zctx;
     void *sock;
-    void *mon; /* PAIR socket receiving sock's ZMQ_EVENT_DISCONNECTED */
+    void *mon; /* PAIR socket receiving sock's ZMQ_EVENT_DISCONNECTED and
+                  handshake failures */
+    struct msg_in *hello_kept; /* the connect check's hello reply, for ctxd_hello */
+    int handshake_failed;    /* the last ZMQ_EVENT_HANDSHAKE_FAILED_* seen; 0 none */
+    uint32_t handshake_value; /* its value (a ZAP status or protocol error) */
     char *endpoint;
     uint64_t next_id;
     double timeout;             /* control reply timeout, seconds */
@@ -190,6 +194,9 @@ msg_in *ctxd_conn_inbox_pop(ctxd_client *c);
 
 /* ---- ctxd_conn.c: liveness, the monitor, the round trip ---------------- */
 
+/* CTXD_EAUTH (recorded for ctxd_last_error) when a CurveZMQ handshake
+ * failed since the last one that succeeded; else 0. */
+int ctxd_conn_auth_failed(ctxd_client *c);
 /* True when the connection dropped (every run then ended with CTXD_ELOST). */
 bool ctxd_conn_dropped(ctxd_client *c);
 /* Handles the reply to a liveness hello. */

@@ -61,6 +61,20 @@ static int parse_ctx_reply(ctxd_client *c, const msg_in *m, ctxd_ctx_info *out)
 
 /* Reads hello's reply, remembering the daemon pid, instance and request
  * limit. */
+/* The strings of an array value, owned by the client (non-strings and a
+ * missing value: none). */
+static const char *const *own_strs(ctxd_client *c, const proto_val *arr, size_t *n)
+{
+    *n = 0;
+    if (!arr || arr->kind != PROTO_ARRAY)
+        return NULL;
+    const char **out = ctxd_conn_own(c, mem_calloc(arr->n ? arr->n : 1, sizeof *out));
+    for (uint32_t i = 0; i < arr->n; i++)
+        if (arr->as.items[i].kind == PROTO_STR)
+            out[(*n)++] = ctxd_conn_own_str(c, &arr->as.items[i]);
+    return out;
+}
+
 static int parse_hello(ctxd_client *c, const msg_in *m, ctxd_hello_info *out)
 {
     static const proto_field fields[] = {
@@ -119,6 +133,26 @@ static int parse_hello(ctxd_client *c, const msg_in *m, ctxd_hello_info *out)
     const char *od = ctxd_conn_own_str(c, proto_map_get(limits, "on_disconnect"));
     if (od)
         out->on_disconnect = od;
+    const proto_val *tiers = proto_map_get(m->root, "tiers");
+    if (tiers && tiers->kind == PROTO_MAP) {
+        ctxd_tier_info *t = ctxd_conn_own(c, mem_calloc(tiers->n ? tiers->n : 1, sizeof *t));
+        for (uint32_t i = 0; i < tiers->n; i++) {
+            const proto_val *key = &tiers->as.items[2 * i];
+            t[i].name = key->kind == PROTO_STR ? ctxd_conn_own_str(c, key) : NULL;
+            t[i].fields = own_strs(c, &tiers->as.items[2 * i + 1], &t[i].nfields);
+            if (!t[i].name)
+                t[i].name = "";
+        }
+        out->tiers = t;
+        out->ntiers = tiers->n;
+    }
+    const proto_val *pre = proto_map_get(m->root, "preloads");
+    out->preloads_loaded = own_strs(c, proto_map_get(pre, "loaded"), &out->npreloads_loaded);
+    out->preloads_skipped = own_strs(c, proto_map_get(pre, "skipped"), &out->npreloads_skipped);
+    const proto_val *pk = proto_map_get(m->root, "packages");
+    const proto_val *offered = proto_map_get(pk, "offered");
+    out->packages_offered = offered && offered->kind == PROTO_BOOL && offered->as.b;
+    out->package_sources = own_strs(c, proto_map_get(pk, "sources"), &out->npackage_sources);
     return 0;
 }
 
@@ -137,15 +171,33 @@ static int bare_request(ctxd_client *c, const char *type, msg_in **m)
     return r;
 }
 
-/* hello: also refreshes the cached daemon pid, instance and request limit. */
+/* hello: also refreshes the cached daemon pid, instance and request limit.
+ * The reply to the connect check (out NULL) is kept, and the first
+ * ctxd_hello with out answers from it: a program that connects and asks
+ * hello sends one hello, not two. */
 int ctxd_hello(ctxd_client *c, ctxd_hello_info *out)
 {
-    msg_in *m = NULL;
-    int r = bare_request(c, "hello", &m);
-    if (r < 0)
+    msg_in *m = c->hello_kept;
+    c->hello_kept = NULL;
+    int r;
+    if (m && out) { /* answer from the connect check's reply */
+        r = ctxd_conn_begin(c);
+    } else {
+        if (m)
+            ctxd_conn_msg_free(m);
+        m = NULL;
+        r = bare_request(c, "hello", &m);
+    }
+    if (r < 0) {
+        if (m)
+            ctxd_conn_msg_free(m);
         return r;
+    }
     r = parse_hello(c, m, out);
-    ctxd_conn_msg_free(m);
+    if (!out && r == 0)
+        c->hello_kept = m;
+    else
+        ctxd_conn_msg_free(m);
     return r;
 }
 

@@ -13,7 +13,8 @@ build=${BUILD_DIR:-$root/build}
 
 PACKAGES="build-essential cmake pkg-config libzmq3-dev libmsgpack-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
-python3-matplotlib python3-pip"
+python3-matplotlib python3-pip libedit-dev"
+# libedit-dev: ctx repl's line editor (tools/ctx/ctx_edit.c).
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).
 # python3-pandas (test mode): a DataFrame's text/html (test_rich.py).
 [ "$mode" = test ] && PACKAGES="$PACKAGES python3-pandas"

@@ -2,7 +2,9 @@
  *
  * Membership is the cgroup v2 tree (/sys/fs/cgroup/unified in the hybrid
  * layout this machine has, /sys/fs/cgroup on a v2-only host): every worker
- * and everything it starts is in <v2>/ctxd/<tree>/w<n>, which the
+ * and everything it starts is in <base>/ctxd/<tree>/w<n>, where base
+ * is the tree's root, or under systemd with Delegate=yes the service's own
+ * cgroup (the delegated ancestor of this process's cgroup), which the
  * supervisor kills as a whole (cgroup.kill) and reads CPU time from
  * (cpu.stat, kept by every v2 cgroup). Limits use the v1 memory and pids
  * controllers where they are mounted, else the v2 ones. */
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 int sbx_write_file(const char *path, const char *text)
@@ -36,7 +39,7 @@ static bool is_fs(const char *path, long magic)
     return statfs(path, &sf) == 0 && (long)sf.f_type == magic;
 }
 
-const char *sbx_cgroup_v2_root(void)
+const char *sbx_cgroup_v2_mount(void)
 {
     static int known; /* 0 unknown, 1 unified, 2 /sys/fs/cgroup, 3 none */
     if (!known)
@@ -44,6 +47,64 @@ const char *sbx_cgroup_v2_root(void)
                 : is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)       ? 2
                                                                      : 3;
     return known == 1 ? "/sys/fs/cgroup/unified" : known == 2 ? "/sys/fs/cgroup" : NULL;
+}
+
+/* True when systemd delegated the cgroup dir (Delegate=yes marks it with the
+ * xattr trusted.delegate, or user.delegate for a user manager, = "1"). */
+static bool is_delegated(const char *dir)
+{
+    char v[8];
+    ssize_t n = getxattr(dir, "trusted.delegate", v, sizeof v);
+    if (n <= 0)
+        n = getxattr(dir, "user.delegate", v, sizeof v);
+    return n == 1 && v[0] == '1';
+}
+
+/* This process's v2 cgroup path (the "0::" line of /proc/self/cgroup). */
+static bool own_cgroup(char *out, size_t n)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return false;
+    char line[SBX_CGROUP_BASE_MAX + 16];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::/", 4) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        found = snprintf(out, n, "%s", line + 3) < (int)n;
+    }
+    fclose(f);
+    return found;
+}
+
+const char *sbx_cgroup_v2_root(void)
+{
+    static char base[SBX_CGROUP_BASE_MAX];
+    static int known; /* 0 unknown, 1 base set, 2 none */
+    if (known)
+        return known == 1 ? base : NULL;
+    known = 2;
+    const char *mount = sbx_cgroup_v2_mount();
+    if (!mount)
+        return NULL;
+    known = 1;
+    snprintf(base, sizeof base, "%s", mount);
+    char own[SBX_CGROUP_BASE_MAX], dir[SBX_CGROUP_BASE_MAX];
+    if (!own_cgroup(own, sizeof own) ||
+        snprintf(dir, sizeof dir, "%s%s", mount, own) >= (int)sizeof dir)
+        return base;
+    /* The nearest delegated ancestor (the supervisor itself lives in
+     * <service>/supervisor, its zygote too). */
+    size_t root_len = strlen(mount);
+    while (strlen(dir) > root_len) {
+        if (is_delegated(dir)) {
+            snprintf(base, sizeof base, "%s", dir);
+            break;
+        }
+        *strrchr(dir, '/') = '\0';
+    }
+    return base;
 }
 
 const char *sbx_cgroup_v1_root(const char *controller)

@@ -31,7 +31,14 @@ bool sbx_cgroup_name_ok(const char *name);
 /* Writes text to an existing file in one write (cgroup and /proc control
  * files): 0, or -1 with errno. */
 int sbx_write_file(const char *path, const char *text);
+/* Longest directory of sbx_cgroup_v2_root. */
+#define SBX_CGROUP_BASE_MAX 200
+
 /* The v2 tree's mount point (hybrid: /sys/fs/cgroup/unified), or NULL. */
+const char *sbx_cgroup_v2_mount(void);
+/* Where ctxd's v2 cgroups go: the mount point, or under systemd with
+ * Delegate=yes the service's cgroup (the nearest ancestor of this process's
+ * cgroup that systemd marked delegated); NULL without a v2 tree. */
 const char *sbx_cgroup_v2_root(void);
 /* The root of a v1 controller's hierarchy, or NULL when not mounted. */
 const char *sbx_cgroup_v1_root(const char *controller);

@@ -166,7 +166,7 @@ static void lock_tree(const char *root)
  * tree so (as root, unless --no-cgroup-tuning), keeping the mount's flags. */
 static void favor_dynmods(void)
 {
-    const char *v2 = sbx_cgroup_v2_root();
+    const char *v2 = sbx_cgroup_v2_mount();
     if (!v2 || geteuid() != 0 || sup_cfg.no_cgroup_tuning)
         return;
     FILE *f = fopen("/proc/self/mounts", "re");
@@ -200,9 +200,31 @@ static void favor_dynmods(void)
         sup_log("cgroup: cannot remount %s with favordynmods: %s", v2, strerror(errno));
 }
 
+/* Under systemd with Delegate=yes the service's cgroup is ours, but a
+ * cgroup that holds processes cannot hand controllers down to children (v2's
+ * no-internal-process rule): the supervisor moves into <service>/supervisor
+ * (its zygote and pip children follow it), so workers get
+ * <service>/ctxd/<tree>/w<n> with memory and pids limits. */
+static void enter_leaf(void)
+{
+    const char *base = sbx_cgroup_v2_root(), *mount = sbx_cgroup_v2_mount();
+    if (!base || !mount || strcmp(base, mount) == 0)
+        return; /* not delegated: today's layout at the tree's root */
+    char dir[SBX_CGROUP_BASE_MAX + 32], procs[SBX_CGROUP_BASE_MAX + 64], pid[24];
+    snprintf(dir, sizeof dir, "%s/supervisor", base);
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || sbx_write_file(procs, pid) < 0)
+        sup_log("cgroup: cannot move into %s: %s (workers' limits may not apply)", dir,
+                strerror(errno));
+    else
+        sup_log("cgroup: delegated subtree %s (the supervisor in %s)", base, dir);
+}
+
 void sup_cgroup_init(void)
 {
     favor_dynmods();
+    enter_leaf();
     unsigned rnd = 0;
     if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
         rnd = (unsigned)time(NULL) ^ (unsigned)getpid();

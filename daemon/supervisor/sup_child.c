@@ -33,10 +33,13 @@ pid_t sup_child_fork(void)
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, &old);
+    pid_t self = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != self) /* the supervisor died before the signal was armed */
+            _exit(1);
         return 0;
     }
     int saved = errno;

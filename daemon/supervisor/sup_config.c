@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ sup_config sup_cfg = {
     .max_request_bytes = PROTO_MAX_REQUEST,
     .default_timeout = 600,
     .kill_grace = 2,
+    .socket_gid = -1,
     .max_held = (size_t)256 << 20,
     .max_client_held = (size_t)16 << 20,
 };
@@ -156,6 +158,20 @@ static int set_insecure_tcp(const char *v, char *err, size_t n)
     return 0;
 }
 
+/* --socket-group NAME (or a numeric gid). */
+static int set_socket_group(const char *v, char *err, size_t n)
+{
+    struct group *g = getgrnam(v);
+    char *end;
+    long gid = g ? (long)g->gr_gid : strtol(v, &end, 10);
+    if (!g && (!*v || *end || gid < 0)) {
+        snprintf(err, n, "no group named '%s'", v);
+        return -1;
+    }
+    sup_cfg.socket_gid = gid;
+    return 0;
+}
+
 static int set_verbose(const char *v, char *err, size_t n)
 {
     (void)v, (void)err, (void)n;
@@ -198,7 +214,9 @@ static const option_def options[] = {
      "or ipc:///run/ctxd/ctxd.sock without XDG_RUNTIME_DIR (directory mode 0700).\n"
      "tcp:// endpoints require CurveZMQ keys (see --state-dir)",
      set_listen},
-    {"config", 'c', ARG_STR, "FILE", "read options from FILE: `key = value` lines, # comments",
+    {"config", 'c', ARG_STR, "FILE",
+     "read options from FILE: `key = value` lines, # comments; a key is a long\n"
+     "option name or the name hello reports (max_queue, default_timeout, ...)",
      set_config},
     {"worker", 0, ARG_STR, "PATH",
      "the worker executable (default: ctxd-worker next to ctxd; also $CTXD_WORKER)", set_worker},
@@ -235,6 +253,10 @@ static const option_def options[] = {
      set_authorized_keys},
     {"insecure-tcp", 0, ARG_NONE, NULL,
      "allow tcp:// without CurveZMQ (anyone who reaches the port runs code!)", set_insecure_tcp},
+    {"socket-group", 0, ARG_STR, "GROUP",
+     "members of GROUP may connect to the ipc:// sockets: each socket file mode\n"
+     "0660 and its directory 0750, both of group GROUP (default: the owner only)",
+     set_socket_group},
     {"log", 0, ARG_STR, "FILE", "request log (one logfmt line per request; default stderr)",
      set_log},
     {"preload", 0, ARG_STR, "MODULES",
@@ -277,6 +299,28 @@ static const option_def *find_long(const char *name, size_t len)
         if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
             return &options[i];
     return NULL;
+}
+
+/* A config file key: the option's long name, or the name `hello` reports
+ * for it (max_queue, default_timeout, max_request_bytes, ...): '_' is read
+ * as '-', and hello's names that differ from the option's are aliases. */
+static const option_def *find_config_key(const char *key)
+{
+    static const struct {
+        const char *hello, *option;
+    } aliases[] = {{"default-timeout", "timeout"},
+                   {"max-request-bytes", "max-request"},
+                   {"max-code-bytes", "max-code"}};
+    char name[64];
+    size_t n = strlen(key);
+    if (n >= sizeof name)
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        name[i] = key[i] == '_' ? '-' : key[i];
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(name, aliases[i].hello) == 0)
+            return find_long(aliases[i].option, strlen(aliases[i].option));
+    return find_long(name, n);
 }
 
 static const option_def *find_short(char letter)
@@ -335,7 +379,7 @@ static int set_config(const char *path, char *err, size_t n)
         char *eq = strchr(s, '=');
         char *key = trim(eq ? (*eq = '\0', s) : s);
         char *value = eq ? trim(eq + 1) : (char *)"";
-        const option_def *o = find_long(key, strlen(key));
+        const option_def *o = find_config_key(key);
         char where[300];
         snprintf(where, sizeof where, "%s:%d: ", path, lineno);
         if (!o) {

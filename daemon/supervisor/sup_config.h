@@ -32,6 +32,9 @@ typedef struct sup_config {
     double idle_ttl;        /* seconds; 0 = never reap idle contexts */
     bool interrupt_on_disconnect;
     bool insecure_tcp;
+    /* --socket-group: ipc sockets (and their directory) group-accessible
+     * to this group; -1 none (owner only). */
+    long socket_gid;
     const char *state_dir;
     const char *authorized_keys;
     const char *log_path;

@@ -12,6 +12,7 @@
 #include "sup_request.h"
 #include "sup_route.h"
 #include "sup_send.h"
+#include "sup_sockperm.h"
 #include "sup_stats.h"
 #include "sup_zygote.h"
 
@@ -179,10 +180,9 @@ int sup_loop_open(const char **endpoints, size_t n)
             fprintf(stderr, "ctxd: cannot listen on %s: %s\n", ep, zmq_strerror(errno));
             return -1;
         }
-        /* Closed by mode too, whatever directory it is in: connecting needs
-         * write permission on the socket file, which only we have. */
-        if (strncmp(ep, "ipc://", 6) == 0 && ep[6] != '@')
-            (void)chmod(ep + 6, 0600);
+        /* Closed by mode too (or open to --socket-group). */
+        if (strncmp(ep, "ipc://", 6) == 0 && ep[6] != '@' && sup_sockperm_apply(ep + 6) < 0)
+            return -1;
     }
     sigset_t mask;
     sigemptyset(&mask);

@@ -5,6 +5,7 @@
 #include "sup_ctx.h"
 #include "sup_ident.h"
 #include "sup_loop.h"
+#include "sup_notify.h"
 #include "sup_persist.h"
 #include "sup_pkgs.h"
 #include "sup_privdir.h"
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
     sup_persist_restore();            /* the previous daemon's contexts, state lost */
     for (size_t i = 0; i < sup_cfg.nendpoints; i++)
         fprintf(stderr, "ctxd: listening on %s\n", sup_cfg.endpoints[i]);
+    (void)sup_notify("READY=1"); /* systemd Type=notify: the sockets answer now */
     sup_loop_run();
     return 0;
 }

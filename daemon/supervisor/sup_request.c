@@ -139,7 +139,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 11);
+    sup_msg_begin(&b, "ok", peer, 12);
     proto_put_str(&b, "server");
     proto_put_str(&b, "ctxd");
     proto_put_str(&b, "version");
@@ -165,6 +165,18 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
     proto_put_array(&b, sizeof syntaxes / sizeof syntaxes[0]);
     for (size_t i = 0; i < sizeof syntaxes / sizeof syntaxes[0]; i++)
         proto_put_str(&b, syntaxes[i]);
+    /* Whether pip.install and ctx.create {packages} can install anything,
+     * and from which kinds of source (no paths or URLs). */
+    proto_put_str(&b, "packages");
+    proto_put_map(&b, 2);
+    proto_put_str(&b, "offered");
+    proto_put_bool(&b, sup_cfg.wheelhouse || sup_cfg.package_index);
+    proto_put_str(&b, "sources");
+    proto_put_array(&b, (sup_cfg.wheelhouse != NULL) + (sup_cfg.package_index != NULL));
+    if (sup_cfg.wheelhouse)
+        proto_put_str(&b, "wheelhouse");
+    if (sup_cfg.package_index)
+        proto_put_str(&b, "index");
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }

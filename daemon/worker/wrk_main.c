@@ -48,7 +48,7 @@ static void on_parent_death(int sig)
     wrk_chan_gone(1);
 }
 
-static void watch_parent(void)
+static void watch_parent(pid_t parent)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -57,7 +57,10 @@ static void watch_parent(void)
     if (sigaction(PARENT_DEATH_SIGNAL, &sa, NULL) < 0 ||
         prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL) < 0)
         fatal("cannot watch the supervisor: %s", strerror(errno));
-    if (getppid() == 1)
+    /* Died before the signal was armed: we were reparented already. Compared
+     * with the supervisor's real pid, never with 1: the supervisor may be
+     * PID 1 itself (in a container). */
+    if (getppid() != parent)
         _exit(1);
 }
 
@@ -339,6 +342,7 @@ static const sbx_host sandbox_host = {sbx_log_line, wrk_log_stat_range};
 
 int main(int argc, char **argv)
 {
+    pid_t supervisor = getppid();
     sbx_host_set(&sandbox_host);
     if (argc > 1 && strcmp(argv[1], "--zygote") == 0) {
         wrk_zygote_main(argc, argv); /* returns in a worker it forked */
@@ -353,7 +357,9 @@ int main(int argc, char **argv)
     sigaddset(&intr, SIGINT);
     pthread_sigmask(SIG_BLOCK, &intr, NULL);
     signal(SIGINT, SIG_DFL); /* CPython installs its handler only over SIG_DFL */
-    watch_parent();
+    /* The parent now is the supervisor: its fork armed PR_SET_PDEATHSIG
+     * (SIGKILL, kept across exec) and checked its parent right after. */
+    watch_parent(supervisor);
 
     wrk_chan_init(CHAN_FD);
     int err_fd = fcntl(2, F_DUPFD_CLOEXEC, CHAN_FD + 1);
@@ -390,7 +396,7 @@ void wrk_main_install_crash_handlers(void)
     install_crash_handlers();
 }
 
-void wrk_main_watch_parent(void)
+void wrk_main_watch_parent(pid_t parent)
 {
-    watch_parent();
+    watch_parent(parent);
 }

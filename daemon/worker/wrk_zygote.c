@@ -418,9 +418,7 @@ static void await_supervisor(pid_t a_pid)
         }
         nanosleep(&pause, NULL);
     }
-    wrk_main_watch_parent();
-    if (getppid() != sup_pid)
-        _exit(1);
+    wrk_main_watch_parent(sup_pid);
 }
 
 /* A new worker (not a sandbox's: sbx_ns_enter waits itself) waits until
@@ -557,8 +555,9 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         Py_DECREF(envlist);
         (void)PyEval_SaveThread();
         wrk_output_restart();
-        if (ns_flags) /* its parent (outside the namespace) is already the supervisor */
-            wrk_main_watch_parent();
+        if (ns_flags) /* its parent (outside the namespace: getppid() 0) is already the
+                         supervisor */
+            wrk_main_watch_parent(getppid());
         else
             await_supervisor(a_pid);
         return true;
@@ -674,8 +673,8 @@ void wrk_zygote_main(int argc, char **argv)
     sigaddset(&intr, SIGINT);
     pthread_sigmask(SIG_BLOCK, &intr, NULL);
     signal(SIGINT, SIG_DFL);
-    wrk_main_watch_parent();
     sup_pid = getppid();
+    wrk_main_watch_parent(sup_pid);
 
     int type = 0;
     socklen_t tl = sizeof type;

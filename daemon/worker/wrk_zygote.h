@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "proto.h"
 
@@ -32,7 +33,7 @@ void wrk_main_init_python(void);
 void wrk_main_init_session(void);
 void wrk_main_install_crash_handlers(void);
 /* Arms the parent-death signal (and its handler); exits when the parent is
- * already gone. */
-void wrk_main_watch_parent(void);
+ * no longer `parent` (the supervisor's pid, which may be 1 in a container). */
+void wrk_main_watch_parent(pid_t parent);
 
 #endif

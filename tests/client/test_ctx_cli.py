@@ -11,7 +11,7 @@ import pytest
 
 import reachable  # tests/reachable.py, on sys.path via conftest
 
-from conftest import CTX_BIN, WAIT, wait_until
+from conftest import CTX_BIN, WAIT, Daemon, wait_until
 
 COMMANDS = ["run", "ls", "create", "rm", "restart", "fork", "interrupt", "stats", "repl", "hello",
             "help"]
@@ -215,6 +215,41 @@ def test_hello(daemon):
     assert "ctxd" in daemon.ctx("hello").stdout
     rc, [h] = daemon.json("hello")
     assert h["server"] == "ctxd" and h["versions"] == [1] and h["endpoint"] == daemon.endpoint
+    assert set(h["tiers"]) >= {"static", "unsafe", "local"}
+    assert "timeout" in h["tiers"]["unsafe"]
+    assert h["preloads"] == {"loaded": [], "skipped": []}
+    assert h["packages"] == {"offered": False, "sources": []}
+    text = daemon.ctx("hello").stdout
+    assert "tiers     static, unsafe, local" in text
+    assert "preloads  none" in text
+    assert "packages  not offered" in text
+
+
+def test_hello_packages_and_preloads(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    d = Daemon(tmp_path).start(("--wheelhouse", str(wheels), "--preload", "json,no_such_mod_x"))
+    try:
+        assert wait_until(lambda: "json" in d.json("hello")[1][0]["preloads"]["loaded"])
+        rc, [h] = d.json("hello")
+        assert h["packages"] == {"offered": True, "sources": ["wheelhouse"]}
+        assert h["preloads"]["skipped"] == ["no_such_mod_x"]
+        text = d.ctx("hello").stdout
+        assert "packages  offered (from wheelhouse)" in text
+        assert "preloads  json (not loaded: no_such_mod_x)" in text
+    finally:
+        assert d.stop() is None
+
+
+def test_ls_sorts_names_naturally(daemon):
+    for name in ("exp-10", "exp-2", "exp-1", "b", "a"):
+        daemon.ctx("create", name)
+    made = {"exp-10", "exp-2", "exp-1", "b", "a"}
+    rows = [r.split()[0] for r in daemon.ctx("ls").stdout.splitlines()[1:]]
+    assert [n for n in rows if n in made] == ["a", "b", "exp-1", "exp-2", "exp-10"]
+    rc, [reply] = daemon.json("ls")
+    names = [c["name"] for c in reply["contexts"] if c["name"] in made]
+    assert names == ["a", "b", "exp-1", "exp-2", "exp-10"]
 
 
 def test_fork(daemon):
@@ -249,3 +284,19 @@ def test_run_file_as_a_script(daemon, tmp_path):
     assert rc == 1 and [e["t"] for e in evs] == ["accepted", "stream", "done"], evs
     assert evs[-1]["exit_code"] == 1 and evs[-1]["status"] == "error"
     assert daemon.ctx("run", "sys.exit()").returncode == 0
+
+
+def test_one_hello_per_command_and_no_failed_create(daemon):
+    daemon.ctx("create", "there")
+
+    def log_lines():
+        return [ln for ln in daemon.log_text().splitlines() if "type=" in ln]
+
+    for args in (("run", "-c", "there", "1"), ("hello",), ("ls",), ("pip", "-c", "there", "x"),
+                 ("stats",)):
+        before = len(log_lines())
+        daemon.ctx(*args, check=False)
+        new = log_lines()[before:]
+        assert sum("type=hello" in ln for ln in new) <= 1, (args, new)
+        # an existing context is not created again: no ctx.create err, nothing refused
+        assert not any("ctx.create" in ln and "status=err" in ln for ln in new), (args, new)

@@ -2,7 +2,9 @@
 multi-line function definition, a call, Ctrl-C on `while True: pass`, the
 globals still there afterwards; Ctrl-C at the prompt, history across
 sessions, colours only on a terminal, the local completeness heuristic,
-and plain (non-terminal) input."""
+and plain (non-terminal) input; Tab completion from the context, Ctrl-R,
+multi-line history entries, figures and display(), input() and getpass(),
+`name?`, vi mode through an editrc."""
 
 import fcntl
 import json
@@ -245,3 +247,153 @@ def test_plain_input_without_a_terminal(daemon):
                        input=code, capture_output=True, text=True, timeout=WAIT)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "Out[2]: 5\nOut[4]: [1, 2]\n"
+
+
+def test_tab_completes_from_the_contexts_globals(daemon, repl):
+    r = repl("-c", "tabs")
+    r.expect(prompt(1))
+    r.line("unusual_variable_name = 41")
+    r.expect(prompt(2))
+    r.send("unusual_v\t")  # one match: completed in place
+    r.expect(r"unusual_variable_name$")
+    r.line(" + 1")
+    r.expect(r"Out\[2\]: 42\n")
+    r.expect(prompt(3))
+    r.line("alpha_one = alpha_two = 0")
+    r.expect(prompt(4))
+    r.send("alpha_\t")  # two matches: listed below the line
+    r.expect(r"alpha_one\s+alpha_two")
+    r.send("\x03")
+    r.expect(prompt(4))
+    r.line("if True:")
+    r.expect(r"\.\.\.: $")
+    r.send("\t")  # at the start of a line Tab indents
+    r.line("x = 5")
+    r.line("")
+    r.expect(prompt(5))
+    r.line("x")
+    r.expect(r"Out\[5\]: 5\n")
+    r.expect(prompt(6))
+    r.send("\x04")
+    assert r.wait_exit() == 0
+
+
+def test_ctrl_r_searches_history(daemon, repl):
+    r = repl()
+    r.expect(prompt(1))
+    r.line("needle_value = 7")
+    r.expect(prompt(2))
+    r.line("other = 1")
+    r.expect(prompt(3))
+    r.send("\x12")  # Ctrl-R, then part of the older entry
+    r.send("needle")
+    r.expect(r"needle_value = 7")
+    r.send("\r")  # accepts the found entry
+    r.expect(prompt(4))
+    r.line("needle_value * 6")
+    r.expect(r"Out\[4\]: 42\n")
+    r.expect(prompt(5))
+    r.send("\x04")
+    assert r.wait_exit() == 0
+
+
+def test_multiline_block_is_one_history_entry(daemon, repl, tmp_path):
+    r = repl()
+    r.expect(prompt(1))
+    r.line("def triple(x):")
+    r.expect(r"\.\.\.: $")
+    r.line("    return x * 3")
+    r.line("")
+    r.expect(prompt(2))
+    r.send("\x04")
+    assert r.wait_exit() == 0
+    assert (tmp_path / "history").read_text() == "def triple(x):\\n    return x * 3\n"
+    r = repl()
+    r.expect(prompt(2))
+    r.send("\x1b[A")  # Up: the whole block, both lines
+    r.expect(r"return x \* 3")
+    r.send("\r")
+    r.expect(r"\.\.\.: $")  # the block still needs its empty line
+    r.line("")
+    r.expect(prompt(3))
+    r.line("triple(14)")
+    r.expect(r"Out\[3\]: 42\n")
+    r.expect(prompt(4))
+    r.send("\x04")
+    assert r.wait_exit() == 0
+
+
+def test_figure_and_display(daemon, repl, tmp_path):
+    out = tmp_path / "figures"
+    out.mkdir()
+    r = repl(env={"CTX_OUTPUT_DIR": str(out)})
+    r.expect(prompt(1))
+    r.line("import matplotlib.pyplot as plt; plt.plot([1, 2, 3]); plt.show()")
+    m = r.expect(r"\[image/png saved to (\S+\.png)\]")
+    path = m.group(1)
+    assert path.startswith(str(out))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    r.expect(prompt(2))
+    r.line("display({'text/html': '<b>bold</b>', 'text/plain': 'plain words'}, raw=True)")
+    r.expect(r"plain words\n")
+    assert r.text.count("<b>bold</b>") == 1  # only in the echoed input
+    r.expect(prompt(3))
+    r.send("\x04")
+    assert r.wait_exit() == 0
+
+
+def test_input_and_getpass_read_the_terminal(daemon, repl):
+    r = repl("-c", "asks")
+    r.expect(prompt(1))
+    r.line("name = input('your name? ')")
+    r.expect(r"your name\? $")
+    r.line("Ada")
+    r.expect(prompt(2))
+    r.line("import getpass; secret = getpass.getpass('secret: ')")
+    r.expect(r"secret: $")
+    r.line("hunter2")
+    r.expect(prompt(3))
+    assert "hunter2" not in r.text  # no echo
+    r.line("name, len(secret)")
+    r.expect(r"Out\[3\]: \('Ada', 7\)\n")
+    r.expect(prompt(4))
+    r.send("\x04")
+    assert r.wait_exit() == 0
+
+
+def test_question_mark_inspects(daemon, repl):
+    r = repl("-c", "insp")
+    r.expect(prompt(1))
+    r.line("def documented(a):")
+    r.line("    'Says what it does.'")
+    r.line("    return a")
+    r.line("")
+    r.expect(prompt(2))
+    r.line("documented?")
+    r.expect(r"Says what it does\.")
+    r.expect(prompt(2))  # no cell ran
+    r.line("documented??")
+    r.expect(r"return a")
+    r.line("nothing_here?")
+    r.expect(r"no object named 'nothing_here'")
+    r.expect(prompt(2))
+    r.send("\x04")
+    assert r.wait_exit() == 0
+
+
+def test_editrc_vi_mode(daemon, repl, tmp_path):
+    rc = tmp_path / "editrc"
+    rc.write_text("ctx:bind -v\n")
+    r = repl(env={"EDITRC": str(rc)})
+    r.expect(prompt(1))
+    r.send("viword = 3")
+    r.send("\x1b")  # vi command mode: 0 goes to the start, x deletes a character
+    r.send("0x")
+    r.send("\r")
+    r.expect(prompt(2))
+    r.line("iword")
+    r.expect(r"Out\[2\]: 3\n")
+    r.expect(prompt(3))
+    r.line("exit")
+    assert r.wait_exit() == 0

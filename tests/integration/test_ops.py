@@ -2,6 +2,7 @@
 caps, idle reaping, vanished clients, shutdown, a second daemon on the same
 endpoint, CurveZMQ on tcp://, the 0700 socket directory, and a worker that
 breaks its channel protocol."""
+import json
 import os
 import signal
 import socket
@@ -306,10 +307,25 @@ def test_curve_clients_ctx_and_python(tmp_path):
         assert len(public) == 40 and oct(key.stat().st_mode & 0o777) == "0o600"
         env = dict(os.environ, CTXD_SERVER_KEY=str(state / "server.pub"),
                    CTXD_CLIENT_KEY=str(key), CTXD_ENDPOINT=f"tcp://127.0.0.1:{port}")
-        # not yet authorized: refused (unreachable, exit 8)
+        # not yet authorized: an authentication failure (exit 9), not "unreachable"
         r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
                            timeout=30, env=env)
-        assert r.returncode == 8, (r.stdout, r.stderr)
+        assert r.returncode == 9, (r.stdout, r.stderr)
+        assert "authentication failed" in r.stderr and "refused this client's key" in r.stderr
+        r = subprocess.run([ctx_bin, "--json", "hello"], capture_output=True, text=True,
+                           timeout=30, env=env)
+        assert r.returncode == 9 and json.loads(r.stdout)["code"] == "auth", r.stdout
+        with pytest.raises(ctxd_pkg.AuthenticationError, match="refused this client's key"):
+            ctxd_pkg.Client(f"tcp://127.0.0.1:{port}", server_key=str(state / "server.pub"),
+                            client_key=str(key))
+        # a wrong server key (here the client's own public key): the handshake fails
+        wrong = dict(env, CTXD_SERVER_KEY=public)
+        r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
+                           timeout=30, env=wrong)
+        assert r.returncode == 9, (r.stdout, r.stderr)
+        assert "authentication failed" in r.stderr and "CTXD_SERVER_KEY" in r.stderr
+        with pytest.raises(ctxd_pkg.AuthenticationError, match="handshake failed"):
+            ctxd_pkg.Client(f"tcp://127.0.0.1:{port}", server_key=public, client_key=str(key))
         (state / "authorized_keys").write_text(f"# test client\n{public}\n")
         r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
                            timeout=30, env=env)

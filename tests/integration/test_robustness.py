@@ -199,7 +199,8 @@ def test_daemon_maps_key_order(daemon):
         s.send(pack({"v": 1, "t": "hello", "id": 1}))
         m = recv()
         assert keys(m) == env + ["server", "version", "protocol", "versions", "pid", "instance",
-                                 "limits", "tiers", "preloads", "identity", "syntaxes"]
+                                 "limits", "tiers", "preloads", "identity", "syntaxes",
+                                 "packages"]
         assert keys(sub(m, "limits")) == ["max_request_bytes", "max_code_bytes", "max_queue",
                                           "max_contexts", "max_output", "default_timeout",
                                           "kill_grace", "idle_ttl", "on_disconnect", "max_held",

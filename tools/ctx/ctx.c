@@ -6,7 +6,7 @@
  * reporting. Each command parses its own options with getopt_long and
  * returns the process exit status; the commands live in one file per
  * family (ctx_cmd_*.c, as tmux's cmd-*.c), the REPL in ctx_repl.c (line
- * editor: ctx_edit.c), JSON output in ctx_json.c. */
+ * editor on libedit: ctx_edit.c), JSON output in ctx_json.c. */
 #include "ctx.h"
 #include "mem.h"
 
@@ -70,7 +70,7 @@ const struct ctx_cmd ctx_cmd_table[] = {
     {.name = "ls",
      .usage = "",
      .handler = ctx_cmd_ctx_ls,
-     .summary = "list contexts",
+     .summary = "list contexts (names in natural order: exp-2 before exp-10)",
      .help = "Columns: NAME, STATE (idle, busy, dead), PID (- when dead), INC (worker\n"
              "incarnation), RUNS (execution count), QUEUED (runs waiting), MEMORY (the\n"
              "worker's proportional set size, PSS: shared pages counted in proportion;\n"
@@ -179,9 +179,17 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "keys: Enter runs or continues the block; Ctrl-C while code runs\n"
              "interrupts it (KeyboardInterrupt, the context and its globals are kept;\n"
              "a third Ctrl-C stops waiting), Ctrl-C at the prompt clears the input;\n"
-             "Ctrl-D (or 'exit') leaves. Up/Down browse the history, which is kept\n"
-             "across sessions in $CTX_HISTORY, else ~/.ctx_history (CTX_HISTORY=''\n"
-             "for none); Left/Right/Home/End, Ctrl-A/E/K/U/W/L edit; Tab indents.\n"
+             "Ctrl-D (or 'exit') leaves. The line editor is libedit: emacs keys, or\n"
+             "vi mode and other bindings through ~/.editrc or $EDITRC ('ctx:bind -v').\n"
+             "Tab completes names from the context's live globals (at the start of a\n"
+             "line it indents); Ctrl-R searches the history; Up/Down browse it. A\n"
+             "multi-line block is one history entry; the history is kept across\n"
+             "sessions in $CTX_HISTORY, else ~/.ctx_history (CTX_HISTORY='' for none).\n"
+             "NAME? shows the context's description of NAME, NAME?? with its source.\n"
+             "Images (display(), matplotlib figures) are saved to files whose paths are\n"
+             "printed (as with ctx run; PNG shown inline too when TERM is xterm-kitty\n"
+             "or TERM_PROGRAM is iTerm.app); text/html shows as its text/plain;\n"
+             "input() and getpass() read a line from the terminal.\n"
              "Without a terminal on stdin, lines are read plainly (no prompts).\n"
              "CTX_REPL_COMPLETE=local decides completeness locally instead (brackets,\n"
              "strings, ':' and '\\' line ends, decorators, indented blocks until an\n"
@@ -194,10 +202,13 @@ const struct ctx_cmd ctx_cmd_table[] = {
     {.name = "hello",
      .usage = "",
      .handler = ctx_cmd_info_hello,
-     .summary = "show the daemon's version, pid and limits",
-     .help = "With --json: the hello reply ({\"t\":\"ok\",\"server\":..,\"version\":..,\n"
-             "\"protocol\":..,\"versions\":[..],\"pid\":..,\"instance\":..,\"limits\":{..}})\n"
-             "plus \"endpoint\".\n"},
+     .summary = "show the daemon's version, pid, limits, tiers, preloads and packages",
+     .help = "The tiers offered (ctx create --tier), the preloaded modules (and configured\n"
+             "ones not loaded), and whether packages can be installed (ctx pip).\n\n"
+             "With --json: the hello reply ({\"t\":\"ok\",\"server\":..,\"version\":..,\n"
+             "\"protocol\":..,\"versions\":[..],\"pid\":..,\"instance\":..,\"limits\":{..},\n"
+             "\"tiers\":{TIER:[POLICY FIELD..]},\"preloads\":{\"loaded\":[..],\"skipped\":[..]},\n"
+             "\"packages\":{\"offered\":BOOL,\"sources\":[..]}) plus \"endpoint\".\n"},
     {.name = "keygen",
      .usage = "[FILE]",
      .handler = ctx_cmd_keygen,
@@ -242,7 +253,9 @@ static const char ctx_exit_help[] =
     "  2  usage error                 earlier run failed with --stop-on-error, or\n"
     "                                 the daemon shut down during the run)\n"
     "  3  timeout                  7  refused by the daemon (err reply)\n"
-    "  4  interrupted              8  daemon unreachable (or it broke the protocol)\n";
+    "  4  interrupted              8  daemon unreachable (or it broke the protocol)\n"
+    "                              9  authentication failed (tcp://: the daemon refused\n"
+    "                                 the client key, or CTXD_SERVER_KEY is wrong)\n";
 
 static const char ctx_global_help[] =
     "global options (before or after the command):\n"
@@ -314,6 +327,8 @@ int ctx_exit_for(int rc)
         return EX_USAGE;
     case CTXD_ECANCELLED:
         return EX_INTERRUPTED;
+    case CTXD_EAUTH:
+        return EX_AUTH;
     default:
         return EX_UNREACHABLE;
     }
@@ -360,9 +375,10 @@ int ctx_need_client(ctx_cli *cli)
     if (cli->client)
         return CONTINUE;
     if (cli->json) {
-        static const char *const names[] = {"",          "unreachable", "refused",   "protocol",
-                                            "transport", "invalid",     "cancelled", "lost"};
-        json_err(rc < 0 && -rc < 8 ? names[-rc] : "error", err, true);
+        static const char *const names[] = {"",          "unreachable", "refused",
+                                            "protocol",  "transport",   "invalid",
+                                            "cancelled", "lost",        "auth"};
+        json_err(rc < 0 && -rc < 9 ? names[-rc] : "error", err, true);
     } else {
         fprintf(stderr, "ctx: %s\n", err);
     }
@@ -452,7 +468,17 @@ int ctx_ensure_context(ctx_cli *cli, const char *name)
 {
     if (!name || strcmp(name, "default") == 0)
         return CONTINUE;
-    int rc = ctxd_ctx_create(cli->client, name, NULL, NULL, 0, NULL);
+    /* An existing context is looked up, not created: the daemon logs no
+     * failed ctx.create and counts no refusal for it. */
+    const ctxd_ctx_info *infos;
+    size_t n;
+    int rc = ctxd_ctx_list(cli->client, &infos, &n);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(infos[i].name, name) == 0)
+            return CONTINUE;
+    rc = ctxd_ctx_create(cli->client, name, NULL, NULL, 0, NULL);
     const char *code;
     ctxd_last_error(cli->client, &code, NULL);
     if (rc == 0 || (rc == CTXD_EREFUSED && strcmp(code, "exists") == 0))

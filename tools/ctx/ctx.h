@@ -23,7 +23,8 @@ enum {
     EX_DIED = 5,
     EX_ABORTED = 6,
     EX_REFUSED = 7,
-    EX_UNREACHABLE = 8
+    EX_UNREACHABLE = 8,
+    EX_AUTH = 9 /* tcp:// CurveZMQ handshake failed */
 };
 
 /* Returned by option helpers: keep parsing. */
@@ -114,6 +115,11 @@ int ctx_parse_seconds(const ctx_cmd *cmd, const char *s, double *out);
 extern volatile sig_atomic_t ctx_sigints;
 void ctx_on_sigint(int sig);
 
+/* ---- ctx_cmd_ctx.c ---------------------------------------------------------- */
+
+/* Natural order of names (exp-2 before exp-10), as ctx ls sorts them. */
+int ctx_natural_cmp(const char *a, const char *b);
+
 /* ---- ctx_repl.c ------------------------------------------------------------ */
 
 /* The interactive session of `ctx repl`. timeout: seconds per run (0 none). */
@@ -171,24 +177,25 @@ const char *ctx_format_age(double seconds, char *buf, size_t n);
 
 /* ---- ctx_edit.c ------------------------------------------------------------ */
 
-/* A small line editor (raw terminal mode) with history. */
+/* The REPL's line editor (libedit), completing from a context. */
 typedef struct ctx_edit ctx_edit;
 
 enum { EDIT_LINE = 1, EDIT_EOF = 0, EDIT_CANCEL = -2, EDIT_ERROR = -1 };
 
-/* in_fd must be a terminal. */
-ctx_edit *ctx_edit_new(int in_fd, int out_fd);
+/* On stdin/stdout (a terminal); Tab asks `complete` of ctx through client.
+ * NULL when libedit cannot start. */
+ctx_edit *ctx_edit_new(ctxd_client *client, const char *ctx);
 void ctx_edit_free(ctx_edit *e);
-/* Reads one line. prompt may contain escape sequences; prompt_cols is its
- * visible width. Returns EDIT_LINE with *line (malloc'd, no newline),
- * EDIT_EOF (Ctrl-D on an empty line), EDIT_CANCEL (Ctrl-C) or EDIT_ERROR. */
-int ctx_edit_read(ctx_edit *e, const char *prompt, size_t prompt_cols, char **line);
-/* Leaves raw mode (ctx_edit_read leaves the terminal raw, so typed-ahead
- * lines are not echoed twice; restore it before running code). */
-void ctx_edit_restore(ctx_edit *e);
-/* History: entries are single lines, oldest first. */
-void ctx_edit_history_add(ctx_edit *e, const char *line);
-/* Loads the last `keep` lines of path (missing file: nothing). */
-void ctx_edit_history_load(ctx_edit *e, const char *path, size_t keep);
+/* Reads one line (a recalled history entry may hold newlines). prompt may
+ * hold escape sequences between \1 characters. Returns EDIT_LINE with *line
+ * (malloc'd, no trailing newline), EDIT_EOF (Ctrl-D on an empty line),
+ * EDIT_CANCEL (Ctrl-C) or EDIT_ERROR. */
+int ctx_edit_read(ctx_edit *e, const char *prompt, char **line);
+/* Adds one history entry (a whole block). */
+void ctx_edit_history_add(ctx_edit *e, const char *entry);
+/* An entry as one line of the history file (malloc'd, with its newline). */
+char *ctx_edit_history_encode(const char *entry);
+/* Loads a history file (missing file: nothing). */
+void ctx_edit_history_load(ctx_edit *e, const char *path);
 
 #endif

@@ -92,7 +92,51 @@ static double unix_now(void)
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
-/* ctx ls: one table row per context. */
+/* Natural order of names: runs of digits compare as numbers, so exp-2
+ * comes before exp-10; otherwise bytewise. */
+int ctx_natural_cmp(const char *a, const char *b)
+{
+    while (*a && *b) {
+        if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {
+            const char *za = a, *zb = b;
+            while (*za == '0')
+                za++;
+            while (*zb == '0')
+                zb++;
+            size_t la = 0, lb = 0;
+            while (za[la] >= '0' && za[la] <= '9')
+                la++;
+            while (zb[lb] >= '0' && zb[lb] <= '9')
+                lb++;
+            if (la != lb)
+                return la < lb ? -1 : 1;
+            int c = memcmp(za, zb, la);
+            if (c)
+                return c;
+            size_t da = (size_t)(za - a) + la, db = (size_t)(zb - b) + lb;
+            if (da != db) /* equal values: fewer leading zeros first */
+                return da < db ? -1 : 1;
+            a += da;
+            b += db;
+            continue;
+        }
+        if (*a != *b)
+            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    return *a ? 1 : *b ? -1 : 0;
+}
+
+static int list_print(ctx_cli *cli, const ctxd_ctx_info *infos, size_t n);
+
+/* qsort's comparison of two contexts by name. */
+static int info_cmp(const void *x, const void *y)
+{
+    return ctx_natural_cmp(((const ctxd_ctx_info *)x)->name, ((const ctxd_ctx_info *)y)->name);
+}
+
+/* ctx ls: one table row per context, names in natural order. */
 int ctx_cmd_ctx_ls(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     int r = ctx_simple_opts(cli, cmd, argc, argv, 0, 0);
@@ -103,6 +147,18 @@ int ctx_cmd_ctx_ls(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     int rc = ctxd_ctx_list(cli->client, &infos, &n);
     if (rc < 0)
         return ctx_report(cli, rc);
+    ctxd_ctx_info *sorted = mem_alloc((n ? n : 1) * sizeof *sorted);
+    memcpy(sorted, infos, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, info_cmp);
+    infos = sorted;
+    int status = list_print(cli, infos, n);
+    free(sorted);
+    return status;
+}
+
+/* The table (or JSON) of ctx ls. */
+static int list_print(ctx_cli *cli, const ctxd_ctx_info *infos, size_t n)
+{
     if (cli->json) {
         jw w;
         jw_init(&w, stdout);

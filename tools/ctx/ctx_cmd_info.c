@@ -1,4 +1,5 @@
-/* The daemon's figures: ctx hello (version, pid, limits) and ctx stats
+/* The daemon's figures: ctx hello (version, pid, limits, tiers, preloads,
+ * packages) and ctx stats
  * (its counters, and totals over the live contexts). */
 #include "ctx.h"
 
@@ -20,6 +21,40 @@ static void json_limits(jw *w, const ctxd_hello_info *h)
     jw_knum(w, "idle_ttl", h->idle_ttl);
     if (h->on_disconnect[0])
         jw_kstr(w, "on_disconnect", h->on_disconnect);
+    jw_obj_end(w);
+}
+
+/* An array of strings as a JSON value. */
+static void json_strs(jw *w, const char *const *v, size_t n)
+{
+    jw_arr(w);
+    for (size_t i = 0; i < n; i++)
+        jw_str(w, v[i]);
+    jw_arr_end(w);
+}
+
+/* What the daemon offers: tiers, preloads, packages. */
+static void json_offers(jw *w, const ctxd_hello_info *h)
+{
+    jw_key(w, "tiers");
+    jw_obj(w);
+    for (size_t i = 0; i < h->ntiers; i++) {
+        jw_key(w, h->tiers[i].name);
+        json_strs(w, h->tiers[i].fields, h->tiers[i].nfields);
+    }
+    jw_obj_end(w);
+    jw_key(w, "preloads");
+    jw_obj(w);
+    jw_key(w, "loaded");
+    json_strs(w, h->preloads_loaded, h->npreloads_loaded);
+    jw_key(w, "skipped");
+    json_strs(w, h->preloads_skipped, h->npreloads_skipped);
+    jw_obj_end(w);
+    jw_key(w, "packages");
+    jw_obj(w);
+    jw_kbool(w, "offered", h->packages_offered);
+    jw_key(w, "sources");
+    json_strs(w, h->package_sources, h->npackage_sources);
     jw_obj_end(w);
 }
 
@@ -49,6 +84,7 @@ int ctx_cmd_info_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         jw_kuint(&w, "pid", h.pid);
         jw_kstr(&w, "instance", h.instance);
         json_limits(&w, &h);
+        json_offers(&w, &h);
         jw_kstr(&w, "endpoint", ctxd_endpoint(cli->client));
         jw_obj_end(&w);
         jw_line(&w);
@@ -70,6 +106,25 @@ int ctx_cmd_info_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     printf("          max_output %s, idle_ttl %s, on_disconnect %s\n",
            h.max_output ? ctx_format_bytes(h.max_output, cap, sizeof cap) : "none",
            h.idle_ttl > 0 ? ttl : "never", h.on_disconnect[0] ? h.on_disconnect : "finish");
+    printf("tiers    ");
+    for (size_t i = 0; i < h.ntiers; i++)
+        printf(" %s%s", h.tiers[i].name, i + 1 < h.ntiers ? "," : "");
+    printf("%s\npreloads ", h.ntiers ? "" : " (not reported)");
+    for (size_t i = 0; i < h.npreloads_loaded; i++)
+        printf(" %s%s", h.preloads_loaded[i], i + 1 < h.npreloads_loaded ? "," : "");
+    if (!h.npreloads_loaded)
+        printf(" none");
+    if (h.npreloads_skipped) {
+        printf(" (not loaded:");
+        for (size_t i = 0; i < h.npreloads_skipped; i++)
+            printf(" %s%s", h.preloads_skipped[i], i + 1 < h.npreloads_skipped ? "," : "");
+        printf(")");
+    }
+    printf("\npackages  %s", h.packages_offered ? "offered (from" : "not offered (no --wheelhouse or "
+                                                                    "--package-index)");
+    for (size_t i = 0; h.packages_offered && i < h.npackage_sources; i++)
+        printf(" %s%s", h.package_sources[i], i + 1 < h.npackage_sources ? "," : "");
+    printf("%s\n", h.packages_offered ? ")" : "");
     return EX_OK;
 }
 

@@ -122,30 +122,6 @@ static void run_stream(void *user, const char *name, const void *data, size_t le
     fflush(f);
 }
 
-/* A MIME bundle on a terminal: images (PNG, JPEG, GIF, SVG, PDF) saved to
- * files whose paths are printed; otherwise its text/plain. */
-static void print_bundle(const char *const *keys, const char *const *values, size_t n)
-{
-    bool saved = false;
-    for (size_t i = 0; i < n; i++) {
-        char path[4200];
-        if (ctx_media_is_file(keys[i])) {
-            if (ctx_media_save(keys[i], values[i], path, sizeof path))
-                printf("[%s saved to %s]\n", keys[i], path);
-            else
-                printf("[%s: could not be saved]\n", keys[i]);
-            saved = true;
-        }
-    }
-    for (size_t i = 0; i < n && !saved; i++) {
-        if (strcmp(keys[i], "text/plain") == 0) {
-            fputs(values[i], stdout);
-            fputc('\n', stdout);
-        }
-    }
-    fflush(stdout);
-}
-
 /* The trailing expression's value, as a notebook shows it. */
 static void run_result(void *user, const char *const *keys, const char *const *values, size_t n,
                        uint64_t count)
@@ -165,7 +141,7 @@ static void run_result(void *user, const char *const *keys, const char *const *v
         jw_line(&rs->w);
         return;
     }
-    print_bundle(keys, values, n);
+    ctx_media_print(stdout, keys, values, n);
 }
 
 /* display() outputs and matplotlib figures: as JSON lines with --json,
@@ -191,7 +167,7 @@ static void run_display(void *user, const char *const *keys, const char *const *
         jw_line(&rs->w);
         return;
     }
-    print_bundle(keys, values, n);
+    ctx_media_print(stdout, keys, values, n);
 }
 
 /* The traceback goes to stderr, one line per entry. */

@@ -1,9 +1,13 @@
 /* ctx repl: a notebook-like terminal session on one context.
  *
- * Input is read a line at a time (ctx_edit on a terminal, plain lines
- * otherwise) and collected into a block until the block is complete; the
- * block then runs as one execute (a cell), and the prompt shows the next
- * execution count.
+ * Input is read a line at a time (ctx_edit, on libedit, on a terminal; plain
+ * lines otherwise) and collected into a block until the block is complete;
+ * the block then runs as one execute (a cell), and the prompt shows the next
+ * execution count. On a terminal the block enters the history as one entry.
+ * Displays (display(), figures) and results with images are saved to files
+ * whose paths are printed (ctx_media); input() and getpass() read a line
+ * from the terminal; `name?` and `name??` show the context's `inspect` of
+ * the name (?? with its source).
  *
  * WHEN IS A BLOCK COMPLETE? Exactly as Python's own REPL decides: ctx embeds
  * no Python, so it asks the context itself. After each line it sends a
@@ -21,6 +25,7 @@
  * empty line. CTX_REPL_COMPLETE=local makes the heuristic the only judge
  * (no silent runs at all). */
 #include "ctx.h"
+#include "ctx_media.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -31,11 +36,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
 #define CHECK_TIMEOUT 3.0 /* seconds the completeness check may take */
 #define HISTORY_KEEP 1000
+#define INPUT_MAX (1 << 20) /* bytes of one input() line */
 
 typedef struct repl {
     ctx_cli *cli;
@@ -55,6 +62,7 @@ typedef struct repl {
     bool accepted;
     bool error_shown;
     /* the check in progress */
+    char *input_line; /* the last input() answer */
     char check_out[64];
     size_t check_len;
     double check_deadline;
@@ -327,6 +335,16 @@ static void run_result(void *user, const char *const *keys, const char *const *v
 {
     repl *r = user;
     for (size_t i = 0; i < n; i++) {
+        if (ctx_media_is_file(keys[i])) { /* an image: saved, its path shown */
+            if (!r->at_line_start)
+                show(r, stdout, NULL, "\n", 1);
+            showf(r, stdout, col(r, C_OUT), "Out[%llu]:\n", (unsigned long long)count);
+            ctx_media_print(stdout, keys, values, n);
+            r->at_line_start = true;
+            return;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
         if (strcmp(keys[i], "text/plain") != 0)
             continue;
         if (!r->at_line_start)
@@ -334,6 +352,89 @@ static void run_result(void *user, const char *const *keys, const char *const *v
         showf(r, stdout, col(r, C_OUT), "Out[%llu]:", (unsigned long long)count);
         showf(r, stdout, NULL, " %s\n", values[i]);
     }
+}
+
+/* display() and figures: images to files (paths printed), else text/plain. */
+static void run_display(void *user, const char *const *keys, const char *const *values, size_t n,
+                        const char *display_id, bool update)
+{
+    repl *r = user;
+    (void)display_id;
+    (void)update;
+    if (!r->at_line_start)
+        show(r, stdout, NULL, "\n", 1);
+    ctx_media_print(stdout, keys, values, n);
+    r->at_line_start = true;
+}
+
+/* Reads one line from the terminal (canonical mode: read returns a line),
+ * byte by byte so nothing typed after it is taken from the line editor. */
+static ssize_t read_tty_line(char **line)
+{
+    size_t cap = 256, n = 0;
+    *line = mem_alloc(cap);
+    for (;;) {
+        char ch;
+        ssize_t k = read(STDIN_FILENO, &ch, 1);
+        if (k <= 0) {
+            if (k == 0 && n > 0)
+                break;
+            free(*line);
+            *line = NULL;
+            return -1;
+        }
+        if (ch == '\n')
+            break;
+        if (n + 1 >= cap) {
+            if (cap >= INPUT_MAX)
+                continue; /* the rest of an over-long line is dropped */
+            cap *= 2;
+            *line = mem_realloc(*line, cap);
+        }
+        (*line)[n++] = ch;
+    }
+    (*line)[n] = '\0';
+    return (ssize_t)n;
+}
+
+/* input() and getpass() in the code: the prompt, then a line from the
+ * terminal (without echo for a password); NULL (EOFError) at end of input
+ * or on Ctrl-C. */
+static const char *run_input(void *user, const char *prompt, bool password)
+{
+    repl *r = user;
+    free(r->input_line);
+    r->input_line = NULL;
+    show(r, stdout, NULL, prompt, strlen(prompt));
+    struct termios t, saved;
+    bool noecho = password && r->tty && tcgetattr(STDIN_FILENO, &saved) == 0;
+    if (noecho) {
+        t = saved;
+        t.c_lflag &= ~(tcflag_t)ECHO;
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &t);
+    }
+    ssize_t n;
+    if (r->tty) {
+        n = read_tty_line(&r->input_line);
+    } else {
+        size_t cap = 0;
+        n = getline(&r->input_line, &cap, stdin);
+        if (n > 0 && r->input_line[n - 1] == '\n')
+            r->input_line[--n] = '\0';
+        if (n > INPUT_MAX)
+            r->input_line[INPUT_MAX] = '\0';
+    }
+    if (noecho) {
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+        show(r, stdout, NULL, "\n", 1);
+    }
+    r->at_line_start = true;
+    if (n < 0) {
+        free(r->input_line);
+        r->input_line = NULL;
+        clearerr(stdin);
+    }
+    return r->input_line;
 }
 
 static void run_error(void *user, const char *ename, const char *evalue,
@@ -384,7 +485,9 @@ static void run_block(repl *r, const char *code)
                          .on_stream = run_stream,
                          .on_result = run_result,
                          .on_error = run_error,
-                         .on_wait = run_wait};
+                         .on_wait = run_wait,
+                         .on_display = run_display,
+                         .on_input = run_input};
     r->sigints_seen = ctx_sigints;
     r->interrupts = 0;
     r->accepted = false;
@@ -496,24 +599,30 @@ static void history_open(repl *r)
     if (!*path)
         return;
     history_trim(path);
-    ctx_edit_history_load(r->ed, path, HISTORY_KEEP);
+    ctx_edit_history_load(r->ed, path);
     r->hist_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 }
 
-static void history_add(repl *r, const char *line)
+static void history_add(repl *r, const char *block)
 {
-    if (!r->ed || !line[0])
+    if (!r->ed)
         return;
+    size_t n = strlen(block); /* without the empty line that ended it */
+    while (n > 0 && (block[n - 1] == '\n' || block[n - 1] == ' ' || block[n - 1] == '\t'))
+        n--;
+    if (n == 0)
+        return;
+    char *line = mem_alloc(n + 1);
+    memcpy(line, block, n);
+    line[n] = '\0';
     ctx_edit_history_add(r->ed, line);
     if (r->hist_fd >= 0) {
-        size_t n = strlen(line);
-        char *buf = mem_alloc(n + 1);
-        memcpy(buf, line, n);
-        buf[n] = '\n';
-        ssize_t w = write(r->hist_fd, buf, n + 1);
+        char *buf = ctx_edit_history_encode(line);
+        ssize_t w = write(r->hist_fd, buf, strlen(buf));
         (void)w;
         free(buf);
     }
+    free(line);
 }
 
 /* One line of input: EDIT_LINE (*line malloc'd), EDIT_EOF or EDIT_CANCEL. */
@@ -524,13 +633,14 @@ static int read_line(repl *r, bool first, char **line)
         char prompt[96], label[32];
         int w = snprintf(label, sizeof label, "[%llu]:", (unsigned long long)r->next_count);
         if (first)
-            snprintf(prompt, sizeof prompt, "%s%s%s ", col(r, C_PROMPT), label, col(r, C_RESET));
+            snprintf(prompt, sizeof prompt, "\1%s\1%s\1%s\1 ", col(r, C_PROMPT), label,
+                     col(r, C_RESET));
         else
-            snprintf(prompt, sizeof prompt, "%s%*s%s ", col(r, C_PROMPT), w,
-                     "...:", col(r, C_RESET));
+            snprintf(prompt, sizeof prompt, "\1%s\1%*s\1%s\1 ", col(r, C_PROMPT), w, "...:",
+                     col(r, C_RESET));
         fflush(stdout);
         fflush(stderr);
-        int rc = ctx_edit_read(r->ed, prompt, (size_t)w + 1, line);
+        int rc = ctx_edit_read(r->ed, prompt, line);
         return rc == EDIT_ERROR ? EDIT_EOF : rc;
     }
     size_t cap = 0;
@@ -559,6 +669,57 @@ static bool is_exit_word(const char *s)
 {
     return strcmp(s, "exit") == 0 || strcmp(s, "quit") == 0 || strcmp(s, "exit()") == 0 ||
            strcmp(s, "quit()") == 0;
+}
+
+/* `name?` / `name??` (or `?name`): shows the context's inspection of the
+ * name (?? with the source). False when the line is not such a request. */
+static bool help_request(repl *r, const char *line)
+{
+    while (*line == ' ' || *line == '\t')
+        line++;
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+        n--;
+    unsigned detail = 0;
+    size_t q = 0;
+    const char *name = line;
+    while (q < n && q < 2 && name[q] == '?')
+        q++;
+    if (q) {
+        name += q;
+        n -= q;
+    } else {
+        while (q < n && q < 2 && line[n - 1 - q] == '?')
+            q++;
+        n -= q;
+    }
+    if (q == 0 || n == 0 || (name[0] >= '0' && name[0] <= '9'))
+        return false;
+    detail = q == 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (!(ch == '_' || ch == '.' || ch >= 0x80 || (ch >= '0' && ch <= '9') ||
+              ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z')))
+            return false;
+    }
+    char *code = mem_alloc(n + 1);
+    memcpy(code, name, n);
+    code[n] = '\0';
+    ctxd_inspection ins;
+    int rc = ctxd_inspect(r->cli->client, r->ctx, code, CTXD_CURSOR_END, detail, &ins);
+    if (rc < 0) {
+        const char *code_s, *msg;
+        ctxd_last_error(r->cli->client, &code_s, &msg);
+        note(r, "inspect failed: %s", msg);
+    } else if (!ins.found) {
+        note(r, "no object named '%s' in context '%s'", code, r->ctx);
+    } else {
+        show(r, stdout, NULL, ins.text, strlen(ins.text));
+        if (!r->at_line_start)
+            show(r, stdout, NULL, "\n", 1);
+    }
+    free(code);
+    return true;
 }
 
 /* The session: read blocks, run them, until end of input. */
@@ -591,7 +752,11 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
     if (ctxd_hello(cli->client, &h) < 0)
         h.version = "?";
     if (r.tty) {
-        r.ed = ctx_edit_new(STDIN_FILENO, STDOUT_FILENO);
+        r.ed = ctx_edit_new(cli->client, r.ctx);
+        if (!r.ed)
+            r.tty = false; /* libedit could not start: plain lines */
+    }
+    if (r.ed) {
         history_open(&r);
         showf(&r, stdout, col(&r, C_NOTE),
               "ctx repl: context '%s' (incarnation %llu) on ctxd %s at %s\n"
@@ -617,6 +782,8 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
             r.heuristic = false;
             if (!r.tty)
                 note(&r, "input cleared");
+            else
+                show(&r, stdout, NULL, "^C\n", 3);
             continue;
         }
         if (got == EDIT_EOF) {
@@ -627,14 +794,19 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
                 show(&r, stdout, NULL, "\n", 1);
             break;
         }
-        history_add(&r, line);
         if (first && is_blank(line)) {
             free(line);
             continue;
         }
         if (first && is_exit_word(line)) {
+            history_add(&r, line);
             free(line);
             break;
+        }
+        if (first && help_request(&r, line)) {
+            history_add(&r, line);
+            free(line);
+            continue;
         }
         size_t ln = strlen(line);
         block = mem_realloc(block, blen + ln + 2);
@@ -645,8 +817,7 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
         free(line);
         if (needs_more(&r, block))
             continue;
-        if (r.ed)
-            ctx_edit_restore(r.ed);
+        history_add(&r, block);
         run_block(&r, block);
         free(block);
         block = NULL;
@@ -656,6 +827,7 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
     free(block);
     sigaction(SIGINT, &old, NULL);
     ctx_edit_free(r.ed);
+    free(r.input_line);
     if (r.hist_fd >= 0)
         close(r.hist_fd);
     fflush(stdout);

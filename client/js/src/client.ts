@@ -18,6 +18,7 @@ import * as zmq from "zeromq";
 import { CodecError, Value, decode, encode } from "./codec.js";
 import { curveKeys } from "./curve.js";
 import {
+  AuthenticationError,
   ClosedError,
   CtxdError,
   DisconnectedError,
@@ -263,9 +264,25 @@ export class Client {
       this.sock.curvePublicKey = keys.publicKey;
       this.sock.curveSecretKey = keys.secretKey;
     }
+    // A failed CurveZMQ handshake ends what waits with AuthenticationError;
+    // that connection carried nothing, so its disconnect is not a drop.
+    let handshakeFailed = false;
+    const authFailed = (message: string) => {
+      handshakeFailed = true;
+      if (this.pending.size) this.failAll(new AuthenticationError(message));
+    };
+    const wrongKey = (what: string) =>
+      `authentication failed at ${this.endpoint}: the CurveZMQ handshake failed (${what}); is the server key the daemon's public key (STATE_DIR/server.pub)?`;
+    this.sock.events.on("handshake:error:auth", (ev) =>
+      authFailed(`authentication failed at ${this.endpoint}: the daemon refused this client's key (ZAP status ${ev.error.status}); add its public key (\`ctx keygen\` prints it) to the daemon's authorized_keys`));
+    this.sock.events.on("handshake:error:protocol", (ev) => authFailed(wrongKey(`protocol error ${ev.error.code}`)));
+    this.sock.events.on("handshake:error:other", (ev) => authFailed(wrongKey(`no detail: ${ev.error.message}`)));
+    this.sock.events.on("handshake", () => {
+      handshakeFailed = false;
+    });
     // A dropped connection loses what was in flight on it (PROTOCOL.md section 2).
     this.sock.events.on("disconnect", () => {
-      if (this.pending.size)
+      if (!handshakeFailed && this.pending.size)
         this.failAll(new DisconnectedError(`the connection to ctxd at ${this.endpoint} dropped with ${this.pending.size} request(s) in flight; their outcome is unknown`));
     });
     try {

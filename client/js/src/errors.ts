@@ -48,6 +48,17 @@ export class UnreachableError extends CtxdError {
   }
 }
 
+/**
+ * tcp:// with CurveZMQ: the handshake failed (the socket monitor saw
+ * handshake:error:auth / :protocol / :other): the daemon refused the client's
+ * key, or the server key is not the daemon's. An UnreachableError too.
+ */
+export class AuthenticationError extends UnreachableError {
+  constructor(message: string) {
+    super(message, "auth");
+  }
+}
+
 /** The daemon restarted while requests were in flight: their outcome is unknown. */
 export class LostError extends CtxdError {
   constructor(message: string, code = "lost") {

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as zmq from "zeromq";
-import { Client, UnreachableError } from "../dist/index.js";
+import { AuthenticationError, Client, UnreachableError } from "../dist/index.js";
 import { curvePublic, z85Encode, z85Decode } from "../dist/curve.js";
 import { Daemon, freePort } from "./daemon.mjs";
 
@@ -37,7 +37,12 @@ test("tcp:// with CurveZMQ: an authorized key runs code, another is refused", as
       assert.equal((await e.execute("'env'")).result, "'env'");
       e.close();
       const other = zmq.curveKeyPair();
-      await assert.rejects(Client.connect(d.endpoint, { clientKey: other.secretKey, requestTimeout: 1 }), UnreachableError);
+      // an unknown client key, and a wrong server key: authentication failures
+      await assert.rejects(Client.connect(d.endpoint, { clientKey: other.secretKey, requestTimeout: 5 }),
+        (e) => e instanceof AuthenticationError && e instanceof UnreachableError && e.code === "auth" &&
+          /refused this client's key/.test(e.message));
+      await assert.rejects(Client.connect(d.endpoint, { serverKey: other.publicKey, requestTimeout: 5 }),
+        (e) => e instanceof AuthenticationError && /handshake failed/.test(e.message));
     } finally {
       delete process.env.CTXD_SERVER_KEY;
       delete process.env.CTXD_CLIENT_KEY;

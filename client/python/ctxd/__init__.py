@@ -16,7 +16,8 @@ Native API:
 - ExecResult, ErrorInfo, Result, ContextInfo, HelloInfo, StatsInfo,
   Completion, Inspection, Completeness: what they return.
 - Errors: CtxdError and its subclasses RefusedError (NotFoundError),
-  UnreachableError, LostError, ProtocolError, ClosedError, CtxdTimeoutError;
+  UnreachableError (AuthenticationError: a tcp:// CurveZMQ handshake
+  failed), LostError, ProtocolError, ClosedError, CtxdTimeoutError;
   TooLargeError (a RefusedError) for a request over the daemon's
   max_request_bytes, refused before it is sent; DisconnectedError (both a
   LostError and an UnreachableError) for requests in flight on a
@@ -55,6 +56,7 @@ from ._common import (
     default_endpoint,
 )
 from ._errors import (
+    AuthenticationError,
     ClosedError,
     CtxdError,
     CtxdTimeoutError,
@@ -91,5 +93,5 @@ __all__ = [
     "ExecutionError", "ExecutionResult", "HelloInfo", "InterpreterContext", "LostError",
     "NotFoundError", "OutputMessage", "ProtocolError", "RefusedError", "Result", "Run", "TooLargeError",
     "StatsInfo",
-    "UnreachableError", "default_endpoint",
+    "UnreachableError", "AuthenticationError", "default_endpoint",
 ]

@@ -12,12 +12,14 @@ import itertools
 import json as _json
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _proto
 from ._errors import (
+    AuthenticationError,
     CtxdError,
     DisconnectedError,
     LostError,
@@ -556,6 +558,7 @@ class _Core:
         self.ping: Optional[int] = None
         self.ping_deadline = 0.0
         self.max_request = 0  # hello's max_request_bytes; 0 = not known yet
+        self.handshake_failed = False  # the last CurveZMQ handshake failed
 
     def request(self, kind: str, sink, t: str, route_ctx: Optional[str] = None, **fields):
         """Registers a request; returns (id, encoded bytes). route_ctx is the
@@ -645,6 +648,21 @@ class _Core:
                 f"the connection to ctxd at {endpoint} dropped with {len(self.pending)} "
                 "request(s) in flight; their outcome is unknown"))
 
+    def monitor(self, frames, endpoint: str) -> None:
+        """One socket-monitor message: a failed handshake ends what waits
+        with AuthenticationError (the connection carried nothing, so its
+        DISCONNECTED is not a drop); a drop after a good handshake ends what
+        was in flight with DisconnectedError."""
+        num, value = monitor_event(frames)
+        if num in _HANDSHAKE_FAILED:
+            self.handshake_failed = True
+            if self.pending:
+                self.fail_all(AuthenticationError(auth_message(endpoint, num, value)))
+        elif num == _EVENT_HANDSHAKE_SUCCEEDED:
+            self.handshake_failed = False
+        elif num == _EVENT_DISCONNECTED and not self.handshake_failed:
+            self.disconnected(endpoint)
+
     def _check_instance(self, msg: dict) -> None:
         if msg.get("t") != "ok":
             return
@@ -692,15 +710,46 @@ class _Core:
 
 Callback = Optional[Callable[..., Any]]
 
-# ZeroMQ's ZMQ_EVENT_DISCONNECTED (zmq.h), without importing zmq here.
+# ZeroMQ's socket-monitor events (zmq.h), without importing zmq here.
 _EVENT_DISCONNECTED = 0x0200
+_EVENT_HANDSHAKE_FAILED_NO_DETAIL = 0x0800
+_EVENT_HANDSHAKE_SUCCEEDED = 0x1000
+_EVENT_HANDSHAKE_FAILED_PROTOCOL = 0x2000
+_EVENT_HANDSHAKE_FAILED_AUTH = 0x4000
+_HANDSHAKE_FAILED = (_EVENT_HANDSHAKE_FAILED_NO_DETAIL, _EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                     _EVENT_HANDSHAKE_FAILED_AUTH)
+# What the clients' monitors watch.
+MONITOR_EVENTS = (_EVENT_DISCONNECTED | _EVENT_HANDSHAKE_SUCCEEDED
+                  | _EVENT_HANDSHAKE_FAILED_NO_DETAIL | _EVENT_HANDSHAKE_FAILED_PROTOCOL
+                  | _EVENT_HANDSHAKE_FAILED_AUTH)
+
+
+def monitor_event(frames):
+    """(event number, value) of a ZeroMQ socket-monitor message (first
+    frame: 16-bit event number, 32-bit value, native order)."""
+    if not frames or len(frames[0]) < 2:
+        return 0, 0
+    f = frames[0]
+    return int.from_bytes(f[:2], sys.byteorder), \
+        int.from_bytes(f[2:6], sys.byteorder) if len(f) >= 6 else 0
 
 
 def is_disconnect(frames) -> bool:
     """True for a ZeroMQ socket-monitor message reporting a dropped
-    connection (first frame: 16-bit event number, 32-bit value)."""
-    return bool(frames) and len(frames[0]) >= 2 and \
-        int.from_bytes(frames[0][:2], "little") == _EVENT_DISCONNECTED
+    connection."""
+    return monitor_event(frames)[0] == _EVENT_DISCONNECTED
+
+
+def auth_message(endpoint: str, num: int, value: int) -> str:
+    """What a failed CurveZMQ handshake means, for AuthenticationError."""
+    if num == _EVENT_HANDSHAKE_FAILED_AUTH:
+        return (f"authentication failed at {endpoint}: the daemon refused this client's key "
+                f"(ZAP status {value}); add its public key (`ctx keygen` prints it) to the "
+                "daemon's authorized_keys")
+    what = "protocol error" if num == _EVENT_HANDSHAKE_FAILED_PROTOCOL else "no detail"
+    return (f"authentication failed at {endpoint}: the CurveZMQ handshake failed ({what}, "
+            f"error {value:#x}); is the server key the daemon's public key "
+            "(STATE_DIR/server.pub)?")
 
 
 SYNTAXES = ("python", "ipython")

@@ -50,6 +50,15 @@ class UnreachableError(CtxdError, ConnectionError):
     code = "unreachable"
 
 
+class AuthenticationError(UnreachableError):
+    """tcp:// with CurveZMQ: the handshake failed (a socket monitor saw
+    ZMQ_EVENT_HANDSHAKE_FAILED_*): the daemon refused the client's key (not
+    in its authorized_keys), or the server key is not the daemon's. An
+    UnreachableError too, for callers that catch that."""
+
+    code = "auth"
+
+
 class LostError(CtxdError, ConnectionError):
     """The daemon restarted while a run was in flight (a liveness check was
     answered by another daemon instance), or the connection to it dropped

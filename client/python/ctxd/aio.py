@@ -39,7 +39,7 @@ from ._common import (
     check_reply,
     ctx_name,
     exec_fields,
-    is_disconnect,
+    MONITOR_EVENTS,
     parse_hello,
     parse_completeness,
     parse_completion,
@@ -191,7 +191,7 @@ class AsyncClient:
             sock.connect(self.endpoint)
             # A dropped connection loses what was in flight on it: the
             # reader watches the monitor and ends those requests.
-            self._mon = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self._mon = sock.get_monitor_socket(MONITOR_EVENTS)
         except zmq.ZMQError as e:
             if sock is not None:
                 sock.close(0)
@@ -274,15 +274,12 @@ class AsyncClient:
                 ms = _MAX_POLL_MS if due is None else min(_MAX_POLL_MS, max(0, int(due * 1000) + 1))
                 events = dict(await poller.poll(ms))
                 if self._mon in events:
-                    dropped = False
                     while True:
                         try:
                             frames = await self._mon.recv_multipart(zmq.NOBLOCK)
                         except zmq.Again:
                             break
-                        dropped = dropped or is_disconnect(frames)
-                    if dropped:
-                        self._core.disconnected(self.endpoint)
+                        self._core.monitor(frames, self.endpoint)
                 if self._sock in events:
                     while True:
                         try:

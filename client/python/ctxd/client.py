@@ -40,7 +40,7 @@ from ._common import (
     check_reply,
     ctx_name,
     exec_fields,
-    is_disconnect,
+    MONITOR_EVENTS,
     parse_hello,
     parse_completeness,
     parse_completion,
@@ -186,7 +186,7 @@ class Client:
             sock.connect(self.endpoint)
             # A dropped connection loses what was in flight on it: the
             # monitor tells the I/O thread, which ends those requests.
-            self._mon = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self._mon = sock.get_monitor_socket(MONITOR_EVENTS)
         except zmq.ZMQError as e:
             self._zctx.destroy(0)
             raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
@@ -296,17 +296,15 @@ class Client:
 
     def _drain_monitor(self) -> None:
         """Reads the monitor's events (I/O thread): a disconnect ends the
-        requests in flight."""
-        dropped = False
+        requests in flight, a failed handshake ends them with
+        AuthenticationError."""
         while True:
             try:
                 frames = self._mon.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
-            dropped = dropped or is_disconnect(frames)
-        if dropped:
             with self._lock:
-                self._core.disconnected(self.endpoint)
+                self._core.monitor(frames, self.endpoint)
 
     # ---- requests ------------------------------------------------------------------
 
