@@ -56,8 +56,21 @@ typedef struct sup_waiter {
 
 typedef enum { SUP_CTX_IDLE, SUP_CTX_BUSY, SUP_CTX_DEAD } sup_ctx_state;
 
+/* A context's place in one of the table's lists (sup_ctx.c): what needs
+ * reading, what has timers, the idle order. */
+typedef struct sup_ctx_link {
+    struct sup_ctx *prev, *next;
+    bool on;
+} sup_ctx_link;
+
 typedef struct sup_ctx {
-    struct sup_ctx *next;
+    struct sup_ctx *next; /* the table, in no order (sup_ctx_sorted for one) */
+    struct sup_ctx *prev;
+    struct sup_ctx *hnext; /* the name hash's chain */
+    sup_ctx_link rd;       /* its channel signalled input not yet read */
+    sup_ctx_link timed;    /* a run, a kill time or held messages: tick looks */
+    sup_ctx_link idle;     /* --idle-ttl order, oldest last_active first */
+    bool rd_wanted;        /* the channel may hold unread bytes */
     bool deleted; /* freed at the next tick, not while the loop holds it */
     char *name;
     char *cwd;
@@ -144,6 +157,25 @@ typedef struct sup_run_kind {
 sup_ctx *sup_ctx_find(const char *name, size_t len);
 sup_ctx *sup_ctx_first(void);
 size_t sup_ctx_count(void);
+/* The contexts sorted by name (ctx.list): an array of sup_ctx_count()
+ * pointers the caller frees. */
+sup_ctx **sup_ctx_sorted(void);
+/* Changes whenever a context is added, removed or gets a new incarnation
+ * (what sup_persist keeps): the loop saves the table only then. */
+uint64_t sup_ctx_table_gen(void);
+/* Where the loop learns of worker channels (set by sup_loop.c): add once a
+ * channel descriptor is the context's, del just before it is closed. */
+typedef struct sup_ctx_chan_watch {
+    void (*add)(sup_ctx *c);
+    void (*del)(sup_ctx *c);
+} sup_ctx_chan_watch;
+void sup_ctx_set_chan_watch(const sup_ctx_chan_watch *w);
+/* The loop saw the channel's descriptor signal (edge): writes what waits,
+ * and remembers to read (sup_ctx_read_ready). */
+void sup_ctx_chan_event(sup_ctx *c, bool in, bool out);
+/* Reads every channel that signalled and may be read now. True while some
+ * is held back by a slow client: the loop looks again within 1 ms. */
+bool sup_ctx_read_ready(void);
 /* Creates and spawns; returns NULL with err set on failure. site: the
  * context's package directory (its reference is taken on success), or NULL
  * for a new empty one when packages are offered. */
