@@ -602,12 +602,10 @@ static bool read_channel(sup_ctx *c)
         proto_buf_reserve(&c->in, READ_CHUNK);
         ssize_t n = read_chan_once(c, c->in.data + c->in.len, READ_CHUNK);
         if (n > 0) {
+            /* A short read is not proof of an empty socket: a read stops
+             * where descriptors ride (SCM_RIGHTS). Only EAGAIN is, after
+             * which new bytes signal the loop again (edge-triggered). */
             c->in.len += (size_t)n;
-            if ((size_t)n < READ_CHUNK) {
-                /* drained: bytes that come later signal the loop again */
-                c->rd_wanted = false;
-                return true;
-            }
             process_frames(c);
             if (c->fd < 0 || sup_ctx_held_back(c))
                 return true;
@@ -1479,8 +1477,9 @@ void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer)
         reply_waiters_ok(c);
 }
 
-/* Enters c into the list of contexts, which ctx.list shows by name. */
-static void link_sorted(sup_ctx *c)
+/* Enters c into the table: the list (ctx.list sorts it), the name hash,
+ * the idle order. */
+static void link_ctx(sup_ctx *c)
 {
     c->prev = NULL;
     c->next = contexts;
@@ -1531,7 +1530,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
         free(c);
         return NULL;
     }
-    link_sorted(c);
+    link_ctx(c);
     return c;
 }
 
@@ -1574,7 +1573,7 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidf
     c->incarnation = 1;
     c->execution_count = src->execution_count;
     c->creating = true;
-    link_sorted(c);
+    link_ctx(c);
     return c;
 }
 

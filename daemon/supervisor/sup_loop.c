@@ -243,7 +243,6 @@ enum { EV_SIGNAL, EV_ROUTER0, EV_ROUTER1, EV_ZAP, EV_ZYGOTE, EV_MONITOR, EV_NFIX
 static int epfd = -1;
 static sup_ctx **chan_owner; /* by descriptor */
 static size_t chan_owner_cap;
-static int zygote_fd_watched = -1;
 
 /* Registers fd with epoll under tag (edge-triggered: ZeroMQ's ZMQ_FD is,
  * and a channel is read until drained). */
@@ -323,20 +322,20 @@ static void ep_open(void)
             chan_add(c);
 }
 
-/* The zygote's descriptor changes when it is restarted: watched anew. */
+/* The zygote's descriptor changes when it is restarted, maybe to the same
+ * number: asked each turn, MOD fails with ENOENT for a descriptor not
+ * watched yet. The old one's registration went when it was closed (never
+ * removed by number here: a worker channel may have that number now).
+ * Level-triggered. */
 static void watch_zygote(void)
 {
     int zfd = sup_zygote_fd();
-    if (zfd == zygote_fd_watched)
+    if (zfd < 0)
         return;
-    if (zygote_fd_watched >= 0)
-        (void)epoll_ctl(epfd, EPOLL_CTL_DEL, zygote_fd_watched, NULL);
-    zygote_fd_watched = zfd;
-    if (zfd >= 0) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_ZYGOTE};
-        if (epoll_ctl(epfd, EPOLL_CTL_ADD, zfd, &ev) < 0 && errno == EEXIST)
-            (void)epoll_ctl(epfd, EPOLL_CTL_MOD, zfd, &ev);
-    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_ZYGOTE};
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, zfd, &ev) < 0 && errno == ENOENT &&
+        epoll_ctl(epfd, EPOLL_CTL_ADD, zfd, &ev) < 0)
+        fatal("epoll_ctl add zygote: %s", strerror(errno));
 }
 
 /* Serves every ZeroMQ socket holding messages, pass after pass, until a
