@@ -722,7 +722,21 @@ class Bench:
             fds0 = len(os.listdir(f"/proc/{d.pid}/fd"))
             out["nofile_limit"] = nofile_limit(d.pid)
             c.req("ctx.create", name="probe")
+            per = None
             for n in counts:
+                # The supervisor's open-file limit binds before memory does:
+                # fill to what fits with room for the creation samples.
+                lim = out["nofile_limit"]
+                if per and lim:
+                    fds_now = len(os.listdir(f"/proc/{d.pid}/fd"))
+                    fit = alive + 1 + int((lim - fds_now - 64) / per) - nsample
+                    if fit < n:
+                        out["capped"] = {"requested": n, "filled_to": fit,
+                                         "why": f"open-file limit {lim} at {per:.2f} "
+                                                f"descriptors per context"}
+                        log(f"scale[{tag}]: {n} would pass the open-file limit {lim} "
+                            f"({per:.2f} per context): filling to {fit}")
+                        n = fit
                 # fill: create + first x = 1 of each new context (samples too)
                 if n - 1 > alive:
                     t0 = time.perf_counter()
@@ -737,6 +751,7 @@ class Bench:
                     c.req("ctx.delete", ctx=f"s{n}-{i}")
                 at["rtt"] = cbench(build, "rtt", d.endpoint, "probe", nrtt, 20)["rtt"]
                 at["fds"] = len(os.listdir(f"/proc/{d.pid}/fd"))
+                per = (at["fds"] - fds0) / max(alive + 1, 1)
                 for what in ("stats", "ctx.list"):
                     v = []
                     for _ in range(self.n(5, 2)):
@@ -754,14 +769,14 @@ class Bench:
                 at["supervisor_pss"] = pss_of(d.pid)
                 at["pss_per_context"] = (pss_ctx + at["zygote_pss"] + at["supervisor_pss"]) / len(cs)
                 at["supervisor_rss"] = 0
-                out["at"][str(n)] = at
+                out["at"][str(counts[len(out["at"])])] = at
                 log(f"scale[{tag}] {n}: create {pct(at['create'], .5) * 1e3:.2f}/"
                     f"{pct(at['create'], .99) * 1e3:.2f} ms, rtt {pct(at['rtt'], .5) * 1e6:.0f} us, "
                     f"list {pct(at['ctx.list'], .5) * 1e3:.1f} ms, stats "
                     f"{pct(at['stats'], .5) * 1e3:.2f} ms, fds {at['fds']}, "
                     f"PSS/ctx {at['pss_per_context'] / 2**20:.2f} MiB")
             top = out["at"][str(counts[-1])]
-            out["fds_per_context"] = (top["fds"] - fds0) / max(counts[-1], 1)
+            out["fds_per_context"] = (top["fds"] - fds0) / max(top["alive"], 1)
             out["fill_seconds"] = t_fill
         finally:
             d.stop()
@@ -1087,6 +1102,9 @@ def make_table(res):
                      "", f"reply {hi['list_bytes'] / 2**20:.2f} MiB", "", ""))
         per = sc["fds_per_context"]
         lim = sc.get("nofile_limit")
+        if sc.get("capped"):
+            rows.append((f"8 scale {tag}", f"{ks[-1]} asked: filled to {sc['capped']['filled_to']}",
+                         sc["capped"]["why"], "", "", "", ""))
         rows.append((f"8 scale {tag}", f"{hi['alive']} alive; supervisor descriptors per context",
                      f"{per:.2f}", "", f"limit {lim}: binds at ~{int(lim / per)}" if lim and per else "",
                      f">= {ks[-1]} alive", goal(f"{ks[-1]} idle contexts alive ({tag})",
