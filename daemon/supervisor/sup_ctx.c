@@ -66,6 +66,9 @@ static ctx_list rd_list = {.off = offsetof(sup_ctx, rd)};
 static ctx_list timed_list = {.off = offsetof(sup_ctx, timed)};
 static ctx_list idle_list = {.off = offsetof(sup_ctx, idle)};
 static const sup_ctx_chan_watch *chan_watch;
+static sup_ctx_change changes[SUP_CTX_CHANGES_MAX];
+static size_t nchanges;
+static bool changes_overflow;
 
 static void dispatch(sup_ctx *c);
 static void worker_broken(sup_ctx *c, const char *why);
@@ -168,6 +171,37 @@ size_t sup_ctx_count(void)
 uint64_t sup_ctx_table_gen(void)
 {
     return table_gen;
+}
+
+/* Records a change for sup_persist (put: c; del: c's name). */
+static void note_change(sup_ctx *c, bool del)
+{
+    table_gen++;
+    if (del)
+        for (size_t i = 0; i < nchanges; i++)
+            if (changes[i].put == c)
+                changes[i].put = NULL; /* its entry goes with the del */
+    if (nchanges == SUP_CTX_CHANGES_MAX) {
+        changes_overflow = true;
+        return;
+    }
+    changes[nchanges++] = del ? (sup_ctx_change){.del = mem_strdup(c->name)}
+                              : (sup_ctx_change){.put = c};
+}
+
+const sup_ctx_change *sup_ctx_changes(size_t *n, bool *overflow)
+{
+    *n = nchanges;
+    *overflow = changes_overflow;
+    return changes;
+}
+
+void sup_ctx_changes_clear(void)
+{
+    for (size_t i = 0; i < nchanges; i++)
+        free(changes[i].del);
+    nchanges = 0;
+    changes_overflow = false;
 }
 
 sup_ctx *sup_ctx_find(const char *name, size_t len)
@@ -438,7 +472,8 @@ static int spawn(sup_ctx *c, proto_error *err)
     c->kill_why = NULL;
     c->kill_at = 0;
     sup_stats.workers_spawned++;
-    table_gen++;
+    if (c->next || c->prev || contexts == c)
+        note_change(c, false); /* a new incarnation (create notes its own) */
     touch(c);
     return 0;
 }
@@ -1487,7 +1522,7 @@ static void link_ctx(sup_ctx *c)
         contexts->prev = c;
     contexts = c;
     ncontexts++;
-    table_gen++;
+    note_change(c, false);
     if (ncontexts > hcap)
         hash_grow();
     size_t b = name_hash(c->name, strlen(c->name)) & (hcap - 1);
@@ -1625,7 +1660,7 @@ void sup_ctx_delete(sup_ctx *c)
         h = &(*h)->hnext;
     *h = c->hnext;
     ncontexts--;
-    table_gen++;
+    note_change(c, true);
     list_remove(&rd_list, c);
     list_remove(&timed_list, c);
     list_remove(&idle_list, c);

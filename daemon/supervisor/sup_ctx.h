@@ -163,6 +163,18 @@ sup_ctx **sup_ctx_sorted(void);
 /* Changes whenever a context is added, removed or gets a new incarnation
  * (what sup_persist keeps): the loop saves the table only then. */
 uint64_t sup_ctx_table_gen(void);
+/* What changed in the table since sup_ctx_changes_clear, in order (for
+ * sup_persist's journal): a context made or given a new incarnation (put),
+ * or a name deleted (del; a put of that context before is dropped). At
+ * most SUP_CTX_CHANGES_MAX are kept; past that *overflow is set and the
+ * whole table must be saved. */
+#define SUP_CTX_CHANGES_MAX 4096
+typedef struct sup_ctx_change {
+    sup_ctx *put; /* NULL when dropped or a del */
+    char *del;
+} sup_ctx_change;
+const sup_ctx_change *sup_ctx_changes(size_t *n, bool *overflow);
+void sup_ctx_changes_clear(void);
 /* Where the loop learns of worker channels (set by sup_loop.c): add once a
  * channel descriptor is the context's, del just before it is closed. */
 typedef struct sup_ctx_chan_watch {
