@@ -850,7 +850,16 @@ class Bench:
                                                                     "limits")}
         try:
             for name in figs:
-                getattr(self, name)()
+                # A figure that fails (e.g. workers killed from outside on a
+                # shared machine) is reported, the others still measured.
+                try:
+                    getattr(self, name)()
+                except (RuntimeError, TimeoutError, OSError, KeyError, StopIteration) as e:
+                    self.res["figures"].pop(name, None)
+                    self.res.setdefault("failed", {})[name] = repr(e)
+                    log(f"{name}: FAILED: {e!r}")
+                    if self.d.proc.poll() is not None:
+                        self.d = Daemon(self.build, self.tmp)
         finally:
             self.d.stop()
             for k in list(self.kernels):
@@ -864,6 +873,8 @@ class Bench:
         with open(os.path.join(self.out, "bench.json"), "w") as fh:
             json.dump(self.res, fh, indent=1)
         print("\n".join(table))
+        for name, why in self.res.get("failed", {}).items():
+            print(f"figure {name} FAILED: {why}")
         png = draw(self.res, os.path.join(self.out, "bench.png"))
         print(f"\nJSON: {os.path.join(self.out, 'bench.json')}"
               + (f"\nPNG:  {png}" if png else "\nPNG:  not drawn (python3-matplotlib missing)"))
