@@ -702,6 +702,8 @@ class Bench:
         what is measured); the --compare build right after, the same way."""
         f = self.fig("scale")
         counts = [10, 100, 1000, 5000] if not self.q else [5, 20]
+        if self.a.counts:
+            counts = [int(x) for x in self.a.counts.split(",")]
         builds = [("new", self.build)]
         if self.a.compare:
             builds.append(("old", os.path.abspath(self.a.compare)))
@@ -1249,6 +1251,8 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"))
     ap.add_argument("--no-ipykernel", action="store_true", help="ctxd only")
+    ap.add_argument("--counts", help="contexts alive for the scale figure (default "
+                    "10,100,1000,5000)")
     ap.add_argument("--compare", metavar="BUILD",
                     help="another build directory (an earlier tree) for scale and cpu, "
                     "measured in the same run")
