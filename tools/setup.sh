@@ -23,9 +23,10 @@ python3-matplotlib python3-pip libedit-dev"
 # jupyter_client, jupyter_kernel_test.
 [ "$mode" = test ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
 python3-jupyter-kernel-test"
-# Only for the benchmark (ctxd side by side with ipykernel).
+# Only for the benchmark (ctxd side by side with ipykernel; valgrind: the
+# supervisor's instructions per request, figure 9).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
-python3-numpy python3-matplotlib"
+python3-numpy python3-matplotlib valgrind"
 
 install_missing() {
     missing=""

@@ -47,13 +47,118 @@
  * again, and a timed-out run is then killed after the grace period. */
 #define INTERRUPT_HOLD_MAX ((size_t)8 << 20)
 
-static sup_ctx *contexts;  /* sorted by name */
+static sup_ctx *contexts;  /* in no order; sup_ctx_sorted sorts */
 static sup_ctx *graveyard; /* deleted, freed at the next tick */
 static size_t ncontexts;
+static uint64_t table_gen;
+/* Names to contexts: chains in a power-of-two table, grown with the count,
+ * so a request's lookup costs the same at 10 or 5,000 contexts. */
+static sup_ctx **htab;
+static size_t hcap;
+
+/* The lists nothing must scan whole per loop turn: contexts whose channel
+ * signalled (rd), those with something timed (timed), and all but
+ * `default` by last activity (idle, for --idle-ttl). */
+typedef struct ctx_list {
+    sup_ctx *head, *tail;
+    size_t off; /* of the sup_ctx_link in sup_ctx */
+} ctx_list;
+static ctx_list rd_list = {.off = offsetof(sup_ctx, rd)};
+static ctx_list timed_list = {.off = offsetof(sup_ctx, timed)};
+static ctx_list idle_list = {.off = offsetof(sup_ctx, idle)};
+static ctx_list lease_list = {.off = offsetof(sup_ctx, leased)};
+static const sup_ctx_chan_watch *chan_watch;
+static sup_ctx_change changes[SUP_CTX_CHANGES_MAX];
+static size_t nchanges;
+static bool changes_overflow;
 
 static void dispatch(sup_ctx *c);
 static void worker_broken(sup_ctx *c, const char *why);
 static void drop_new_rd(sup_ctx *c);
+
+/* The link of c that list l threads through. */
+static sup_ctx_link *link_of(const ctx_list *l, sup_ctx *c)
+{
+    return (sup_ctx_link *)((char *)c + l->off);
+}
+
+/* Appends c to l (no-op when it is on it already). */
+static void list_push(ctx_list *l, sup_ctx *c)
+{
+    sup_ctx_link *k = link_of(l, c);
+    if (k->on)
+        return;
+    k->on = true;
+    k->next = NULL;
+    k->prev = l->tail;
+    if (l->tail)
+        link_of(l, l->tail)->next = c;
+    else
+        l->head = c;
+    l->tail = c;
+}
+
+/* Takes c off l (no-op when it is not on it). */
+static void list_remove(ctx_list *l, sup_ctx *c)
+{
+    sup_ctx_link *k = link_of(l, c);
+    if (!k->on)
+        return;
+    if (k->prev)
+        link_of(l, k->prev)->next = k->next;
+    else
+        l->head = k->next;
+    if (k->next)
+        link_of(l, k->next)->prev = k->prev;
+    else
+        l->tail = k->prev;
+    k->on = false;
+    k->prev = k->next = NULL;
+}
+
+/* The context was active now: --idle-ttl counts from here. */
+static void touch(sup_ctx *c)
+{
+    c->last_active = sup_now();
+    if (c->deleted || strcmp(c->name, "default") == 0)
+        return;
+    list_remove(&idle_list, c);
+    list_push(&idle_list, c);
+}
+
+/* Something timed (a run's deadline, a kill time, held messages, a CPU
+ * budget) may need sup_ctx_tick's look. */
+static void arm(sup_ctx *c)
+{
+    if (!c->deleted)
+        list_push(&timed_list, c);
+}
+
+static uint64_t name_hash(const char *name, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)name[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Rehashes into twice as many chains once they average more than one. */
+static void hash_grow(void)
+{
+    size_t ncap = hcap ? hcap * 2 : 64;
+    sup_ctx **n = mem_calloc(ncap, sizeof *n);
+    for (size_t i = 0; i < hcap; i++) {
+        for (sup_ctx *c = htab[i], *nx; c; c = nx) {
+            nx = c->hnext;
+            size_t b = name_hash(c->name, strlen(c->name)) & (ncap - 1);
+            c->hnext = n[b];
+            n[b] = c;
+        }
+    }
+    free(htab);
+    htab = n;
+    hcap = ncap;
+}
 
 sup_ctx *sup_ctx_first(void)
 {
@@ -65,12 +170,90 @@ size_t sup_ctx_count(void)
     return ncontexts;
 }
 
+uint64_t sup_ctx_table_gen(void)
+{
+    return table_gen;
+}
+
+/* Records a change for sup_persist (put: c; del: c's name). */
+static void note_change(sup_ctx *c, bool del)
+{
+    table_gen++;
+    if (del)
+        for (size_t i = 0; i < nchanges; i++)
+            if (changes[i].put == c)
+                changes[i].put = NULL; /* its entry goes with the del */
+    if (nchanges == SUP_CTX_CHANGES_MAX) {
+        changes_overflow = true;
+        return;
+    }
+    changes[nchanges++] =
+        del ? (sup_ctx_change){.del = mem_strdup(c->name)} : (sup_ctx_change){.put = c};
+}
+
+const sup_ctx_change *sup_ctx_changes(size_t *n, bool *overflow)
+{
+    *n = nchanges;
+    *overflow = changes_overflow;
+    return changes;
+}
+
+void sup_ctx_changes_clear(void)
+{
+    for (size_t i = 0; i < nchanges; i++)
+        free(changes[i].del);
+    nchanges = 0;
+    changes_overflow = false;
+}
+
 sup_ctx *sup_ctx_find(const char *name, size_t len)
 {
-    for (sup_ctx *c = contexts; c; c = c->next)
+    if (!hcap)
+        return NULL;
+    for (sup_ctx *c = htab[name_hash(name, len) & (hcap - 1)]; c; c = c->hnext)
         if (strlen(c->name) == len && memcmp(c->name, name, len) == 0)
             return c;
     return NULL;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(sup_ctx *const *)a)->name, (*(sup_ctx *const *)b)->name);
+}
+
+sup_ctx **sup_ctx_sorted(void)
+{
+    sup_ctx **v = mem_alloc((ncontexts + 1) * sizeof *v);
+    size_t n = 0;
+    for (sup_ctx *c = contexts; c && n < ncontexts; c = c->next)
+        v[n++] = c;
+    qsort(v, n, sizeof *v, by_name);
+    return v;
+}
+
+void sup_ctx_set_chan_watch(const sup_ctx_chan_watch *w)
+{
+    chan_watch = w;
+}
+
+/* c->fd is the context's new channel: the loop watches it. */
+static void watch_chan(sup_ctx *c)
+{
+    if (chan_watch && c->fd >= 0)
+        chan_watch->add(c);
+}
+
+/* Closes c's channel, the loop forgetting it first. */
+static void close_chan(sup_ctx *c)
+{
+    if (c->fd < 0)
+        return;
+    if (chan_watch)
+        chan_watch->del(c);
+    close(c->fd);
+    c->fd = -1;
+    c->rd_wanted = false;
+    list_remove(&rd_list, c);
 }
 
 const char *sup_ctx_state_name(const sup_ctx *c)
@@ -104,6 +287,7 @@ static void ctx_send(sup_ctx *c, const sup_peer *peer, const proto_buf *body)
     int rc = c->pending.head ? -1 : sup_send(peer, body);
     if (rc < 0) {
         sup_outq_push(&c->pending, peer, body);
+        arm(c);
     } else if (rc == 1 && sup_cfg.interrupt_on_disconnect && c->running &&
                &c->running->peer == peer && !c->running->client_gone) {
         /* --on-disconnect interrupt: nobody will read this run's output */
@@ -202,6 +386,7 @@ static void finish_run(sup_ctx *c, const run_end *e)
     if (r->stop_on_error && strcmp(e->status, "ok") != 0)
         abort_queue(c, "an earlier run on this context failed (stop_on_error)");
     sup_run_free(r);
+    touch(c);
 }
 
 /* ---- the worker ------------------------------------------------------- */
@@ -264,13 +449,15 @@ static int start_worker(sup_ctx *c, bool use_zygote, proto_error *err)
         return -1;
     }
     c->fd = fd;
+    watch_chan(c);
     if (rc == 1) {
         c->spawning = true;
         return 0;
     }
     if (take_pid(c, pid, err) < 0) {
-        int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1]};
-        for (size_t i = 0; i < 3; i++) {
+        close_chan(c);
+        int *fds[] = {&c->out_rd[0], &c->out_rd[1]};
+        for (size_t i = 0; i < 2; i++) {
             close(*fds[i]);
             *fds[i] = -1;
         }
@@ -294,7 +481,9 @@ static int spawn(sup_ctx *c, proto_error *err)
     c->kill_why = NULL;
     c->kill_at = 0;
     sup_stats.workers_spawned++;
-    c->last_active = sup_now();
+    if (c->next || c->prev || contexts == c)
+        note_change(c, false); /* a new incarnation (create notes its own) */
+    touch(c);
     return 0;
 }
 
@@ -344,8 +533,9 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
     }
     kill_worker(c);
     sup_cgroup_release(c->cgroup);
-    int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1], &c->pidfd};
-    for (size_t i = 0; i < 4; i++) {
+    close_chan(c);
+    int *fds[] = {&c->out_rd[0], &c->out_rd[1], &c->pidfd};
+    for (size_t i = 0; i < 3; i++) {
         if (*fds[i] >= 0)
             close(*fds[i]);
         *fds[i] = -1;
@@ -456,17 +646,21 @@ static bool read_channel(sup_ctx *c)
         proto_buf_reserve(&c->in, READ_CHUNK);
         ssize_t n = read_chan_once(c, c->in.data + c->in.len, READ_CHUNK);
         if (n > 0) {
+            /* A short read is not proof of an empty socket: a read stops
+             * where descriptors ride (SCM_RIGHTS). Only EAGAIN is, after
+             * which new bytes signal the loop again (edge-triggered). */
             c->in.len += (size_t)n;
-            if ((size_t)n < READ_CHUNK)
-                return true;
             process_frames(c);
             if (c->fd < 0 || sup_ctx_held_back(c))
                 return true;
             continue;
         }
+        if (n < 0 && errno == EINTR)
+            continue;
+        c->rd_wanted = false;
         if (n == 0)
             return false;
-        return errno == EAGAIN || errno == EINTR;
+        return errno == EAGAIN;
     }
     return true;
 }
@@ -588,8 +782,9 @@ void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held)
 {
     (void)held; /* the exec path below makes new descriptors anyway */
     c->spawning = false;
-    int *fds[] = {&c->fd, &c->out_rd[0], &c->out_rd[1]};
-    for (size_t i = 0; i < 3; i++) {
+    close_chan(c);
+    int *fds[] = {&c->out_rd[0], &c->out_rd[1]};
+    for (size_t i = 0; i < 2; i++) {
         if (*fds[i] >= 0)
             close(*fds[i]);
         *fds[i] = -1;
@@ -1220,7 +1415,53 @@ void sup_ctx_on_readable(sup_ctx *c)
         c->chan_eof = true;
         c->kill_at = sup_now() + 1.0;
         c->kill_why = "worker closed its channel";
+        arm(c);
     }
+}
+
+void sup_ctx_chan_event(sup_ctx *c, bool in, bool out)
+{
+    if (out && c->out.len)
+        sup_ctx_on_writable(c);
+    if (in && c->fd >= 0) {
+        c->rd_wanted = true;
+        list_push(&rd_list, c);
+    }
+}
+
+bool sup_ctx_read_ready(void)
+{
+    bool held = false;
+    sup_ctx *nx;
+    for (sup_ctx *c = rd_list.head; c; c = nx) {
+        nx = c->rd.next;
+        if (c->deleted || c->fd < 0 || !c->rd_wanted || c->chan_eof || c->broken) {
+            list_remove(&rd_list, c);
+            continue;
+        }
+        /* a worker the zygote is still making is read once its pid is known */
+        if (c->spawning)
+            continue;
+        if (sup_ctx_held_back(c)) {
+            held = true;
+            continue;
+        }
+        sup_ctx_on_readable(c);
+        /* What it did may have taken the next one off the list (deleted):
+         * the rest is looked at next turn, soon. */
+        if (c->rd.on)
+            nx = c->rd.next;
+        else if (nx && !nx->rd.on) {
+            held = true;
+            nx = NULL;
+        }
+        /* Only a context still wanting reads stays (its budget spent). */
+        if (!c->rd_wanted || c->fd < 0 || c->deleted)
+            list_remove(&rd_list, c);
+        else
+            held = true;
+    }
+    return held;
 }
 
 void sup_ctx_on_writable(sup_ctx *c)
@@ -1272,7 +1513,9 @@ static void dispatch(sup_ctx *c)
     r->next = NULL;
     c->running = r;
     r->run_id = new_run_id();
+    touch(c);
     if (r->kind) { /* ctx.fork, complete, inspect, is_complete: its turn */
+        arm(c);    /* its deadline, set by the kind */
         r->kind->start(c);
         return;
     }
@@ -1311,6 +1554,7 @@ static void dispatch(sup_ctx *c)
     c->deadline = r->timeout > 0 ? c->run_t0 + r->timeout : 0;
     c->cpu0 = c->policy && c->policy->cpu_seconds > 0 ? sup_cgroup_cpu(c->cgroup) : -1;
     c->cpu_check = 0;
+    arm(c);
     send_accepted(c, r);
 }
 
@@ -1359,15 +1603,23 @@ void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer)
         reply_waiters_ok(c);
 }
 
-/* Enters c into the list of contexts, which ctx.list shows by name. */
-static void link_sorted(sup_ctx *c)
+/* Enters c into the table: the list (ctx.list sorts it), the name hash,
+ * the idle order. */
+static void link_ctx(sup_ctx *c)
 {
-    sup_ctx **pos = &contexts;
-    while (*pos && strcmp((*pos)->name, c->name) < 0)
-        pos = &(*pos)->next;
-    c->next = *pos;
-    *pos = c;
+    c->prev = NULL;
+    c->next = contexts;
+    if (contexts)
+        contexts->prev = c;
+    contexts = c;
     ncontexts++;
+    note_change(c, false);
+    if (ncontexts > hcap)
+        hash_grow();
+    size_t b = name_hash(c->name, strlen(c->name)) & (hcap - 1);
+    c->hnext = htab[b];
+    htab[b] = c;
+    touch(c);
 }
 
 /* ---- the table -------------------------------------------------------- */
@@ -1389,7 +1641,6 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->site = site ? site : sup_pkgs_site_new();
     c->ident = ident;
     c->created = sup_unix_now();
-    c->last_active = sup_now();
     sup_stats.contexts_created++;
     c->fd = c->out_rd[0] = c->out_rd[1] = c->pidfd = c->outmem_fd = -1;
     c->creating = true;
@@ -1405,7 +1656,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
         free(c);
         return NULL;
     }
-    link_sorted(c);
+    link_ctx(c);
     return c;
 }
 
@@ -1436,19 +1687,19 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidf
         sup_log("fork ctx=%s: cannot move pid %d into its cgroup: %s", name, (int)pid,
                 strerror(errno));
     c->created = sup_unix_now();
-    c->last_active = sup_now();
     sup_stats.contexts_created++;
     sup_stats.workers_spawned++;
     c->pid = pid;
     c->pidfd = pidfd;
     c->fd = fd;
+    watch_chan(c);
     c->out_rd[0] = out_rd[0];
     c->out_rd[1] = out_rd[1];
     c->outmem_fd = -1;
     c->incarnation = 1;
     c->execution_count = src->execution_count;
     c->creating = true;
-    link_sorted(c);
+    link_ctx(c);
     return c;
 }
 
@@ -1500,11 +1751,22 @@ void sup_ctx_delete(sup_ctx *c)
     sup_ident_unref(c->ident);
     c->ident = NULL;
     reply_waiters_err(c, "unknown_context", "the context was deleted before it was ready");
-    sup_ctx **pos = &contexts;
-    while (*pos != c)
-        pos = &(*pos)->next;
-    *pos = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        contexts = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    sup_ctx **h = &htab[name_hash(c->name, strlen(c->name)) & (hcap - 1)];
+    while (*h != c)
+        h = &(*h)->hnext;
+    *h = c->hnext;
     ncontexts--;
+    note_change(c, true);
+    list_remove(&rd_list, c);
+    list_remove(&timed_list, c);
+    list_remove(&idle_list, c);
+    list_remove(&lease_list, c);
     c->deleted = true;
     c->next = graveyard;
     graveyard = c;
@@ -1542,36 +1804,56 @@ static void free_ctx(sup_ctx *c)
     free(c);
 }
 
-/* --idle-ttl: a context (not `default`) with nothing running, queued or
- * waiting for longer than the TTL is deleted. Otherwise *next is lowered to
- * when it would expire. */
-static bool reap_if_idle(sup_ctx *c, double now, double *next)
+/* --idle-ttl: the context (not `default`) longest without activity is
+ * deleted once that is longer than the TTL, if nothing is running, queued,
+ * waiting or held for it (else its activity is now). Returns when the
+ * oldest would expire, 0 = never. Looks at the expired ones only. */
+static double reap_idle(double now)
 {
-    /* A leased context whose owner stopped renewing is gone, busy or not. */
-    if (c->lease > 0) {
+    if (sup_cfg.idle_ttl <= 0)
+        return 0;
+    for (int budget = 0; idle_list.head && budget < 4096; budget++) {
+        sup_ctx *c = idle_list.head;
+        double expiry = c->last_active + sup_cfg.idle_ttl;
+        if (now < expiry)
+            return expiry;
+        if (c->running || c->queue || c->waiters || c->pending.head) {
+            touch(c);
+            continue;
+        }
+        sup_stats_event("reaped ctx=%s idle_ttl=%g", c->name, sup_cfg.idle_ttl);
+        sup_ctx_delete(c);
+    }
+    return idle_list.head ? now + 1e-3 : 0;
+}
+
+/* ctx.create `lease`: a leased context whose owner stopped renewing is
+ * deleted, busy or not. Looks at the leased contexts only (a kernel's own
+ * context each). Returns when the next lease would end, 0 = none. */
+static double reap_leases(double now)
+{
+    double next = 0;
+    sup_ctx *c_next;
+    for (sup_ctx *c = lease_list.head; c; c = c_next) {
+        c_next = c->leased.next;
         if (now >= c->lease_until) {
             sup_stats_event("reaped ctx=%s lease=%g expired", c->name, c->lease);
             sup_ctx_delete(c);
-            return true;
+        } else if (next == 0 || c->lease_until < next) {
+            next = c->lease_until;
         }
-        if (*next == 0 || c->lease_until < *next)
-            *next = c->lease_until;
     }
-    if (sup_cfg.idle_ttl <= 0 || strcmp(c->name, "default") == 0)
-        return false;
-    if (c->running || c->queue || c->waiters || c->pending.head) {
-        c->last_active = now;
-        return false;
-    }
-    double expiry = c->last_active + sup_cfg.idle_ttl;
-    if (now >= expiry) {
-        sup_stats_event("reaped ctx=%s idle_ttl=%g", c->name, sup_cfg.idle_ttl);
-        sup_ctx_delete(c);
-        return true;
-    }
-    if (*next == 0 || expiry < *next)
-        *next = expiry;
-    return false;
+    return next;
+}
+
+void sup_ctx_set_lease(sup_ctx *c, double seconds)
+{
+    c->lease = seconds;
+    c->lease_until = sup_now() + seconds;
+    if (seconds > 0 && !c->deleted)
+        list_push(&lease_list, c);
+    else
+        list_remove(&lease_list, c);
 }
 
 /* policy.cpu_seconds counted for the whole context (its cgroup, children
@@ -1609,18 +1891,20 @@ double sup_ctx_tick(double now)
         graveyard = c->next;
         free_ctx(c);
     }
-    double next = 0;
+    double next = reap_idle(now), lease_next = reap_leases(now);
+    if (lease_next && (!next || lease_next < next))
+        next = lease_next;
     sup_ctx *c_next;
-    for (sup_ctx *c = contexts; c; c = c_next) {
-        c_next = c->next;
-        if (reap_if_idle(c, now, &next))
-            continue;
+    /* Only contexts with something timed: the idle ones cost nothing. */
+    for (sup_ctx *c = timed_list.head; c; c = c_next) {
+        c_next = c->timed.next;
         if (c->pending.head) {
             /* A reader only momentarily behind (libzmq's queue per client
              * is short, SUP_ZMQ_SNDHWM) is retried after 1 ms (the poll's
              * resolution), one that stays full every 2 ms. */
             if (sup_outq_flush(&c->pending)) {
                 c->flush_retry = 0;
+                touch(c);
             } else {
                 c->flush_retry = c->flush_retry == 0 ? 1e-3 : 2e-3;
                 double t = now + c->flush_retry;
@@ -1658,6 +1942,8 @@ double sup_ctx_tick(double now)
         for (size_t i = 0; i < 3; i++)
             if (t[i] > 0 && (next == 0 || t[i] < next))
                 next = t[i];
+        if (!c->running && !c->kill_at && !c->pending.head)
+            list_remove(&timed_list, c); /* nothing timed left */
     }
     double l = sup_linger_tick(now); /* kills workers whose atexit took too long */
     if (l > 0 && (next == 0 || l < next))
@@ -1691,6 +1977,11 @@ void sup_ctx_shutdown_all(void)
         contexts = c->next;
         free_ctx(c);
     }
+    ncontexts = 0;
+    rd_list.head = rd_list.tail = timed_list.head = timed_list.tail = NULL;
+    idle_list.head = idle_list.tail = lease_list.head = lease_list.tail = NULL;
+    if (hcap)
+        memset(htab, 0, hcap * sizeof *htab);
     sup_ctx_tick(0);
     sup_cgroup_shutdown();
 }

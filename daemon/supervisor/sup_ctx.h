@@ -59,9 +59,23 @@ typedef struct sup_waiter {
 
 typedef enum { SUP_CTX_IDLE, SUP_CTX_BUSY, SUP_CTX_DEAD } sup_ctx_state;
 
+/* A context's place in one of the table's lists (sup_ctx.c): what needs
+ * reading, what has timers, the idle order. */
+typedef struct sup_ctx_link {
+    struct sup_ctx *prev, *next;
+    bool on;
+} sup_ctx_link;
+
 typedef struct sup_ctx {
-    struct sup_ctx *next;
-    bool deleted; /* freed at the next tick, not while the loop holds it */
+    struct sup_ctx *next; /* the table, in no order (sup_ctx_sorted for one) */
+    struct sup_ctx *prev;
+    struct sup_ctx *hnext; /* the name hash's chain */
+    sup_ctx_link rd;       /* its channel signalled input not yet read */
+    sup_ctx_link timed;    /* a run, a kill time or held messages: tick looks */
+    sup_ctx_link idle;     /* --idle-ttl order, oldest last_active first */
+    sup_ctx_link leased;   /* it has a lease (ctx.create `lease`) */
+    bool rd_wanted;        /* the channel may hold unread bytes */
+    bool deleted;          /* freed at the next tick, not while the loop holds it */
     char *name;
     char *cwd;
     struct sup_ident *ident; /* its uid/gid and private directory (sup_ident.c);
@@ -149,6 +163,37 @@ typedef struct sup_run_kind {
 sup_ctx *sup_ctx_find(const char *name, size_t len);
 sup_ctx *sup_ctx_first(void);
 size_t sup_ctx_count(void);
+/* The contexts sorted by name (ctx.list): an array of sup_ctx_count()
+ * pointers the caller frees. */
+sup_ctx **sup_ctx_sorted(void);
+/* Changes whenever a context is added, removed or gets a new incarnation
+ * (what sup_persist keeps): the loop saves the table only then. */
+uint64_t sup_ctx_table_gen(void);
+/* What changed in the table since sup_ctx_changes_clear, in order (for
+ * sup_persist's journal): a context made or given a new incarnation (put),
+ * or a name deleted (del; a put of that context before is dropped). At
+ * most SUP_CTX_CHANGES_MAX are kept; past that *overflow is set and the
+ * whole table must be saved. */
+#define SUP_CTX_CHANGES_MAX 4096
+typedef struct sup_ctx_change {
+    sup_ctx *put; /* NULL when dropped or a del */
+    char *del;
+} sup_ctx_change;
+const sup_ctx_change *sup_ctx_changes(size_t *n, bool *overflow);
+void sup_ctx_changes_clear(void);
+/* Where the loop learns of worker channels (set by sup_loop.c): add once a
+ * channel descriptor is the context's, del just before it is closed. */
+typedef struct sup_ctx_chan_watch {
+    void (*add)(sup_ctx *c);
+    void (*del)(sup_ctx *c);
+} sup_ctx_chan_watch;
+void sup_ctx_set_chan_watch(const sup_ctx_chan_watch *w);
+/* The loop saw the channel's descriptor signal (edge): writes what waits,
+ * and remembers to read (sup_ctx_read_ready). */
+void sup_ctx_chan_event(sup_ctx *c, bool in, bool out);
+/* Reads every channel that signalled and may be read now. True while some
+ * is held back by a slow client: the loop looks again within 1 ms. */
+bool sup_ctx_read_ready(void);
 /* Creates and spawns; returns NULL with err set on failure. site: the
  * context's package directory (its reference is taken on success), or NULL
  * for a new empty one when packages are offered. */
@@ -202,6 +247,9 @@ void sup_ctx_before_reap(pid_t pid);
 void sup_ctx_put_info(proto_buf *b, const sup_ctx *c);
 /* The context a request's `ctx` field names (default "default", made on
  * first use when make_default); NULL after replying `err`. */
+/* Gives c a lease of seconds from now (0: none): deleted by the tick once
+ * no request names it for that long (sup_ctx_lookup renews it). */
+void sup_ctx_set_lease(sup_ctx *c, double seconds);
 sup_ctx *sup_ctx_lookup(const proto_val *msg, const sup_peer *peer, bool make_default);
 /* Live contexts, those running something, runs queued (stats). */
 void sup_ctx_counts(size_t *live, size_t *busy, size_t *queued);

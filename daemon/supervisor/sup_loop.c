@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -230,93 +231,206 @@ static void shut_down(void)
     }
 }
 
-/* Runs until SIGTERM/SIGINT/SIGHUP. */
+/* ---- the loop on epoll ---------------------------------------------- */
+
+/* What an epoll event is about: the fixed sources are tagged by kind; a
+ * worker channel by its descriptor, looked up in chan_owner (so an event
+ * for a channel closed earlier in the same turn finds nobody, or a
+ * different descriptor, and is dropped). */
+enum { EV_SIGNAL, EV_ROUTER0, EV_ROUTER1, EV_ZAP, EV_ZYGOTE, EV_MONITOR, EV_NFIXED };
+#define EV_CHAN_BASE ((uint64_t)1 << 32)
+
+static int epfd = -1;
+static sup_ctx **chan_owner; /* by descriptor */
+static size_t chan_owner_cap;
+
+/* Registers fd with epoll under tag (edge-triggered: ZeroMQ's ZMQ_FD is,
+ * and a channel is read until drained). */
+static void ep_add(int fd, uint64_t tag, uint32_t events)
+{
+    struct epoll_event ev = {.events = events | EPOLLET, .data.u64 = tag};
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0 && errno != EEXIST)
+        fatal("epoll_ctl add %d: %s", fd, strerror(errno));
+}
+
+/* sup_ctx_chan_watch.add: a worker channel is watched once, for its life. */
+static void chan_add(sup_ctx *c)
+{
+    size_t fd = (size_t)c->fd;
+    if (fd >= chan_owner_cap) {
+        size_t ncap = chan_owner_cap ? chan_owner_cap : 1024;
+        while (ncap <= fd)
+            ncap *= 2;
+        chan_owner = mem_realloc(chan_owner, ncap * sizeof *chan_owner);
+        memset(chan_owner + chan_owner_cap, 0, (ncap - chan_owner_cap) * sizeof *chan_owner);
+        chan_owner_cap = ncap;
+    }
+    chan_owner[fd] = c;
+    ep_add(c->fd, EV_CHAN_BASE + fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
+}
+
+/* sup_ctx_chan_watch.del: before the channel is closed (a copy of the
+ * descriptor elsewhere would keep the registration alive). */
+static void chan_del(sup_ctx *c)
+{
+    (void)epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    if ((size_t)c->fd < chan_owner_cap)
+        chan_owner[c->fd] = NULL;
+}
+
+static const sup_ctx_chan_watch chan_watch = {chan_add, chan_del};
+
+/* A ZeroMQ socket's ZMQ_FD, watched under tag; NULL sockets are not. */
+static void ep_add_zmq(void *sock, uint64_t tag)
+{
+    if (!sock)
+        return;
+    int fd;
+    size_t len = sizeof fd;
+    if (zmq_getsockopt(sock, ZMQ_FD, &fd, &len) < 0)
+        fatal("ZMQ_FD: %s", zmq_strerror(errno));
+    ep_add(fd, tag, EPOLLIN);
+}
+
+/* Whether a ZeroMQ socket has a message to read now. ZMQ_FD only signals
+ * changes, and a send can take the signal; so this is asked of every
+ * socket each turn, not only when its descriptor fired. */
+static bool zmq_readable(void *sock)
+{
+    if (!sock)
+        return false;
+    int ev = 0;
+    size_t len = sizeof ev;
+    return zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN);
+}
+
+/* Creates the epoll set with everything fixed; worker channels come and
+ * go through chan_watch. */
+static void ep_open(void)
+{
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0)
+        fatal("epoll_create1: %s", strerror(errno));
+    ep_add(sigfd, EV_SIGNAL, EPOLLIN);
+    for (int s = 0; s < NSOCKS; s++)
+        ep_add_zmq(routers[s], EV_ROUTER0 + (uint64_t)s);
+    ep_add_zmq(sup_auth_zap_socket(), EV_ZAP);
+    ep_add_zmq(sup_route_monitor(), EV_MONITOR);
+    sup_ctx_set_chan_watch(&chan_watch);
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
+        if (c->fd >= 0)
+            chan_add(c);
+}
+
+/* The zygote's descriptor changes when it is restarted, maybe to the same
+ * number: asked each turn, MOD fails with ENOENT for a descriptor not
+ * watched yet. The old one's registration went when it was closed (never
+ * removed by number here: a worker channel may have that number now).
+ * Level-triggered. */
+static void watch_zygote(void)
+{
+    int zfd = sup_zygote_fd();
+    if (zfd < 0)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_ZYGOTE};
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, zfd, &ev) < 0 && errno == ENOENT &&
+        epoll_ctl(epfd, EPOLL_CTL_ADD, zfd, &ev) < 0)
+        fatal("epoll_ctl add zygote: %s", strerror(errno));
+}
+
+/* Serves every ZeroMQ socket holding messages, pass after pass, until a
+ * pass finds none: handling one may send on another (which can take its
+ * ZMQ_FD signal), so only a pass with no message, hence no send, makes the
+ * edge safe to wait for. False when the passes ran out with messages left:
+ * the loop does not sleep. */
+static bool serve_zmq(void)
+{
+    void *mon = sup_route_monitor(), *zap = sup_auth_zap_socket();
+    for (int pass = 0; pass < 8; pass++) {
+        bool any = false;
+        for (int s = 0; s < NSOCKS; s++)
+            if (zmq_readable(routers[s])) {
+                any = true;
+                read_client(s);
+            }
+        for (int i = 0; i < 64 && zmq_readable(mon); i++) {
+            any = true;
+            sup_route_on_monitor();
+        }
+        for (int i = 0; i < 64 && zmq_readable(zap); i++) {
+            any = true;
+            sup_auth_handle();
+        }
+        if (!any)
+            return true;
+    }
+    return false;
+}
+
+/* Runs until SIGTERM/SIGINT/SIGHUP. Each turn costs the same however many
+ * contexts are alive: epoll reports only what fired, the timers look only
+ * at contexts with something timed, the table is saved only when it
+ * changed. Every send of a turn comes before its last look at the ZeroMQ
+ * sockets (serve_zmq), so no message waits behind a consumed edge. */
 void sup_loop_run(void)
 {
-    zmq_pollitem_t *items = NULL;
-    sup_ctx **owners = NULL;
-    size_t cap = 0;
+    enum { MAX_EVENTS = 256 };
+    struct epoll_event evs[MAX_EVENTS];
+    uint64_t saved_gen = ~(uint64_t)0;
+    ep_open();
     while (!stopping) {
-        /* Timers first: they can change what is polled (a flushed backlog
+        /* Timers first: they can change what is read (a flushed backlog
          * resumes reading its worker). */
         double now = sup_now();
         double next = sup_ctx_tick(now);
         if (!sup_send_flush_outbox() && (next == 0 || now + 0.002 < next))
             next = now + 0.002;
-        size_t n = sup_ctx_count() + 3 + NSOCKS + 1;
-        if (n > cap) {
-            cap = n * 2;
-            items = mem_realloc(items, cap * sizeof *items);
-            owners = mem_realloc(owners, cap * sizeof *owners);
-        }
-        /* Fixed items first: the signalfd, the listening sockets (NULL ones
-         * poll nothing), the ZAP handler; then the worker channels. */
-        size_t k = 0;
-        items[k++] = (zmq_pollitem_t){.fd = sigfd, .events = ZMQ_POLLIN};
-        for (int s = 0; s < NSOCKS; s++)
-            items[k++] = (zmq_pollitem_t){
-                .socket = routers[s], .fd = -1, .events = routers[s] ? ZMQ_POLLIN : 0};
-        void *zap = sup_auth_zap_socket();
-        items[k++] = (zmq_pollitem_t){.socket = zap, .fd = -1, .events = zap ? ZMQ_POLLIN : 0};
-        /* The zygote's answers and hello (its spawns never wait). */
-        int zfd = sup_zygote_fd();
-        const size_t zygote_item = k;
-        items[k++] = (zmq_pollitem_t){.fd = zfd, .events = zfd >= 0 ? ZMQ_POLLIN : 0};
-        void *mon = sup_route_monitor();
-        items[k++] = (zmq_pollitem_t){.socket = mon, .fd = -1, .events = mon ? ZMQ_POLLIN : 0};
-        const size_t first_ctx = k;
-        for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
-            /* a worker the zygote is still making is not read before its
-             * pid is known */
-            if (c->fd < 0 || c->spawning)
-                continue;
-            short ev = 0;
-            if (!c->chan_eof && !c->broken && !sup_ctx_held_back(c))
-                ev |= ZMQ_POLLIN;
-            if (c->out.len)
-                ev |= ZMQ_POLLOUT;
-            if (!ev)
-                continue;
-            owners[k] = c;
-            items[k++] = (zmq_pollitem_t){.fd = c->fd, .events = ev};
-        }
+        watch_zygote();
+        /* Channels that signalled (or were held back) are read; then the
+         * clients' messages, last. */
+        if (sup_ctx_read_ready() && (next == 0 || now + 0.001 < next))
+            next = now + 0.001;
+        bool quiet = serve_zmq();
         long timeout = -1;
-        if (next > 0) {
+        if (!quiet) {
+            timeout = 0;
+        } else if (next > 0) {
             double ms = (next - now) * 1000.0;
             timeout = ms <= 0 ? 0 : (long)ms + ((double)(long)ms < ms ? 1 : 0); /* rounded up */
         }
         sup_stats_flush();
-        sup_persist_flush();
-        if (zmq_poll(items, (int)k, timeout) < 0) {
+        if (sup_ctx_table_gen() != saved_gen) {
+            saved_gen = sup_ctx_table_gen();
+            sup_persist_flush();
+        }
+        int n = epoll_wait(epfd, evs, MAX_EVENTS, (int)(timeout > 60000 ? 60000 : timeout));
+        if (n < 0) {
             if (errno == EINTR)
                 continue;
-            fatal("zmq_poll: %s", zmq_strerror(errno));
+            fatal("epoll_wait: %s", strerror(errno));
         }
-        if (items[0].revents)
-            read_signals();
-        for (size_t i = first_ctx; i < k; i++) {
-            sup_ctx *c = owners[i];
-            /* Deleted contexts stay allocated until the next tick, so the
-             * pointer is valid; a replaced worker has a different fd. */
-            if (c->deleted || c->fd != items[i].fd)
-                continue;
-            if (items[i].revents & ZMQ_POLLOUT)
-                sup_ctx_on_writable(c);
-            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
-                sup_ctx_on_readable(c);
+        bool zygote = false;
+        for (int i = 0; i < n; i++) {
+            uint64_t tag = evs[i].data.u64;
+            if (tag == EV_SIGNAL) {
+                read_signals();
+            } else if (tag == EV_ZYGOTE) {
+                zygote = true;
+            } else if (tag >= EV_CHAN_BASE) {
+                size_t fd = (size_t)(tag - EV_CHAN_BASE);
+                sup_ctx *c = fd < chan_owner_cap ? chan_owner[fd] : NULL;
+                /* Deleted contexts stay allocated until the next tick. */
+                if (!c || c->deleted || c->fd != (int)fd)
+                    continue;
+                uint32_t e = evs[i].events;
+                sup_ctx_chan_event(c, e & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP),
+                                   e & EPOLLOUT);
+            }
+            /* ZeroMQ sockets: served by serve_zmq whatever fired */
         }
-        for (int s = 0; s < NSOCKS; s++)
-            if (items[1 + s].revents & ZMQ_POLLIN)
-                read_client(s);
-        if (items[2 + NSOCKS].revents & ZMQ_POLLIN)
-            sup_route_on_monitor();
-        if (items[1 + NSOCKS].revents & ZMQ_POLLIN)
-            sup_auth_handle();
-        if (items[zygote_item].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+        if (zygote)
             sup_zygote_on_readable();
     }
-    free(items);
-    free(owners);
     sup_stats_event("shutdown");
     shut_down();
     sup_stats_flush();

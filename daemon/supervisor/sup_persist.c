@@ -5,9 +5,13 @@
  * first `accepted` carries previous_death "daemon restarted" (its globals
  * are gone; that is said, never hidden). Kept per context: name, cwd (or
  * that it was a sandbox's private directory), env, tier, policy and
- * incarnation. The file is rewritten whole (temporary file, rename) when
- * the table changes; it holds at most max_contexts entries and is read
- * only up to SUP_PERSIST_MAX bytes. */
+ * incarnation. Each change is appended to a journal beside it
+ * (contexts-<hash>.msgpack.log: length-prefixed records {put: ENTRY} or
+ * {del: NAME}), so a create costs the same at 10 or 5,000 contexts; the
+ * table is rewritten whole (temporary file, rename; the journal then
+ * removed) at the first save, when the journal grows past the table's
+ * size, or after too many changes at once. Both are read only up to
+ * SUP_PERSIST_MAX bytes; a torn last record is ignored. */
 #include "sup_persist.h"
 
 #include "sup_auth.h"
@@ -32,24 +36,10 @@
 #define SUP_PERSIST_MAX (64u * 1024 * 1024)
 #define RESTART_CAUSE "daemon restarted"
 
-static uint64_t last_sig;
-static bool have_sig;
-
-/* A cheap fingerprint of the table: names, incarnations, count. cwd, env,
- * tier and policy never change after a context is made. */
-static uint64_t table_sig(void)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
-        if (c->deleted)
-            continue;
-        for (const char *p = c->name; *p; p++)
-            h = (h ^ (uint8_t)*p) * 1099511628211ull;
-        h = (h ^ c->incarnation) * 1099511628211ull;
-        h = (h ^ 0xff) * 1099511628211ull;
-    }
-    return h;
-}
+/* The table must be written whole at the next save (first save, journal
+ * grown, changes overflowed, a write failed). */
+static bool need_table = true;
+static size_t table_bytes, journal_bytes;
 
 /* STATE_DIR/contexts-<hash of the endpoints>.msgpack: daemons that share a
  * state directory but listen elsewhere (tests, several instances) keep
@@ -65,8 +55,30 @@ static void path_of(char *out, size_t n, const char *dir, const char *suffix)
     snprintf(out, n, "%s/contexts-%016llx.msgpack%s", dir, (unsigned long long)h, suffix);
 }
 
-/* The table as msgpack: {v: 1, contexts: [{name, cwd, own_cwd, env, tier,
- * policy, incarnation}]}. */
+/* One context's entry: {name, cwd, own_cwd, env, tier, policy,
+ * incarnation}. */
+static void encode_entry(proto_buf *b, const sup_ctx *c)
+{
+    proto_put_map(b, 7);
+    proto_put_str(b, "name");
+    proto_put_str(b, c->name);
+    proto_put_str(b, "cwd");
+    proto_put_str(b, c->cwd);
+    proto_put_str(b, "own_cwd");
+    proto_put_bool(b, c->ident && c->ident->dir);
+    proto_put_str(b, "env");
+    proto_put_array(b, (uint32_t)c->nenv);
+    for (size_t i = 0; i < c->nenv; i++)
+        proto_put_str(b, c->env[i]);
+    proto_put_str(b, "tier");
+    proto_put_str(b, sup_policy_tier_name(c->policy));
+    proto_put_str(b, "policy");
+    sup_policy_put(b, c->policy);
+    proto_put_str(b, "incarnation");
+    proto_put_uint(b, c->incarnation);
+}
+
+/* The table as msgpack: {v: 1, contexts: [ENTRY...]}. */
 static void encode_table(proto_buf *b)
 {
     uint32_t n = 0;
@@ -77,77 +89,105 @@ static void encode_table(proto_buf *b)
     proto_put_uint(b, 1);
     proto_put_str(b, "contexts");
     proto_put_array(b, n);
-    for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
-        if (c->deleted)
-            continue;
-        proto_put_map(b, 7);
-        proto_put_str(b, "name");
-        proto_put_str(b, c->name);
-        proto_put_str(b, "cwd");
-        proto_put_str(b, c->cwd);
-        proto_put_str(b, "own_cwd");
-        proto_put_bool(b, c->ident && c->ident->dir);
-        proto_put_str(b, "env");
-        proto_put_array(b, (uint32_t)c->nenv);
-        for (size_t i = 0; i < c->nenv; i++)
-            proto_put_str(b, c->env[i]);
-        proto_put_str(b, "tier");
-        proto_put_str(b, sup_policy_tier_name(c->policy));
-        proto_put_str(b, "policy");
-        sup_policy_put(b, c->policy);
-        proto_put_str(b, "incarnation");
-        proto_put_uint(b, c->incarnation);
-    }
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
+        if (!c->deleted)
+            encode_entry(b, c);
 }
 
-void sup_persist_flush(void)
+/* Writes all of b to fd; false on any failure. */
+static bool write_all(int fd, const proto_buf *b)
 {
-    uint64_t sig = table_sig();
-    if (have_sig && sig == last_sig)
-        return;
-    const char *dir = sup_auth_state_dir();
-    if (!dir)
-        return;
-    char path[PATH_MAX + 32], tmp[PATH_MAX + 32];
+    size_t done = 0;
+    while (fd >= 0 && done < b->len) {
+        ssize_t w = write(fd, b->data + done, b->len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        done += (size_t)w;
+    }
+    return fd >= 0;
+}
+
+/* Rewrites the whole table and removes the journal it includes. */
+static void save_table(const char *dir)
+{
+    char path[PATH_MAX + 32], tmp[PATH_MAX + 32], log[PATH_MAX + 32];
     path_of(path, sizeof path, dir, "");
     path_of(tmp, sizeof tmp, dir, ".tmp");
-    size_t live = 0;
-    for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
-        live += !c->deleted;
-    if (live == 0) { /* nothing to keep: no file left behind */
+    path_of(log, sizeof log, dir, ".log");
+    if (sup_ctx_count() == 0) { /* nothing to keep: no file left behind */
         unlink(path);
-        last_sig = sig;
-        have_sig = true;
+        unlink(log);
+        need_table = true; /* a journal needs a table before it */
+        table_bytes = journal_bytes = 0;
         return;
     }
     proto_buf b;
     proto_buf_init(&b);
     encode_table(&b);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    size_t done = 0;
-    while (fd >= 0 && done < b.len) {
-        ssize_t w = write(fd, b.data + done, b.len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        done += (size_t)w;
-    }
-    bool ok = fd >= 0 && done == b.len;
+    bool ok = write_all(fd, &b);
     if (fd >= 0 && close(fd) < 0)
         ok = false;
     if (ok && rename(tmp, path) == 0) {
-        last_sig = sig;
-        have_sig = true;
+        unlink(log);
+        need_table = false;
+        table_bytes = b.len;
+        journal_bytes = 0;
     } else {
-        /* Tried again when the table next changes; the old file stays. */
+        /* Tried again when the table next changes; the old files stay. */
         sup_stats_event("contexts-save-failed path=%s error=\"%s\"", path,
                         strerror(errno ? errno : ENOSPC));
         unlink(tmp);
-        last_sig = sig;
-        have_sig = true;
     }
     proto_buf_free(&b);
+}
+
+/* Appends the changes as journal records; false when it could not. */
+static bool append_journal(const char *dir, const sup_ctx_change *ch, size_t n)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    for (size_t i = 0; i < n; i++) {
+        if (!ch[i].put && !ch[i].del)
+            continue;
+        size_t start = proto_frame_begin(&b);
+        proto_put_map(&b, 1);
+        if (ch[i].del) {
+            proto_put_str(&b, "del");
+            proto_put_str(&b, ch[i].del);
+        } else {
+            proto_put_str(&b, "put");
+            encode_entry(&b, ch[i].put);
+        }
+        proto_frame_end(&b, start);
+    }
+    char log[PATH_MAX + 32];
+    path_of(log, sizeof log, dir, ".log");
+    int fd = b.len ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
+    bool ok = !b.len || write_all(fd, &b);
+    if (fd >= 0 && close(fd) < 0)
+        ok = false;
+    journal_bytes += b.len;
+    proto_buf_free(&b);
+    return ok;
+}
+
+void sup_persist_flush(void)
+{
+    size_t n;
+    bool overflow;
+    const sup_ctx_change *ch = sup_ctx_changes(&n, &overflow);
+    if (n == 0 && !overflow && !need_table)
+        return;
+    const char *dir = sup_auth_state_dir();
+    if (dir) {
+        if (overflow || need_table || journal_bytes > table_bytes + 65536 ||
+            !append_journal(dir, ch, n))
+            save_table(dir); /* a failed append: the whole table instead */
+    }
+    sup_ctx_changes_clear();
 }
 
 /* Frees n env strings and their array. */
@@ -238,6 +278,43 @@ static void restore_one(const proto_val *m)
     sup_stats_event("context-restored ctx=%s incarnation=%u", nm, c->incarnation);
 }
 
+/* Whether a table entry has the name nm. */
+static bool entry_named(const proto_val *e, const proto_val *nm)
+{
+    const proto_val *n = e->kind == PROTO_MAP ? proto_map_get(e, "name") : NULL;
+    return n && n->kind == PROTO_STR && n->n == nm->n && memcmp(n->as.s, nm->as.s, nm->n) == 0;
+}
+
+/* The journal's bytes (NULL when none or unreadable; at most
+ * SUP_PERSIST_MAX are read). */
+static uint8_t *read_journal(const char *dir, size_t *len)
+{
+    char log[PATH_MAX + 32];
+    path_of(log, sizeof log, dir, ".log");
+    int fd = open(log, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+        close(fd);
+        return NULL;
+    }
+    size_t cap = (uint64_t)st.st_size > SUP_PERSIST_MAX ? SUP_PERSIST_MAX : (size_t)st.st_size;
+    uint8_t *d = mem_alloc(cap);
+    size_t got = 0;
+    while (got < cap) {
+        ssize_t r = read(fd, d + got, cap - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    *len = got;
+    return d;
+}
+
 void sup_persist_restore(void)
 {
     const char *dir = sup_auth_state_dir();
@@ -282,12 +359,55 @@ void sup_persist_restore(void)
         free(data);
         return;
     }
-    for (uint32_t i = 0; i < list->n && sup_ctx_count() < sup_cfg.max_contexts; i++)
-        if (list->as.items[i].kind == PROTO_MAP)
-            restore_one(&list->as.items[i]);
-    if (list->n > 0)
-        fprintf(stderr, "ctxd: %zu of %u contexts of the previous daemon made again (state lost)\n",
-                sup_ctx_count(), list->n);
+    /* The entries, by name, with the journal's changes applied in order. */
+    size_t nent = list->n, cap = list->n + 16;
+    const proto_val **ent = mem_alloc(cap * sizeof *ent);
+    for (uint32_t i = 0; i < list->n; i++)
+        ent[i] = &list->as.items[i];
+    size_t nlog = 0;
+    uint8_t *logdata = read_journal(dir, &nlog);
+    proto_doc *docs = NULL;
+    size_t ndocs = 0, off = 0;
+    for (;;) {
+        const uint8_t *body;
+        size_t blen, used;
+        if (!logdata || proto_frame_next(logdata + off, nlog - off, SUP_PERSIST_MAX, &body, &blen,
+                                         &used) <= 0)
+            break; /* the end, or a torn last record */
+        off += used;
+        docs = mem_realloc(docs, (ndocs + 1) * sizeof *docs);
+        if (proto_decode(&docs[ndocs], body, blen, &err) < 0)
+            break;
+        const proto_val *rec = &docs[ndocs++].nodes[0];
+        const proto_val *put = proto_map_get(rec, "put"), *del = proto_map_get(rec, "del");
+        const proto_val *nm = put && put->kind == PROTO_MAP ? proto_map_get(put, "name") : del;
+        if (!nm || nm->kind != PROTO_STR)
+            continue;
+        size_t j = 0;
+        while (j < nent && !entry_named(ent[j], nm))
+            j++;
+        if (del) {
+            if (j < nent)
+                ent[j] = ent[--nent];
+        } else if (j < nent) {
+            ent[j] = put;
+        } else {
+            if (nent == cap)
+                ent = mem_realloc(ent, (cap *= 2) * sizeof *ent);
+            ent[nent++] = put;
+        }
+    }
+    for (size_t i = 0; i < nent && sup_ctx_count() < sup_cfg.max_contexts; i++)
+        if (ent[i]->kind == PROTO_MAP)
+            restore_one(ent[i]);
+    if (nent > 0)
+        fprintf(stderr, "ctxd: %zu of %zu contexts of the previous daemon made again (state lost)\n",
+                sup_ctx_count(), nent);
+    for (size_t i = 0; i < ndocs; i++)
+        proto_doc_free(&docs[i]);
+    free(docs);
+    free(ent);
+    free(logdata);
     proto_doc_free(&doc);
     free(data);
 }

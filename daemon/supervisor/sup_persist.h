@@ -2,8 +2,9 @@
 #ifndef CTXD_SUP_PERSIST_H
 #define CTXD_SUP_PERSIST_H
 
-/* Rewrites STATE_DIR/contexts.msgpack when the table changed (called once
- * per loop round; cheap when nothing changed). */
+/* Saves what changed in the table (sup_ctx_changes): appended to the
+ * journal, or the table rewritten whole when it must be (sup_persist.c).
+ * Called by the loop when sup_ctx_table_gen changed. */
 void sup_persist_flush(void);
 /* At start (after the zygote): makes the previous daemon's contexts again,
  * each a new incarnation with previous_death "daemon restarted". */

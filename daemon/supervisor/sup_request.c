@@ -417,8 +417,7 @@ static void create_finish(create_args *a, sup_site *site)
     a->env = NULL; /* the context's now */
     a->nenv = 0;
     a->ident = NULL;
-    c->lease = a->lease;
-    c->lease_until = sup_now() + a->lease;
+    sup_ctx_set_lease(c, a->lease);
     sup_ctx_add_waiter(c, &a->peer);
     create_args_free(a);
 }
@@ -736,9 +735,12 @@ static void do_list(const proto_val *msg, const sup_peer *peer)
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 1);
     proto_put_str(&b, "contexts");
-    proto_put_array(&b, (uint32_t)sup_ctx_count());
-    for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
-        sup_ctx_put_info(&b, c);
+    size_t n = sup_ctx_count();
+    sup_ctx **v = sup_ctx_sorted(); /* by name */
+    proto_put_array(&b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        sup_ctx_put_info(&b, v[i]);
+    free(v);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }

@@ -273,9 +273,12 @@ def main():
 
     def request(t, **kw):
         admin.send(pack({"v": 1, "t": t, "id": t, **kw}))
-        if not admin.poll(30000):
-            raise SystemExit(f"no reply to {t}")
-        return msgpack.unpackb(admin.recv(), raw=False)
+        while True:  # skips a late reply to an earlier hello (a slow start)
+            if not admin.poll(30000):
+                raise SystemExit(f"no reply to {t}")
+            r = msgpack.unpackb(admin.recv(), raw=False)
+            if r.get("re") == t:
+                return r
 
     for _ in range(100):
         try:

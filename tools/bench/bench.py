@@ -28,6 +28,15 @@ thousand):
   memory    PSS per idle context (100 contexts); per idle kernel
   tput      8 client threads x 8 contexts running `x = 1`
   thousand  1,000 idle contexts alive at once
+  scale     with 10, 100, 1,000 and 5,000 idle contexts alive (numpy
+            preloaded): create -> first x = 1 done and the x = 1 round trip at
+            each count (goal: medians at 5,000 within 1.2x those at 10, p99 of
+            creation <= 5 ms); ctx.list and stats at the top count; the
+            supervisor's descriptors per context and which limit binds; PSS
+            per idle context including the zygote's and supervisor's shares
+            (goal <= 1.5 MiB). --compare BUILD runs it for that build too.
+  cpu       the supervisor's instructions per x = 1 (valgrind --tool=
+            callgrind: the difference of two runs, so start-up cancels)
 --quick runs every figure with few samples (a smoke test, used by ctest).
 """
 
@@ -47,7 +56,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-FIGS = ["rtt", "ready", "fork", "stream", "memory", "tput", "thousand"]
+FIGS = ["rtt", "ready", "fork", "stream", "memory", "tput", "thousand", "scale", "cpu"]
 MB = 1e6
 
 import msgpack  # noqa: E402  (Debian: python3-msgpack)
@@ -95,12 +104,13 @@ def mem_available():
 # ---- ctxd ------------------------------------------------------------------------
 
 class Daemon:
-    def __init__(self, build, tmp, preload="numpy"):
-        self.sock = os.path.join(tmp, "ctxd.sock")
+    def __init__(self, build, tmp, preload="numpy", max_contexts=1100, extra=(), wrap=(),
+                 name="ctxd"):
+        self.sock = os.path.join(tmp, name + ".sock")
         self.endpoint = "ipc://" + self.sock
-        self.log_path = os.path.join(tmp, "ctxd.log")
-        args = [os.path.join(build, "daemon", "ctxd"), "--listen", self.endpoint,
-                "--max-contexts", "1100"]
+        self.log_path = os.path.join(tmp, name + ".log")
+        args = [*wrap, os.path.join(build, "daemon", "ctxd"), "--listen", self.endpoint,
+                "--max-contexts", str(max_contexts), *extra]
         if preload:
             args += ["--preload", preload]
         self.log = open(self.log_path, "wb")
@@ -117,13 +127,14 @@ class Daemon:
             except TimeoutError:
                 if time.monotonic() > deadline:
                     raise SystemExit("ctxd did not answer hello")
+        self.pid = self.proc.pid
 
     def stop(self):
         self.c.close()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(120)  # under valgrind it writes its counts first
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -167,6 +178,27 @@ class Mini:
     def close(self):
         self.s.close(0)
         self.z.term()
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process (all its threads), in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def nofile_limit(pid):
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            for line in f:
+                if line.startswith("Max open files"):
+                    return int(line.split()[3])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def cbench(build, *args):
@@ -596,8 +628,15 @@ class Bench:
         for i in range(threads):
             c.req("ctx.create", name=f"tp-{i}")
         log(f"tput: {threads} threads x {threads} contexts, {secs} s")
+        wpids = [x["pid"] for x in c.contexts() if x["name"].startswith("tp-")]
+        s0, w0 = cpu_seconds(self.d.pid), [cpu_seconds(p) for p in wpids]
         r = cbench(self.build, "tput", self.d.endpoint, "tp", threads, secs)
+        s1, w1 = cpu_seconds(self.d.pid), [cpu_seconds(p) for p in wpids]
         f["ctxd_runs_per_s"] = r["runs"] / r["seconds"]
+        f["runs"] = r["runs"]
+        f["supervisor_cpu_per_run"] = (s1 - s0) / max(r["runs"], 1)
+        # each worker ran about runs/threads of them
+        f["worker_cpu_per_run"] = (sum(w1) - sum(w0)) / max(r["runs"], 1)
         self.clean_contexts()
         if self.ipy and not self.q:
             log(f"tput: ipykernel, {threads} kernels x {threads} threads, {secs} s")
@@ -656,6 +695,146 @@ class Bench:
         f["last_one_runs"] = r["status"] == "ok"
         self.clean_contexts()
 
+    # 8 ------------------------------------------------------------------------
+    def scale(self):
+        """The same measures at growing counts of idle contexts, on a daemon
+        of its own (room for 5,000, --idle-ttl on so its sweep is part of
+        what is measured); the --compare build right after, the same way."""
+        f = self.fig("scale")
+        counts = [10, 100, 1000, 5000] if not self.q else [5, 20]
+        if self.a.counts:
+            counts = [int(x) for x in self.a.counts.split(",")]
+        builds = [("new", self.build)]
+        if self.a.compare:
+            builds.append(("old", os.path.abspath(self.a.compare)))
+        f["counts"] = counts
+        f["load_at_start"] = os.getloadavg()
+        for tag, build in builds:
+            f[tag] = self.scale_one(build, tag, counts)
+        f["load_at_end"] = os.getloadavg()
+
+    def scale_one(self, build, tag, counts):
+        out = {"build": build, "at": {}}
+        d = Daemon(build, self.tmp, max_contexts=counts[-1] + 200, name=f"scale-{tag}",
+                   extra=("--idle-ttl", "86400"))
+        c = d.c
+        nsample, nrtt = self.n(50, 5), self.n(500, 50)
+        alive, t_fill = 0, 0.0
+        try:
+            fds0 = len(os.listdir(f"/proc/{d.pid}/fd"))
+            out["nofile_limit"] = nofile_limit(d.pid)
+            c.req("ctx.create", name="probe")
+            per = None
+            for n in counts:
+                # The supervisor's open-file limit binds before memory does:
+                # fill to what fits with room for the creation samples.
+                lim = out["nofile_limit"]
+                if per and lim:
+                    fds_now = len(os.listdir(f"/proc/{d.pid}/fd"))
+                    fit = alive + 1 + int((lim - fds_now - 64) / per) - nsample
+                    if fit < n:
+                        out["capped"] = {"requested": n, "filled_to": fit,
+                                         "why": f"open-file limit {lim} at {per:.2f} "
+                                                f"descriptors per context"}
+                        log(f"scale[{tag}]: {n} would pass the open-file limit {lim} "
+                            f"({per:.2f} per context): filling to {fit}")
+                        n = fit
+                # fill: create + first x = 1 of each new context (samples too)
+                if n - 1 > alive:
+                    t0 = time.perf_counter()
+                    v = cbench(build, "create", d.endpoint, f"f{n}", n - 1 - alive)["ready"]
+                    t_fill += time.perf_counter() - t0
+                    alive = n - 1
+                    log(f"scale[{tag}]: {alive + 1} contexts alive, fill median "
+                        f"{pct(v, .5) * 1e3:.1f} ms")
+                at = {}
+                at["create"] = cbench(build, "create", d.endpoint, f"s{n}", nsample)["ready"]
+                for i in range(nsample):
+                    c.req("ctx.delete", ctx=f"s{n}-{i}")
+                at["rtt"] = cbench(build, "rtt", d.endpoint, "probe", nrtt, 20)["rtt"]
+                at["fds"] = len(os.listdir(f"/proc/{d.pid}/fd"))
+                per = (at["fds"] - fds0) / max(alive + 1, 1)
+                for what in ("stats", "ctx.list"):
+                    v = []
+                    for _ in range(self.n(5, 2)):
+                        t0 = time.perf_counter()
+                        r = c.req(what)
+                        v.append(time.perf_counter() - t0)
+                    at[what] = v
+                    if what == "ctx.list":
+                        cs = r["contexts"]
+                        at["list_bytes"] = len(msgpack.packb(r))
+                at["alive"] = sum(1 for x in cs if x["pid"] > 0)
+                zyg = zygote_pid(d.pid)
+                pss_ctx = sum(x.get("pss") or 0 for x in cs)
+                at["zygote_pss"] = pss_of(zyg) if zyg else 0
+                at["supervisor_pss"] = pss_of(d.pid)
+                at["pss_per_context"] = (pss_ctx + at["zygote_pss"] + at["supervisor_pss"]) / len(cs)
+                at["supervisor_rss"] = 0
+                out["at"][str(counts[len(out["at"])])] = at
+                log(f"scale[{tag}] {n}: create {pct(at['create'], .5) * 1e3:.2f}/"
+                    f"{pct(at['create'], .99) * 1e3:.2f} ms, rtt {pct(at['rtt'], .5) * 1e6:.0f} us, "
+                    f"list {pct(at['ctx.list'], .5) * 1e3:.1f} ms, stats "
+                    f"{pct(at['stats'], .5) * 1e3:.2f} ms, fds {at['fds']}, "
+                    f"PSS/ctx {at['pss_per_context'] / 2**20:.2f} MiB")
+            top = out["at"][str(counts[-1])]
+            out["fds_per_context"] = (top["fds"] - fds0) / max(top["alive"], 1)
+            out["fill_seconds"] = t_fill
+        finally:
+            d.stop()
+        return out
+
+    # 9 ------------------------------------------------------------------------
+    def cpu(self):
+        """Instructions the supervisor executes per x = 1, counted by
+        callgrind: two daemons run N1 and N2 round trips, the difference over
+        N2 - N1 (start-up and shut-down cancel). Workers are not counted
+        (valgrind does not follow exec)."""
+        f = self.fig("cpu")
+        n = self.n(5000, 200)
+        self.d.c.req("ctx.create", name="cpu")
+        wpid = next(x["pid"] for x in self.d.c.contexts() if x["name"] == "cpu")
+        s0, w0 = cpu_seconds(self.d.pid), cpu_seconds(wpid)
+        cbench(self.build, "rtt", self.d.endpoint, "cpu", n, 0)
+        f["supervisor_cpu_per_x1"] = (cpu_seconds(self.d.pid) - s0) / n
+        f["worker_cpu_per_x1"] = (cpu_seconds(wpid) - w0) / n
+        self.d.c.req("ctx.delete", ctx="cpu")
+        log(f"cpu: {n} x = 1: supervisor {f['supervisor_cpu_per_x1'] * 1e6:.0f} us, worker "
+            f"{f['worker_cpu_per_x1'] * 1e6:.0f} us CPU each (/proc, clock ticks)")
+        if not shutil.which("valgrind"):
+            log("cpu: valgrind not installed (sh tools/setup.sh bench installs it)")
+            return
+        n1, n2 = self.n(100, 20), self.n(1100, 120)
+        builds = [("new", self.build)]
+        if self.a.compare:
+            builds.append(("old", os.path.abspath(self.a.compare)))
+        for tag, build in builds:
+            irs = []
+            for n in (n1, n2):
+                cg = os.path.join(self.tmp, f"cg-{tag}-{n}.out")
+                d = Daemon(build, self.tmp, preload=None, name=f"cg-{tag}",
+                           wrap=("valgrind", "--tool=callgrind", "--callgrind-out-file=" + cg))
+                try:
+                    d.c.req("ctx.create", name="cg")
+                    cbench(build, "rtt", d.endpoint, "cg", n, 0)
+                except RuntimeError as e:
+                    # valgrind 3.19 lacks pidfd_open, which the supervisor
+                    # holds every worker by: no count then, and why
+                    f["callgrind_unavailable"] = str(e)
+                    log(f"cpu: callgrind cannot run the supervisor: {e}")
+                    break
+                finally:
+                    d.stop()
+            if "callgrind_unavailable" in f:
+                break
+                with open(cg) as fh:
+                    tot = next((int(line.split()[1]) for line in fh
+                                if line.startswith("totals:") or line.startswith("summary:")), 0)
+                irs.append(tot)
+            f[f"{tag}_instructions_per_x1"] = (irs[1] - irs[0]) / (n2 - n1)
+            log(f"cpu[{tag}]: {f[f'{tag}_instructions_per_x1']:.0f} supervisor instructions "
+                "per x = 1")
+
     # ---------------------------------------------------------------------------
     def run(self):
         figs = self.a.only.split(",") if self.a.only else FIGS
@@ -673,7 +852,16 @@ class Bench:
                                                                     "limits")}
         try:
             for name in figs:
-                getattr(self, name)()
+                # A figure that fails (e.g. workers killed from outside on a
+                # shared machine) is reported, the others still measured.
+                try:
+                    getattr(self, name)()
+                except (RuntimeError, TimeoutError, OSError, KeyError, StopIteration) as e:
+                    self.res["figures"].pop(name, None)
+                    self.res.setdefault("failed", {})[name] = repr(e)
+                    log(f"{name}: FAILED: {e!r}")
+                    if self.d.proc.poll() is not None:
+                        self.d = Daemon(self.build, self.tmp)
         finally:
             self.d.stop()
             for k in list(self.kernels):
@@ -687,6 +875,8 @@ class Bench:
         with open(os.path.join(self.out, "bench.json"), "w") as fh:
             json.dump(self.res, fh, indent=1)
         print("\n".join(table))
+        for name, why in self.res.get("failed", {}).items():
+            print(f"figure {name} FAILED: {why}")
         png = draw(self.res, os.path.join(self.out, "bench.png"))
         print(f"\nJSON: {os.path.join(self.out, 'bench.json')}"
               + (f"\nPNG:  {png}" if png else "\nPNG:  not drawn (python3-matplotlib missing)"))
@@ -877,6 +1067,67 @@ def make_table(res):
                      goal("1,000 idle contexts alive at once",
                           r["alive"] >= 1000 if r["requested"] >= 1000 else None,
                           f"MemAvailable drop {r['mem_available_drop'] / 2**30:.2f} GiB")))
+    r = F.get("tput", {})
+    if r.get("supervisor_cpu_per_run") is not None:
+        rows.append(("6 tput", "  CPU per run: supervisor / a worker",
+                     f"{r['supervisor_cpu_per_run'] * 1e6:.0f} / "
+                     f"{r['worker_cpu_per_run'] * 1e6:.0f} us", "", "", "", ""))
+    r = F.get("rtt", {})
+    c1, f1 = r.get("ctxd_c_one_cpu"), r.get("zmq_floor_one_cpu")
+    if c1 and f1:
+        ratio = pct(c1, .5) / pct(f1, .5)
+        rows.append(("9 cpu", "all on one CPU: ctxd rtt / ZeroMQ floor", f"{ratio:.2f}x", "", "",
+                     "<= 2.0x", goal("one-CPU round trip <= 2.0x the ZeroMQ floor",
+                                     ratio <= 2.0, "median / median")))
+    r = F.get("cpu", {})
+    if r.get("supervisor_cpu_per_x1") is not None:
+        rows.append(("9 cpu", "CPU per x = 1: supervisor / worker (/proc)",
+                     f"{r['supervisor_cpu_per_x1'] * 1e6:.0f} / {r['worker_cpu_per_x1'] * 1e6:.0f} us",
+                     "", "", "", ""))
+    if r.get("callgrind_unavailable"):
+        rows.append(("9 cpu", "supervisor instructions per x = 1 (callgrind)", "not counted", "",
+                     "", "", "valgrind: " + r["callgrind_unavailable"][:60]))
+    for tag in ("new", "old"):
+        if r.get(f"{tag}_instructions_per_x1"):
+            rows.append(("9 cpu", f"supervisor instructions per x = 1 ({tag}, callgrind)",
+                         f"{r[f'{tag}_instructions_per_x1']:.0f}", "", "", "(exact)", ""))
+    r = F.get("scale", {})
+    for tag in ("new", "old"):
+        sc = r.get(tag)
+        if not sc:
+            continue
+        ks = [str(k) for k in r["counts"]]
+        lo, hi = sc["at"][ks[0]], sc["at"][ks[-1]]
+        for key, label in (("create", "create -> first x = 1"), ("rtt", "x = 1 round trip")):
+            ratio = pct(hi[key], .5) / pct(lo[key], .5)
+            rows.append((f"8 scale {tag}", f"{label} at " + "/".join(ks) + " alive (median)",
+                         " / ".join(f"{pct(sc['at'][k][key], .5) * 1e3:.2f}" for k in ks) + " ms",
+                         "", f"{ks[-1]}/{ks[0]} {ratio:.2f}x", "<= 1.2x",
+                         goal(f"{label} at {ks[-1]} within 1.2x of {ks[0]} ({tag})", ratio <= 1.2,
+                              "median ratio") if tag == "new" else ""))
+        worst = max(pct(sc["at"][k]["create"], .99) for k in ks)
+        rows.append((f"8 scale {tag}", "create p99, worst count",
+                     f"{worst * 1e3:.2f} ms", "", "", "<= 5 ms",
+                     goal(f"creation p99 <= 5 ms at every count ({tag})", worst <= 0.005, "p99")
+                     if tag == "new" else ""))
+        rows.append((f"8 scale {tag}", f"ctx.list / stats at {ks[-1]}",
+                     f"{pct(hi['ctx.list'], .5) * 1e3:.1f} / {pct(hi['stats'], .5) * 1e3:.2f} ms",
+                     "", f"reply {hi['list_bytes'] / 2**20:.2f} MiB", "", ""))
+        per = sc["fds_per_context"]
+        lim = sc.get("nofile_limit")
+        if sc.get("capped"):
+            rows.append((f"8 scale {tag}", f"{ks[-1]} asked: filled to {sc['capped']['filled_to']}",
+                         sc["capped"]["why"], "", "", "", ""))
+        rows.append((f"8 scale {tag}", f"{hi['alive']} alive; supervisor descriptors per context",
+                     f"{per:.2f}", "", f"limit {lim}: binds at ~{int(lim / per)}" if lim and per else "",
+                     f">= {ks[-1]} alive", goal(f"{ks[-1]} idle contexts alive ({tag})",
+                                                hi["alive"] >= int(ks[-1]) - 1, "alive")
+                     if tag == "new" else ""))
+        rows.append((f"8 scale {tag}", f"PSS per idle context at {ks[-1]}, incl. zygote+supervisor",
+                     f"{hi['pss_per_context'] / 2**20:.2f} MiB", "", "", "<= 1.5 MiB",
+                     goal(f"PSS per idle context <= 1.5 MiB ({tag})",
+                          hi["pss_per_context"] <= 1.5 * 2**20, "at the top count")
+                     if tag == "new" else ""))
     head = ("figure", "what", "ctxd (median / p99)", "ipykernel", "ratio", "goal", "met")
     widths = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
     fmt = "  ".join(f"{{:{w}}}" for w in widths)
@@ -895,7 +1146,7 @@ def draw(res, path):
     except Exception:
         return None
     F = res["figures"]
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(3, 2, figsize=(13, 13.5))
 
     def cdf(ax, v, label, scale):
         if not v:
@@ -958,6 +1209,32 @@ def draw(res, path):
         ax.text(i, v, f"{v:.1f}", ha="center", va="bottom", fontsize=9)
     ax.set_ylabel("PSS per idle interpreter (MiB)")
     ax.set_title("5. idle memory")
+    sc = F.get("scale", {})
+    ax, ax2 = axes[2][0], axes[2][1]
+    for tag, style in (("new", "-o"), ("old", "--x")):
+        if not sc.get(tag):
+            continue
+        ks = [str(k) for k in sc["counts"]]
+        xs = [int(k) for k in ks]
+        for key, label in (("create", "create -> first x = 1"), ("rtt", "x = 1 round trip")):
+            ax.plot(xs, [pct(sc[tag]["at"][k][key], .5) * 1e3 for k in ks], style,
+                    label=f"{label}, median ({tag})")
+        ax.plot(xs, [pct(sc[tag]["at"][k]["create"], .99) * 1e3 for k in ks], style, alpha=.4,
+                label=f"create p99 ({tag})")
+        ax2.plot(xs, [sc[tag]["at"][k]["pss_per_context"] / 2**20 for k in ks], style,
+                 label=f"PSS per idle context incl. zygote + supervisor ({tag})")
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.set_xlabel("idle contexts alive (log)")
+        a.grid(alpha=.3)
+        if a.lines:
+            a.legend(fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (log)")
+    ax.set_title("8. cost against the number of contexts alive")
+    ax2.axhline(1.5, color="#888", lw=.8)
+    ax2.set_ylabel("MiB")
+    ax2.set_title("8. memory per context against the count")
     fig.suptitle(f"ctxd vs ipykernel on {res['machine'].get('cpus')} CPUs "
                  f"({res['machine'].get('when')}){' --quick' if res['quick'] else ''}")
     fig.tight_layout()
@@ -974,6 +1251,11 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"))
     ap.add_argument("--no-ipykernel", action="store_true", help="ctxd only")
+    ap.add_argument("--counts", help="contexts alive for the scale figure (default "
+                    "10,100,1000,5000)")
+    ap.add_argument("--compare", metavar="BUILD",
+                    help="another build directory (an earlier tree) for scale and cpu, "
+                    "measured in the same run")
     args = ap.parse_args()
     if args.only and any(f not in FIGS for f in args.only.split(",")):
         ap.error(f"--only takes some of {','.join(FIGS)}")
