@@ -20,9 +20,11 @@ python3-matplotlib python3-pip libedit-dev"
 [ "$mode" = test ] && PACKAGES="$PACKAGES python3-pandas"
 # python3-pip: the daemon runs `python3 -m pip` for pip.install (test_pkgs.py).
 # The Jupyter kernel and its tests (tests/kernel.cmake): ipykernel's kernelbase,
-# jupyter_client, jupyter_kernel_test.
+# jupyter_client, jupyter_kernel_test, nbclient (a notebook run side by side
+# with ipykernel); systemd: `systemd-analyze verify` on the installed unit
+# (tests/install/run.sh).
 [ "$mode" = test ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
-python3-jupyter-kernel-test"
+python3-jupyter-kernel-test python3-nbclient systemd"
 # Only for the benchmark (ctxd side by side with ipykernel; valgrind: the
 # supervisor's instructions per request, figure 9).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
