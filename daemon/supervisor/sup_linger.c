@@ -181,6 +181,15 @@ bool sup_linger_before_reap(pid_t pid)
     return false;
 }
 
+/* True once the process behind pidfd has exited: its pidfd polls readable
+ * then, also while it is a zombie nobody reaps yet (at shutdown the loop
+ * reaps no more, and a signal 0 still reaches a zombie). */
+static bool exited(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return pidfd < 0 || (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)));
+}
+
 void sup_linger_shutdown(void)
 {
     for (;;) {
@@ -191,7 +200,7 @@ void sup_linger_shutdown(void)
             lingerer *l = &table[i];
             if (l->pid == 0)
                 continue;
-            if (now >= l->deadline || !sup_proc_alive(l->pidfd)) {
+            if (now >= l->deadline || exited(l->pidfd)) {
                 end(l);
                 continue;
             }
