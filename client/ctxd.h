@@ -402,7 +402,7 @@ typedef struct ctxd_hello_info {
     size_t npreloads_loaded;
     const char *const *preloads_skipped;
     size_t npreloads_skipped;
-    bool packages_offered;         /* pip.install can install anything */
+    bool packages_offered;              /* pip.install can install anything */
     const char *const *package_sources; /* "wheelhouse", "index" */
     size_t npackage_sources;
 } ctxd_hello_info;

@@ -22,9 +22,9 @@
  * `return ctxd_conn_fail(...)`. code NULL means the rc's own name. */
 int ctxd_conn_fail(ctxd_client *c, int rc, const char *code, const char *fmt, ...)
 {
-    static const char *const names[] = {"",        "unreachable", "refused",
-                                        "protocol", "transport",   "invalid",
-                                        "cancelled", "lost",       "auth"};
+    static const char *const names[] = {"",          "unreachable", "refused",
+                                        "protocol",  "transport",   "invalid",
+                                        "cancelled", "lost",        "auth"};
     if (!code)
         code = (rc < 0 && -rc < (int)(sizeof names / sizeof names[0])) ? names[-rc] : "error";
     snprintf(c->last_code, sizeof c->last_code, "%s", code);
@@ -317,8 +317,8 @@ static bool take_disconnect(ctxd_client *c)
             c->handshake_failed = 0;
         }
         /* A connection whose handshake failed carried nothing: not a drop. */
-        dropped = dropped || (zmq_msg_more(&ev) && num == ZMQ_EVENT_DISCONNECTED &&
-                              !c->handshake_failed);
+        dropped =
+            dropped || (zmq_msg_more(&ev) && num == ZMQ_EVENT_DISCONNECTED && !c->handshake_failed);
         while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) >= 0)
             ;
         zmq_msg_close(&ev);
@@ -338,15 +338,14 @@ int ctxd_conn_auth_failed(ctxd_client *c)
                               "key (ZAP status %u); add its public key (`ctx keygen` prints it) "
                               "to the daemon's authorized_keys",
                               c->endpoint, (unsigned)c->handshake_value);
-    return ctxd_conn_fail(c, CTXD_EAUTH, NULL,
-                          "authentication failed at %s: the CurveZMQ handshake failed (%s, "
-                          "error 0x%x); is CTXD_SERVER_KEY the daemon's public key "
-                          "(STATE_DIR/server.pub)?",
-                          c->endpoint,
-                          c->handshake_failed == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-                              ? "protocol error"
-                              : "no detail",
-                          (unsigned)c->handshake_value);
+    return ctxd_conn_fail(
+        c, CTXD_EAUTH, NULL,
+        "authentication failed at %s: the CurveZMQ handshake failed (%s, "
+        "error 0x%x); is CTXD_SERVER_KEY the daemon's public key "
+        "(STATE_DIR/server.pub)?",
+        c->endpoint,
+        c->handshake_failed == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail",
+        (unsigned)c->handshake_value);
 }
 
 /* A dropped connection loses what was in flight on it (ZeroMQ reconnects,
@@ -651,7 +650,8 @@ static int open_socket(ctxd_client *c)
     if (zmq_socket_monitor(c->sock, mon,
                            ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) < 0 ||
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) <
+            0 ||
         !(c->mon = zmq_socket(c->zctx, ZMQ_PAIR)))
         return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_socket_monitor: %s",
                               zmq_strerror(zmq_errno()));

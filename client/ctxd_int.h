@@ -69,11 +69,11 @@ typedef struct run {
 struct ctxd_client {
     void *zctx;
     void *sock;
-    void *mon; /* PAIR socket receiving sock's ZMQ_EVENT_DISCONNECTED and
-                  handshake failures */
+    void *mon;                 /* PAIR socket receiving sock's ZMQ_EVENT_DISCONNECTED and
+                                  handshake failures */
     struct msg_in *hello_kept; /* the connect check's hello reply, for ctxd_hello */
-    int handshake_failed;    /* the last ZMQ_EVENT_HANDSHAKE_FAILED_* seen; 0 none */
-    uint32_t handshake_value; /* its value (a ZAP status or protocol error) */
+    int handshake_failed;      /* the last ZMQ_EVENT_HANDSHAKE_FAILED_* seen; 0 none */
+    uint32_t handshake_value;  /* its value (a ZAP status or protocol error) */
     char *endpoint;
     uint64_t next_id;
     double timeout;             /* control reply timeout, seconds */

@@ -371,8 +371,8 @@ void sup_persist_restore(void)
     for (;;) {
         const uint8_t *body;
         size_t blen, used;
-        if (!logdata || proto_frame_next(logdata + off, nlog - off, SUP_PERSIST_MAX, &body, &blen,
-                                         &used) <= 0)
+        if (!logdata ||
+            proto_frame_next(logdata + off, nlog - off, SUP_PERSIST_MAX, &body, &blen, &used) <= 0)
             break; /* the end, or a torn last record */
         off += used;
         docs = mem_realloc(docs, (ndocs + 1) * sizeof *docs);
@@ -401,7 +401,8 @@ void sup_persist_restore(void)
         if (ent[i]->kind == PROTO_MAP)
             restore_one(ent[i]);
     if (nent > 0)
-        fprintf(stderr, "ctxd: %zu of %zu contexts of the previous daemon made again (state lost)\n",
+        fprintf(stderr,
+                "ctxd: %zu of %zu contexts of the previous daemon made again (state lost)\n",
                 sup_ctx_count(), nent);
     for (size_t i = 0; i < ndocs; i++)
         proto_doc_free(&docs[i]);

@@ -26,8 +26,8 @@ int sup_sockperm_apply(const char *path)
         snprintf(dir, sizeof dir, "/");
     if (chown(path, (uid_t)-1, gid) < 0 || chmod(path, 0660) < 0 ||
         chown(dir, (uid_t)-1, gid) < 0 || chmod(dir, 0750) < 0) {
-        fprintf(stderr, "ctxd: --socket-group: cannot give %s and %s to group %ld: %s\n", path,
-                dir, sup_cfg.socket_gid, strerror(errno));
+        fprintf(stderr, "ctxd: --socket-group: cannot give %s and %s to group %ld: %s\n", path, dir,
+                sup_cfg.socket_gid, strerror(errno));
         return -1;
     }
     return 0;

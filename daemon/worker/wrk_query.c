@@ -283,8 +283,7 @@ static void put_empty(proto_buf *b, const wrk_query_req *req)
     }
 }
 
-void wrk_query_put_answer(proto_buf *b, uint64_t run_id, const wrk_query_req *req,
-                          PyObject *answer)
+void wrk_query_put_answer(proto_buf *b, uint64_t run_id, const wrk_query_req *req, PyObject *answer)
 {
     size_t start = proto_frame_begin(b);
     proto_put_map(b, 3);

@@ -120,8 +120,9 @@ int ctx_cmd_info_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
             printf(" %s%s", h.preloads_skipped[i], i + 1 < h.npreloads_skipped ? "," : "");
         printf(")");
     }
-    printf("\npackages  %s", h.packages_offered ? "offered (from" : "not offered (no --wheelhouse or "
-                                                                    "--package-index)");
+    printf("\npackages  %s", h.packages_offered ? "offered (from"
+                                                : "not offered (no --wheelhouse or "
+                                                  "--package-index)");
     for (size_t i = 0; h.packages_offered && i < h.npackage_sources; i++)
         printf(" %s%s", h.package_sources[i], i + 1 < h.npackage_sources ? "," : "");
     printf("%s\n", h.packages_offered ? ")" : "");

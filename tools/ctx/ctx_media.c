@@ -88,8 +88,7 @@ static bool make_dir(void)
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         goto fail;
     /* Someone else's directory (or a link) in a shared /tmp: not ours. */
-    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-        (st.st_mode & 0077))
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 0077))
         goto fail;
     return true;
 fail:
@@ -155,8 +154,8 @@ static void show_inline(FILE *out, inline_kind kind, const char *b64)
     for (size_t off = 0; off < n || off == 0; off += 4096) {
         size_t chunk = n - off < 4096 ? n - off : 4096;
         bool more = off + chunk < n;
-        fprintf(out, "\x1b_G%s%s;%.*s\x1b\\", off == 0 ? "a=T,f=100," : "",
-                more ? "m=1" : "m=0", (int)chunk, b64 + off);
+        fprintf(out, "\x1b_G%s%s;%.*s\x1b\\", off == 0 ? "a=T,f=100," : "", more ? "m=1" : "m=0",
+                (int)chunk, b64 + off);
         if (!more)
             break;
     }

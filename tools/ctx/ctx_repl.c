@@ -636,8 +636,8 @@ static int read_line(repl *r, bool first, char **line)
             snprintf(prompt, sizeof prompt, "\1%s\1%s\1%s\1 ", col(r, C_PROMPT), label,
                      col(r, C_RESET));
         else
-            snprintf(prompt, sizeof prompt, "\1%s\1%*s\1%s\1 ", col(r, C_PROMPT), w, "...:",
-                     col(r, C_RESET));
+            snprintf(prompt, sizeof prompt, "\1%s\1%*s\1%s\1 ", col(r, C_PROMPT), w,
+                     "...:", col(r, C_RESET));
         fflush(stdout);
         fflush(stderr);
         int rc = ctx_edit_read(r->ed, prompt, line);
