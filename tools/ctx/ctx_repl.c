@@ -405,14 +405,16 @@ static const char *run_input(void *user, const char *prompt, bool password)
     repl *r = user;
     free(r->input_line);
     r->input_line = NULL;
-    show(r, stdout, NULL, prompt, strlen(prompt));
+    /* Echo goes off before the prompt shows, and without TCSAFLUSH: a line
+     * typed as soon as the prompt appears is neither echoed nor discarded. */
     struct termios t, saved;
     bool noecho = password && r->tty && tcgetattr(STDIN_FILENO, &saved) == 0;
     if (noecho) {
         t = saved;
         t.c_lflag &= ~(tcflag_t)ECHO;
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &t);
+        tcsetattr(STDIN_FILENO, TCSANOW, &t);
     }
+    show(r, stdout, NULL, prompt, strlen(prompt));
     ssize_t n;
     if (r->tty) {
         n = read_tty_line(&r->input_line);
@@ -425,7 +427,7 @@ static const char *run_input(void *user, const char *prompt, bool password)
             r->input_line[INPUT_MAX] = '\0';
     }
     if (noecho) {
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+        tcsetattr(STDIN_FILENO, TCSANOW, &saved);
         show(r, stdout, NULL, "\n", 1);
     }
     r->at_line_start = true;

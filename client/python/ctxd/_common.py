@@ -559,10 +559,15 @@ class _Core:
         self.ping_deadline = 0.0
         self.max_request = 0  # hello's max_request_bytes; 0 = not known yet
         self.handshake_failed = False  # the last CurveZMQ handshake failed
+        # what that failure said: requests made after it fail at once (the
+        # failure may come before the first request is registered)
+        self.auth_error: Optional[str] = None
 
     def request(self, kind: str, sink, t: str, route_ctx: Optional[str] = None, **fields):
         """Registers a request; returns (id, encoded bytes). route_ctx is the
         context an execute runs on (for interrupts)."""
+        if self.auth_error is not None:
+            raise AuthenticationError(self.auth_error)
         rid = next(self.ids)
         data = _proto.encode_request(t, rid, **fields)
         if self.max_request and len(data) > self.max_request:
@@ -656,10 +661,12 @@ class _Core:
         num, value = monitor_event(frames)
         if num in _HANDSHAKE_FAILED:
             self.handshake_failed = True
+            self.auth_error = auth_message(endpoint, num, value)
             if self.pending:
-                self.fail_all(AuthenticationError(auth_message(endpoint, num, value)))
+                self.fail_all(AuthenticationError(self.auth_error))
         elif num == _EVENT_HANDSHAKE_SUCCEEDED:
             self.handshake_failed = False
+            self.auth_error = None
         elif num == _EVENT_DISCONNECTED and not self.handshake_failed:
             self.disconnected(endpoint)
 
