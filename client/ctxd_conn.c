@@ -567,10 +567,12 @@ const char *ctxd_default_endpoint(char *buf, size_t n)
 }
 
 /* A Z85 key (40 characters) given inline or as the first such line of a
- * file, as PROTOCOL.md section 1 allows for CTXD_SERVER_KEY/CTXD_CLIENT_KEY. */
+ * file, as PROTOCOL.md section 1 allows for CTXD_SERVER_KEY/CTXD_CLIENT_KEY.
+ * 40 characters are a key unless they name a file: Z85 keys may start with
+ * "." or hold "/", so the spelling alone cannot tell. */
 static int read_z85(const char *spec, char key[41])
 {
-    if (strlen(spec) == 40 && spec[0] != '/' && spec[0] != '.') {
+    if (strlen(spec) == 40 && access(spec, F_OK) != 0) {
         memcpy(key, spec, 41);
         return 0;
     }

@@ -6,7 +6,7 @@
  * whose first 40-character line (not a # comment) is the key.
  */
 import { createPrivateKey, createPublicKey } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 
 const Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
@@ -46,8 +46,10 @@ export function z85Decode(text: string): Buffer {
 
 /** A Z85 key given inline, or the first key line of a file; null when neither. */
 export function readZ85(spec: string): string | null {
-  if (spec.length === 40 && !spec.startsWith("/") && !spec.startsWith(".")) return spec;
   const path = spec.startsWith("~/") ? homedir() + spec.slice(1) : spec;
+  // 40 characters are a key unless they name a file: Z85 keys may start
+  // with "." or hold "/", so the spelling alone cannot tell.
+  if (spec.length === 40 && !existsSync(path)) return spec;
   let text: string;
   try {
     text = readFileSync(path, "utf8");

@@ -52,7 +52,9 @@ def resolve_endpoint(endpoint: Optional[str]) -> str:
 
 def _read_z85(spec: str) -> Optional[bytes]:
     """A Z85 key given inline (40 characters) or as the first such line of a file."""
-    if len(spec) == 40 and not spec.startswith(("/", ".")):
+    # 40 characters are a key unless they name a file: Z85 keys may start
+    # with "." or hold "/", so the spelling alone cannot tell.
+    if len(spec) == 40 and not os.path.exists(os.path.expanduser(spec)):
         return spec.encode()
     try:
         with open(os.path.expanduser(spec)) as f:
