@@ -256,6 +256,7 @@ void sup_cgroup_init(void)
                 snprintf(name, sizeof name, "ctxd/%.*s", SBX_CGROUP_NAME_MAX - 6, e->d_name);
                 if (npending < PENDING_MAX)
                     pending[npending++] = mem_strdup(name);
+                sup_timer_moved();
             }
             sup_log("cgroup: removed %s left by a daemon that is gone", left);
         }
@@ -360,6 +361,7 @@ void sup_cgroup_release(char name[SBX_CGROUP_NAME_MAX])
             npending--;
         }
         pending[npending++] = mem_strdup(name);
+        sup_timer_moved();
     }
     name[0] = '\0';
 }

@@ -132,6 +132,7 @@ static void arm(sup_ctx *c)
 {
     if (!c->deleted)
         list_push(&timed_list, c);
+    sup_timer_moved();
 }
 
 static uint64_t name_hash(const char *name, size_t len)
@@ -905,6 +906,8 @@ static void on_start(sup_ctx *c, const proto_val *msg)
     (void)msg;
     take_new_pipes(c);
     c->started = true;
+    if (c->cpu0 >= 0)
+        arm(c); /* the CPU budget is looked at from now on */
     if (c->interrupt_wanted) {
         c->interrupt_wanted = false;
         send_sigint(c);
@@ -1738,8 +1741,17 @@ void sup_ctx_broken(sup_ctx *c, const char *why)
  * handlers (sup_linger.c) instead of being killed by discard_worker. */
 static void linger_worker(sup_ctx *c)
 {
-    if (c->ready && !c->running && !c->spawning && c->out.len == 0)
-        (void)sup_linger_start(c->name, &c->fd, &c->pid, &c->pidfd, c->cgroup);
+    if (!c->ready || c->running || c->spawning || c->out.len != 0 || c->fd < 0)
+        return;
+    /* The loop forgets the channel first: the lingerer owns it from here,
+     * and an event on it must not find c, which is freed at the next tick. */
+    if (chan_watch)
+        chan_watch->del(c);
+    if (!sup_linger_start(c->name, &c->fd, &c->pid, &c->pidfd, c->cgroup))
+        watch_chan(c); /* still c's: discard_worker closes it */
+    c->rd_wanted = c->fd >= 0 && c->rd_wanted;
+    if (c->fd < 0)
+        list_remove(&rd_list, c);
 }
 
 void sup_ctx_delete(sup_ctx *c)
@@ -1850,6 +1862,7 @@ void sup_ctx_set_lease(sup_ctx *c, double seconds)
 {
     c->lease = seconds;
     c->lease_until = sup_now() + seconds;
+    sup_timer_moved();
     if (seconds > 0 && !c->deleted)
         list_push(&lease_list, c);
     else
@@ -2070,7 +2083,7 @@ sup_ctx *sup_ctx_lookup(const proto_val *msg, const sup_peer *peer, bool make_de
     sup_ctx *c = sup_ctx_find(s, n);
     if (c) {
         if (c->lease > 0) /* any request naming a leased context renews it */
-            c->lease_until = sup_now() + c->lease;
+            c->lease_until = sup_now() + c->lease; /* later: no wake needed */
         return c;
     }
     if (make_default && n == 7 && memcmp(s, "default", 7) == 0) {

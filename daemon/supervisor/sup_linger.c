@@ -145,6 +145,7 @@ bool sup_linger_start(const char *ctx, int *fd, pid_t *pid, int *pidfd,
     memcpy(l->cgroup, cgroup, SBX_CGROUP_NAME_MAX);
     snprintf(l->ctx, sizeof l->ctx, "%s", ctx);
     l->deadline = sup_now() + sup_cfg.kill_grace;
+    sup_timer_moved();
     *pid = 0;
     *pidfd = -1;
     *fd = -1;

@@ -23,6 +23,24 @@ double sup_unix_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static bool timer_moved;
+
+/* Called wherever a timer is set between two ticks: without it the loop
+ * could sleep past the new time (or forever) on the timeout computed by
+ * the last tick. */
+void sup_timer_moved(void)
+{
+    timer_moved = true;
+}
+
+/* The loop's side of sup_timer_moved. */
+bool sup_timer_take(void)
+{
+    bool m = timer_moved;
+    timer_moved = false;
+    return m;
+}
+
 /* The daemon's diagnostics, only with --verbose. */
 void sup_log(const char *fmt, ...)
 {

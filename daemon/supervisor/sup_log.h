@@ -4,8 +4,15 @@
 
 #include "sup_config.h"
 
+#include <stdbool.h>
+
 double sup_now(void);      /* monotonic seconds */
 double sup_unix_now(void); /* wall clock seconds */
+/* A timer was set outside sup_ctx_tick (a deadline, a lease, a restart, a
+ * pending removal): the loop takes one more turn before it sleeps, so the
+ * tick sees it. sup_timer_take reads and clears that mark. */
+void sup_timer_moved(void);
+bool sup_timer_take(void);
 /* One line "ctxd: ..." on stderr with --verbose. */
 void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -383,6 +383,7 @@ void sup_loop_run(void)
          * resumes reading its worker). */
         double now = sup_now();
         double next = sup_ctx_tick(now);
+        (void)sup_timer_take(); /* the tick's own timers are in next */
         if (!sup_send_flush_outbox() && (next == 0 || now + 0.002 < next))
             next = now + 0.002;
         watch_zygote();
@@ -392,7 +393,9 @@ void sup_loop_run(void)
             next = now + 0.001;
         bool quiet = serve_zmq();
         long timeout = -1;
-        if (!quiet) {
+        /* A timer set since the tick (a run started, a lease renewed, a
+         * zygote to restart) is not in next: one more turn, then sleep. */
+        if (!quiet || sup_timer_take()) {
             timeout = 0;
         } else if (next > 0) {
             double ms = (next - now) * 1000.0;

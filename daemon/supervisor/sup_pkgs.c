@@ -490,6 +490,7 @@ static int job_spawn(job *j, char *why, size_t whylen)
     }
     j->pid = pid;
     j->deadline = sup_now() + PIP_TIMEOUT;
+    sup_timer_moved();
     sup_stats.pip_runs++;
     sup_stats_event("pip-start requirement=%s pid=%d", j->req, (int)pid);
     return 0;

@@ -58,6 +58,7 @@ static int to_trash(int dir, const char *name)
     if (renameat(dir, name, trash_dir(), item) < 0)
         return -1;
     trash_busy = true;
+    sup_timer_moved();
     return 0;
 }
 

@@ -186,6 +186,7 @@ static void start(void)
         sup_log("zygote: socketpair: %s", strerror(errno));
         z.state = Z_DEAD;
         z.restart_at = sup_now() + 1;
+        sup_timer_moved();
         return;
     }
     int sndbuf = 1 << 20;
@@ -217,6 +218,7 @@ static void start(void)
         sup_log("zygote: fork: %s", strerror(saved));
         z.state = Z_DEAD;
         z.restart_at = sup_now() + 1;
+        sup_timer_moved();
         return;
     }
     fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
@@ -366,6 +368,7 @@ bool sup_zygote_on_exit(pid_t pid, int status)
     for (size_t k = 0; k < nqueue; k++)
         if (queue[k].must && !queue[k].sent)
             z.restart_at = now; /* a sandbox waits for it: no back-off */
+    sup_timer_moved();
     z.backoff = z.backoff == 0 ? 0.25 : z.backoff * 2 > MAX_BACKOFF ? MAX_BACKOFF : z.backoff * 2;
     return true;
 }
@@ -494,6 +497,7 @@ static void flush_queue(void)
         }
         r->sent = true;
         r->since = sup_now();
+        sup_timer_moved();
         close_fds(r); /* the zygote has them now */
     }
 }
@@ -514,8 +518,10 @@ int sup_zygote_spawn(struct sup_ctx *owner, const char *name, const char *cwd, c
                  QUEUE_MAX);
         return -1;
     }
-    if (z.state == Z_DEAD && z.pid == 0)
+    if (z.state == Z_DEAD && z.pid == 0) {
         z.restart_at = 0; /* a spawn that needs it: restart now, not after the back-off */
+        sup_timer_moved();
+    }
     if (nqueue == capqueue) {
         capqueue = capqueue ? capqueue * 2 : 16;
         queue = mem_realloc(queue, capqueue * sizeof *queue);
@@ -534,6 +540,7 @@ int sup_zygote_spawn(struct sup_ctx *owner, const char *name, const char *cwd, c
     r->must = wait_for_zygote;
     snprintf(r->cgroup, sizeof r->cgroup, "%s", cgroup);
     r->since = sup_now();
+    sup_timer_moved();
     size_t nenv = 0;
     while (env[nenv])
         nenv++;
