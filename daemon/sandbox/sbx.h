@@ -50,6 +50,9 @@ void sbx_run_end(void);
 
 /* sbx_py.c (GIL held): the Python half. */
 int sbx_py_init(void);
+/* A new Python list of the C strings (NULL-terminated array; NULL names an
+ * empty list), or NULL with the Python error set. */
+struct _object *sbx_py_str_list(char **names);
 /* Installs the import allowlist (names NULL-terminated). */
 int sbx_py_imports(char **names, bool set);
 /* Makes SIGXCPU raise TimeoutError in the run. */

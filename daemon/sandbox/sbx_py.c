@@ -115,7 +115,8 @@ int sbx_py_init(void)
     return fn_install_imports && fn_install_cpu ? 0 : -1;
 }
 
-static PyObject *str_list(char **names)
+/* Shared with the static tier (wrk_static.c): policy lists to Python. */
+PyObject *sbx_py_str_list(char **names)
 {
     PyObject *l = PyList_New(0);
     for (size_t i = 0; l && names && names[i]; i++) {
@@ -134,7 +135,7 @@ int sbx_py_imports(char **names, bool set)
 {
     if (!set)
         return 0;
-    PyObject *l = str_list(names);
+    PyObject *l = sbx_py_str_list(names);
     PyObject *r = l ? PyObject_CallOneArg(fn_install_imports, l) : NULL;
     Py_XDECREF(l);
     Py_XDECREF(r);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "sbx.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
 
@@ -89,22 +90,6 @@ static const char static_src[] =
 
 static PyObject *fn_analyze, *static_allowed;
 
-/* A Python list of the C strings (NULL-terminated), or NULL with the error set. */
-static PyObject *str_list(char **names)
-{
-    PyObject *l = PyList_New(0);
-    for (size_t i = 0; l && names && names[i]; i++) {
-        PyObject *s = PyUnicode_FromString(names[i]);
-        if (!s || PyList_Append(l, s) < 0) {
-            Py_XDECREF(s);
-            Py_CLEAR(l);
-            break;
-        }
-        Py_DECREF(s);
-    }
-    return l;
-}
-
 /* Exits the worker (status 1, reason in the daemon's log) as the sandbox
  * does for a policy it cannot apply: ctx.create then fails. */
 static _Noreturn void fail(const char *what)
@@ -131,7 +116,7 @@ void wrk_static_init(char **imports, bool imports_set)
     Py_XDECREF(mod);
     if (!fn_analyze)
         fail("the policy (Python set-up)");
-    static_allowed = imports_set ? str_list(imports) : Py_NewRef(Py_None);
+    static_allowed = imports_set ? sbx_py_str_list(imports) : Py_NewRef(Py_None);
     if (!static_allowed)
         fail("allowed_imports");
     PyGILState_Release(gil);

@@ -16,4 +16,10 @@ export ASAN_OPTIONS=detect_leaks=0:handle_segv=0:handle_abort=0:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export CTXD_BIN="$build/daemon/ctxd" CTXD_WORKER_BIN="$build/daemon/ctxd-worker" \
     CTXD_CTX_BIN="$build/tools/ctx" CTXD_SANITIZED=1 PYTHONDONTWRITEBYTECODE=1
-exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$src/tests/integration"
+# Left out here (they run in `integration`): pip installs, IPython syntax and
+# CPython's own semantics spend their time in Python and pip, not in ctxd's
+# C code, and would add about 4 minutes under ASan to a suite that must stay
+# under 30 minutes on 2 cores.
+it="$src/tests/integration"
+exec /usr/bin/python3 -m pytest -q -p no:cacheprovider "$it" \
+    --ignore="$it/test_pkgs.py" --ignore="$it/test_ipython.py" --ignore="$it/test_faithful.py"
