@@ -100,11 +100,11 @@ void rt_msg_rewrite(proto_buf *b, const proto_val *msg, const rt_sub *subs, size
 /* {v, t, re} head of a router message; caller adds nfields pairs. */
 void rt_msg_begin(proto_buf *b, const char *type, const uint8_t *re, size_t re_len,
                   uint32_t nfields);
-void rt_msg_err(proto_buf *b, const uint8_t *re, size_t re_len, const char *code,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void rt_msg_err(proto_buf *b, const uint8_t *re, size_t re_len, const char *code, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
 /* An `err` to client c (its own queue). */
-void rt_reply_err(rt_client *c, const uint8_t *re, size_t re_len, const char *code,
-                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void rt_reply_err(rt_client *c, const uint8_t *re, size_t re_len, const char *code, const char *fmt,
+                  ...) __attribute__((format(printf, 5, 6)));
 /* Host-side name of a client's context name: the tenant prefix added. */
 void rt_msg_hostname(const rt_client *c, const char *name, size_t n, char out[PROTO_MAX_NAME + 1]);
 /* The client-side name, or NULL when host_name is not the tenant's. */
@@ -163,9 +163,11 @@ struct rt_host {
     char instance[RT_INSTANCE + 1];
     double last_reply, ping_sent;
     bool ping_out;
-    uint64_t live; /* contexts.live from its last stats */
-    uint64_t placed; /* contexts placed since that stats */
-    proto_buf hello; /* its last hello reply */
+    uint64_t live;        /* contexts.live from its last stats */
+    uint64_t placed;      /* contexts placed since that stats */
+    proto_buf hello;      /* its last hello reply */
+    void *mon;            /* PAIR: the control socket's handshake failures */
+    char auth_error[160]; /* why the host refused the router's key, or "" */
 };
 extern rt_host rt_hosts[RT_MAX_HOSTS];
 extern size_t rt_nhosts;
@@ -174,6 +176,10 @@ void rt_host_open(void *zctx);
 void rt_host_curve(void *sock);
 void rt_host_tick(double now);
 void rt_host_read(rt_host *h);
+void rt_host_read_monitor(rt_host *h);
+/* Why no host is live, for an `err unavailable` (an authentication
+ * failure names itself). */
+const char *rt_host_why_none(void);
 /* A host for a new context: the less loaded of two sampled live ones;
  * NULL when none is live. */
 rt_host *rt_host_place(void);

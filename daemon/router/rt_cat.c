@@ -122,9 +122,8 @@ void rt_cat_set_pack(const uint8_t *v, size_t n, const char *name)
         return;
     }
     const proto_val *m = &doc.nodes[0], *host = proto_map_get(m, "host"),
-                    *inst = proto_map_get(m, "instance"),
-                    *inc = proto_map_get(m, "incarnation"), *st = proto_map_get(m, "state"),
-                    *cause = proto_map_get(m, "cause");
+                    *inst = proto_map_get(m, "instance"), *inc = proto_map_get(m, "incarnation"),
+                    *st = proto_map_get(m, "state"), *cause = proto_map_get(m, "cause");
     int idx = -1;
     for (size_t i = 0; host && host->kind == PROTO_STR && i < rt_nhosts; i++)
         if (strlen(rt_hosts[i].endpoint) == host->n &&
@@ -164,8 +163,8 @@ static void loaded(void *arg, const char *json, size_t len)
 {
     rt_etcd_kvs(json, len, load_kv, NULL);
     *(bool *)arg = true;
-    rt_log("catalog: %zu contexts (%zu lost) read from etcd", rt_cat_count(RT_CTX_LIVE) +
-           rt_cat_count(RT_CTX_LOST), rt_cat_count(RT_CTX_LOST));
+    rt_log("catalog: %zu contexts (%zu lost) read from etcd",
+           rt_cat_count(RT_CTX_LIVE) + rt_cat_count(RT_CTX_LOST), rt_cat_count(RT_CTX_LOST));
 }
 
 void rt_cat_load(bool *done)

@@ -9,6 +9,7 @@
 
 #include "mem.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,21 @@ static void *open_ctl(rt_host *h)
     zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
     rt_host_curve(s);
+    /* A host that refuses the router's key says so only in a handshake
+     * event: watched, so the refusal is reported, not a silence. */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://rt-mon-%d-%p", h->idx, s);
+    zmq_socket_monitor(s, mon,
+                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+    if (h->mon) {
+        rt_loop_unwatch(h->mon);
+        zmq_close(h->mon);
+    }
+    h->mon = zmq_socket(zctx, ZMQ_PAIR);
+    zmq_setsockopt(h->mon, ZMQ_LINGER, &(int){0}, sizeof(int));
+    zmq_connect(h->mon, mon);
+    rt_loop_watch(h->mon);
     if (zmq_connect(s, h->endpoint) < 0)
         fatal("cannot connect to host %s: %s", h->endpoint, zmq_strerror(errno));
     rt_loop_watch(s);
@@ -110,8 +126,7 @@ static uint64_t ctl_send(rt_host *h, const char *type, const char *ctx, const ch
         proto_put_str(&b, instance);
     }
     if (zmq_send(h->ctl, b.data, b.len, ZMQ_DONTWAIT) < 0)
-        rt_log("host %s: control message %s not sent: %s", h->endpoint, type,
-               zmq_strerror(errno));
+        rt_log("host %s: control message %s not sent: %s", h->endpoint, type, zmq_strerror(errno));
     proto_buf_free(&b);
     return id;
 }
@@ -260,6 +275,50 @@ void rt_host_read(rt_host *h)
     }
 }
 
+/* Handshake events of h's control socket. */
+void rt_host_read_monitor(rt_host *h)
+{
+    for (int budget = 0; budget < 64; budget++) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, h->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        zmq_msg_init(&addr);
+        if (zmq_msg_more(&ev))
+            zmq_msg_recv(&addr, h->mon, 0);
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+        }
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            h->auth_error[0] = '\0';
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                   event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+            if (!h->auth_error[0])
+                rt_log("host %s refused the router (CurveZMQ authentication failed: is "
+                       "router.pub in its authorized_keys, and --host-key its server.pub?)",
+                       h->endpoint);
+            snprintf(h->auth_error, sizeof h->auth_error,
+                     "host %s refused the router: CurveZMQ authentication failed (%u)", h->endpoint,
+                     (unsigned)value);
+        }
+        zmq_msg_close(&addr);
+        zmq_msg_close(&ev);
+    }
+}
+
+const char *rt_host_why_none(void)
+{
+    for (size_t i = 0; i < rt_nhosts; i++)
+        if (rt_hosts[i].auth_error[0])
+            return rt_hosts[i].auth_error;
+    return "no host is live";
+}
+
 static void hello_cb(void *arg, rt_host *h, const proto_val *m)
 {
     (void)arg;
@@ -285,12 +344,15 @@ void rt_host_tick(double now)
 {
     for (size_t i = 0; i < rt_nhosts; i++) {
         rt_host *h = &rt_hosts[i];
-        if (h->ping_out && now - h->ping_sent > rt_cfg.liveness_max) {
+        /* Any message from the host counts as an answer: a host busy
+         * starting a hundred workers may be slow to say hello. */
+        if (h->ping_out && now - h->ping_sent > rt_cfg.liveness_max &&
+            now - h->last_reply > rt_cfg.liveness_max) {
             if (h->state == RT_HOST_LIVE) {
                 char cause[256];
                 snprintf(cause, sizeof cause,
-                         "host %s (instance %.8s) did not answer for %.1f s: lost",
-                         h->endpoint, h->instance, rt_cfg.liveness_max);
+                         "host %s (instance %.8s) did not answer for %.1f s: lost", h->endpoint,
+                         h->instance, rt_cfg.liveness_max);
                 rt_host_lost(h, cause);
             } else {
                 ctl_fail(h); /* unanswered hellos of a host not live: not kept */

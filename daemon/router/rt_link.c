@@ -61,8 +61,8 @@ void rt_link_forward(rt_client *c, rt_host *h, const proto_buf *req, const uint8
 {
     rt_link *l = get_link(c, h);
     if (zmq_send(l->sock, req->data, req->len, ZMQ_DONTWAIT) < 0) {
-        rt_reply_err(c, re, re_len, "busy", "host %s takes no more requests now (%s)",
-                     h->endpoint, zmq_strerror(errno));
+        rt_reply_err(c, re, re_len, "busy", "host %s takes no more requests now (%s)", h->endpoint,
+                     zmq_strerror(errno));
         if (kind == RT_FL_CREATE || kind == RT_FL_FORK) {
             rt_entry *e = rt_cat_get(ctx);
             if (e && e->state == RT_CTX_PENDING)
@@ -115,8 +115,7 @@ static void apply(rt_link *l, const rt_fl *f, const proto_val *m, const char *t)
         break;
     case RT_FL_DELETE: {
         const proto_val *code = proto_map_get(m, "code");
-        if (e && e->host == l->host->idx &&
-            (ok || (code && proto_str_eq(code, "unknown_context"))))
+        if (e && e->host == l->host->idx && (ok || (code && proto_str_eq(code, "unknown_context"))))
             rt_cat_del(f->ctx);
         break;
     }
@@ -147,8 +146,8 @@ static bool rewrite(rt_link *l, const rt_fl *f, const proto_val *m, const char *
     if (strcmp(t, "err") == 0 && proto_str_eq(proto_map_get(m, "code"), "instance")) {
         rt_host_check(l->host);
         rt_entry *e = f->ctx[0] ? rt_cat_get(f->ctx) : NULL;
-        rt_msg_err(out, f->re, f->re_len, "lost",
-                   "context '%s' was lost: %s", rt_msg_clientname(c, f->ctx) ?: f->ctx,
+        rt_msg_err(out, f->re, f->re_len, "lost", "context '%s' was lost: %s",
+                   rt_msg_clientname(c, f->ctx) ?: f->ctx,
                    e && e->cause[0] ? e->cause : "its host restarted");
         return true;
     }
@@ -195,8 +194,8 @@ static void on_message(rt_link *l, const uint8_t *data, size_t len)
         rt_log("host %s sent an undecodable message: dropped", l->host->endpoint);
         return;
     }
-    const proto_val *m = &doc.nodes[0], *re = proto_map_get(m, "re"),
-                    *tv = proto_map_get(m, "t");
+    l->host->last_reply = rt_now();
+    const proto_val *m = &doc.nodes[0], *re = proto_map_get(m, "re"), *tv = proto_map_get(m, "t");
     char t[32] = "";
     if (tv && tv->kind == PROTO_STR && tv->n < sizeof t)
         memcpy(t, tv->as.s, tv->n);

@@ -141,8 +141,8 @@ static void read_client(int s)
             zmq_send(routers[s], b.data, b.len, ZMQ_DONTWAIT);
             proto_buf_free(&b);
         } else if (have) {
-            rt_req_handle(s, zmq_msg_data(&route), zmq_msg_size(&route),
-                          key && s == 1 ? key : "", zmq_msg_data(&body), zmq_msg_size(&body));
+            rt_req_handle(s, zmq_msg_data(&route), zmq_msg_size(&route), key && s == 1 ? key : "",
+                          zmq_msg_data(&body), zmq_msg_size(&body));
         }
         zmq_msg_close(&body);
         zmq_msg_close(&route);
@@ -159,6 +159,11 @@ static bool serve(bool clients)
             if (readable(rt_hosts[i].ctl)) {
                 any = true;
                 rt_host_read(&rt_hosts[i]);
+            }
+        for (size_t i = 0; i < rt_nhosts; i++)
+            if (readable(rt_hosts[i].mon)) {
+                any = true;
+                rt_host_read_monitor(&rt_hosts[i]);
             }
         if (rt_link_serve())
             any = true;

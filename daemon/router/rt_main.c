@@ -64,13 +64,17 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, 'l'},   {"host", required_argument, NULL, 'H'},
-        {"state-dir", required_argument, NULL, 's'}, {"host-key", required_argument, NULL, 'k'},
-        {"tenants", required_argument, NULL, 't'},  {"etcd", required_argument, NULL, 'e'},
-        {"etcd-prefix", required_argument, NULL, 'p'},
-        {"liveness", required_argument, NULL, 'i'}, {"liveness-max", required_argument, NULL, 'm'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
+                                         {"host", required_argument, NULL, 'H'},
+                                         {"state-dir", required_argument, NULL, 's'},
+                                         {"host-key", required_argument, NULL, 'k'},
+                                         {"tenants", required_argument, NULL, 't'},
+                                         {"etcd", required_argument, NULL, 'e'},
+                                         {"etcd-prefix", required_argument, NULL, 'p'},
+                                         {"liveness", required_argument, NULL, 'i'},
+                                         {"liveness-max", required_argument, NULL, 'm'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (o) {

@@ -95,8 +95,8 @@ static void msg_verr(proto_buf *b, const uint8_t *re, size_t re_len, const char 
     proto_put_str(b, text);
 }
 
-void rt_msg_err(proto_buf *b, const uint8_t *re, size_t re_len, const char *code,
-                const char *fmt, ...)
+void rt_msg_err(proto_buf *b, const uint8_t *re, size_t re_len, const char *code, const char *fmt,
+                ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -104,8 +104,8 @@ void rt_msg_err(proto_buf *b, const uint8_t *re, size_t re_len, const char *code
     va_end(ap);
 }
 
-void rt_reply_err(rt_client *c, const uint8_t *re, size_t re_len, const char *code,
-                  const char *fmt, ...)
+void rt_reply_err(rt_client *c, const uint8_t *re, size_t re_len, const char *code, const char *fmt,
+                  ...)
 {
     proto_buf b;
     proto_buf_init(&b);

@@ -70,8 +70,7 @@ static rt_client *get_client(int sock, const uint8_t *route, size_t len, const c
 
 /* The client-side name a request gives in field key (default "default"
  * when dflt), made host-side; false after an err reply. */
-static bool name_of(req *r, const char *key, bool dflt, char out[PROTO_MAX_NAME + 1],
-                    bool *absent)
+static bool name_of(req *r, const char *key, bool dflt, char out[PROTO_MAX_NAME + 1], bool *absent)
 {
     const proto_val *v = proto_map_get(r->msg, key);
     *absent = !v || v->kind == PROTO_NIL;
@@ -215,7 +214,7 @@ static void do_named(req *r, bool required)
         /* PROTOCOL.md makes `default` on first use: placed like a create. */
         rt_host *h = rt_host_place();
         if (!h) {
-            rt_reply_err(r->c, r->re, r->re_len, "unavailable", "no host is live");
+            rt_reply_err(r->c, r->re, r->re_len, "unavailable", "%s", rt_host_why_none());
             return;
         }
         e = rt_cat_put(name, h->idx, h->instance, RT_CTX_LIVE);
@@ -292,8 +291,8 @@ static bool new_name(req *r, char out[PROTO_MAX_NAME + 1])
         return false;
     rt_entry *e = rt_cat_get(out);
     if (e && e->state != RT_CTX_LOST) {
-        rt_reply_err(r->c, r->re, r->re_len, "exists", "a context named '%.*s' exists",
-                     (int)v->n, v->as.s);
+        rt_reply_err(r->c, r->re, r->re_len, "exists", "a context named '%.*s' exists", (int)v->n,
+                     v->as.s);
         return false;
     }
     return true;
@@ -306,7 +305,7 @@ static void do_create(req *r)
         return;
     rt_host *h = rt_host_place();
     if (!h) {
-        rt_reply_err(r->c, r->re, r->re_len, "unavailable", "no host is live");
+        rt_reply_err(r->c, r->re, r->re_len, "unavailable", "%s", rt_host_why_none());
         return;
     }
     rt_cat_put(name, h->idx, h->instance, RT_CTX_PENDING);
@@ -692,6 +691,4 @@ void rt_req_tick(double now)
     }
 }
 
-void rt_req_init(void)
-{
-}
+void rt_req_init(void) {}
