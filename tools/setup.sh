@@ -28,7 +28,9 @@ python3-jupyter-kernel-test python3-nbclient systemd"
 # ctxd-router (tests/router.cmake): a real etcd, iproute2 for the hosts'
 # network namespaces, kubectl (kubernetes-client) to render dist/kubernetes,
 # mmdebstrap for the image's root file system (dist/kubernetes/image.sh).
-[ "$mode" = test ] && PACKAGES="$PACKAGES etcd-server iproute2 kubernetes-client mmdebstrap"
+[ "$mode" = test ] && PACKAGES="$PACKAGES etcd-server iproute2 mmdebstrap"
+# (a kubectl from elsewhere, e.g. google-cloud-sdk's, conflicts with the package)
+[ "$mode" = test ] && ! command -v kubectl >/dev/null && PACKAGES="$PACKAGES kubernetes-client"
 # Only for the benchmark (ctxd side by side with ipykernel; valgrind: the
 # supervisor's instructions per request, figure 9).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client

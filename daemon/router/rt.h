@@ -194,7 +194,18 @@ typedef void (*rt_ctl_cb)(void *arg, rt_host *h, const proto_val *reply);
 void rt_host_ctl(rt_host *h, const char *type, const char *ctx, rt_ctl_cb fn, void *arg);
 
 /* ---- rt_link ----------------------------------------------------------- */
-enum { RT_FL_OTHER, RT_FL_EXECUTE, RT_FL_CREATE, RT_FL_FORK, RT_FL_DELETE, RT_FL_RESTART };
+/* RT_FL_INTERNAL: the router's own request on a client's link (a tenant's
+ * `default` made before the request that named it): its reply is not the
+ * client's. */
+enum {
+    RT_FL_OTHER,
+    RT_FL_EXECUTE,
+    RT_FL_CREATE,
+    RT_FL_FORK,
+    RT_FL_DELETE,
+    RT_FL_RESTART,
+    RT_FL_INTERNAL
+};
 typedef struct rt_fl {
     struct rt_fl *next;
     uint8_t re[PROTO_MAX_ID + 8];

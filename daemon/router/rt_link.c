@@ -217,9 +217,10 @@ static void on_message(rt_link *l, const uint8_t *data, size_t len)
     bool terminal = strcmp(t, "done") == 0 || strcmp(t, "ok") == 0 || strcmp(t, "err") == 0;
     proto_buf out;
     proto_buf_init(&out);
-    if (rewrite(l, f, m, t, &out))
+    /* The router's own request (RT_FL_INTERNAL): nothing for the client. */
+    if (f->kind != RT_FL_INTERNAL && rewrite(l, f, m, t, &out)) {
         rt_out_deliver(l->client, &l->out, &out);
-    else {
+    } else if (f->kind != RT_FL_INTERNAL) {
         proto_buf raw = {(uint8_t *)data, len, len};
         rt_out_deliver(l->client, &l->out, &raw);
     }
@@ -323,7 +324,8 @@ void rt_link_host_lost(rt_host *h, const char *cause)
                 if (e && e->state != RT_CTX_LIVE)
                     rt_cat_del(f->ctx);
             }
-            end_lost(l, f, cause);
+            if (f->kind != RT_FL_INTERNAL)
+                end_lost(l, f, cause);
             free(f);
         }
         l->nfl = 0;

@@ -236,7 +236,7 @@ static void do_named(req *r, bool required)
             proto_buf reb;
             proto_buf_init(&reb);
             proto_put_str(&reb, "ctxd-router:default");
-            rt_link_forward(r->c, h, &b, reb.data, reb.len, RT_FL_OTHER, name);
+            rt_link_forward(r->c, h, &b, reb.data, reb.len, RT_FL_INTERNAL, name);
             proto_buf_free(&reb);
             proto_buf_free(&b);
         }

@@ -158,6 +158,10 @@ def test_tenant_prefix(cl):
     # another client neither sees nor reaches it under either name
     assert "mine" not in [x["name"] for x in last(c.req("ctx.list"))["contexts"]]
     assert last(c.req("execute", ctx="mine", code="1"))["code"] == "unknown_context"
+    # the tenant's own `default`, made on first use (acme.default on a host)
+    m = t.req("execute", code="print('tenant default')")
+    assert last(m)["status"] == "ok" and m[0]["t"] == "accepted" and m[0]["ctx"] == "default", m
+    assert any("acme.default" in direct_names(cl, i) for i in range(3))
     t.close()
     c.close()
 
