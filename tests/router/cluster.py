@@ -63,9 +63,11 @@ def write_keys(d, stem, secret_name):
 class Conn:
     """A raw DEALER client (PROTOCOL.md), to see every message."""
 
-    def __init__(self, endpoint, server_pub=None, secret=None):
+    def __init__(self, endpoint, server_pub=None, secret=None, rcvhwm=None):
         self.s = ZCTX.socket(zmq.DEALER)
         self.s.linger = 0
+        if rcvhwm:
+            self.s.rcvhwm = rcvhwm
         if server_pub:
             self.s.curve_serverkey = server_pub.encode()
             self.s.curve_secretkey = secret.encode()
