@@ -191,7 +191,13 @@ void rt_host_check(rt_host *h);
 /* Sends a router request on the control socket; fn gets the reply doc
  * (NULL when the host was lost first). */
 typedef void (*rt_ctl_cb)(void *arg, rt_host *h, const proto_val *reply);
-void rt_host_ctl(rt_host *h, const char *type, const char *ctx, rt_ctl_cb fn, void *arg);
+/* pin: the request carries the host's current instance (a restarted host
+ * refuses it, and is then known lost at once). */
+void rt_host_ctl(rt_host *h, const char *type, const char *ctx, bool pin, rt_ctl_cb fn, void *arg);
+/* A request pinned to `pinned` was refused as for another instance: if
+ * that is still the instance the router believes in, the host restarted:
+ * lost now, and asked for its new instance. */
+void rt_host_restarted(rt_host *h, const char *pinned);
 
 /* ---- rt_link ----------------------------------------------------------- */
 /* RT_FL_INTERNAL: the router's own request on a client's link (a tenant's
@@ -212,6 +218,7 @@ typedef struct rt_fl {
     size_t re_len;
     int kind;
     char ctx[PROTO_MAX_NAME + 1]; /* host-side name it names (or creates) */
+    char pinned[RT_INSTANCE + 1]; /* the host instance it was sent to */
     bool accepted;
 } rt_fl;
 struct rt_link {

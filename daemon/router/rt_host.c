@@ -26,6 +26,7 @@ typedef struct ctlreq {
     rt_host *host;
     rt_ctl_cb fn;
     void *arg;
+    char pinned[RT_INSTANCE + 1];
 } ctlreq;
 static ctlreq *ctl_pending;
 static uint64_t ctl_next = 1;
@@ -131,10 +132,12 @@ static uint64_t ctl_send(rt_host *h, const char *type, const char *ctx, const ch
     return id;
 }
 
-void rt_host_ctl(rt_host *h, const char *type, const char *ctx, rt_ctl_cb fn, void *arg)
+void rt_host_ctl(rt_host *h, const char *type, const char *ctx, bool pin, rt_ctl_cb fn, void *arg)
 {
     ctlreq *r = mem_calloc(1, sizeof *r);
-    r->id = ctl_send(h, type, ctx, NULL);
+    if (pin)
+        snprintf(r->pinned, sizeof r->pinned, "%s", h->instance);
+    r->id = ctl_send(h, type, ctx, pin ? r->pinned : NULL);
     r->host = h;
     r->fn = fn;
     r->arg = arg;
@@ -205,6 +208,24 @@ static void fence_entry(rt_entry *e, void *arg)
         ctl_send(h, "ctx.delete", e->name, h->instance);
 }
 
+typedef struct stale {
+    rt_host *h;
+    const char *instance;
+    size_t n;
+} stale;
+
+static void stale_entry(rt_entry *e, void *arg)
+{
+    stale *st = arg;
+    if (e->host != st->h->idx || e->state == RT_CTX_LOST || strcmp(e->instance, st->instance) == 0)
+        return;
+    e->state = RT_CTX_LOST;
+    snprintf(e->cause, sizeof e->cause, "host %s restarted (instance %.8s is gone, now %.8s)",
+             st->h->endpoint, e->instance, st->instance);
+    rt_cat_save(e);
+    st->n++;
+}
+
 /* A hello answer: the host's instance decides what it is now. */
 static void on_hello(rt_host *h, const proto_val *m, const uint8_t *raw, size_t len)
 {
@@ -226,7 +247,16 @@ static void on_hello(rt_host *h, const proto_val *m, const uint8_t *raw, size_t 
                  h->endpoint, h->instance, now_inst);
         rt_host_lost(h, cause);
     }
-    bool fencing = h->state == RT_HOST_LOST;
+    if (h->state == RT_HOST_UNKNOWN) {
+        /* First sight (a router that just started): contexts the catalog
+         * (etcd) records on another instance of this host were lost while
+         * no router watched. */
+        stale st = {h, now_inst, 0};
+        rt_cat_each(stale_entry, &st);
+        if (st.n)
+            rt_log("host %s: %zu contexts of an earlier instance lost", h->endpoint, st.n);
+    }
+    bool fencing = h->state == RT_HOST_LOST || h->state == RT_HOST_UNKNOWN;
     snprintf(h->instance, sizeof h->instance, "%s", now_inst);
     if (fencing)
         rt_cat_each(fence_entry, h);
@@ -264,8 +294,12 @@ void rt_host_read(rt_host *h)
             if (re && re->kind == PROTO_UINT && *p) {
                 ctlreq *r = *p;
                 *p = r->next;
+                const proto_val *code = proto_map_get(m, "code");
+                bool refused = r->pinned[0] && code && proto_str_eq(code, "instance");
                 if (r->fn)
-                    r->fn(r->arg, h, m);
+                    r->fn(r->arg, h, refused ? NULL : m);
+                if (refused)
+                    rt_host_restarted(h, r->pinned);
                 free(r);
             }
         }
@@ -362,10 +396,21 @@ void rt_host_tick(double now)
         if (!h->ping_out && now - h->ping_sent >= rt_cfg.liveness) {
             h->ping_out = true;
             h->ping_sent = now;
-            rt_host_ctl(h, "hello", NULL, hello_cb, NULL);
-            rt_host_ctl(h, "stats", NULL, stats_cb, NULL);
+            rt_host_ctl(h, "hello", NULL, false, hello_cb, NULL);
+            rt_host_ctl(h, "stats", NULL, false, stats_cb, NULL);
         }
     }
+}
+
+void rt_host_restarted(rt_host *h, const char *pinned)
+{
+    if (h->state == RT_HOST_LIVE && strcmp(pinned, h->instance) == 0) {
+        char cause[256];
+        snprintf(cause, sizeof cause, "host %s restarted (instance %.8s is gone)", h->endpoint,
+                 h->instance);
+        rt_host_lost(h, cause);
+    }
+    rt_host_check(h);
 }
 
 void rt_host_check(rt_host *h)
@@ -373,7 +418,7 @@ void rt_host_check(rt_host *h)
     if (!h->ping_out) {
         h->ping_out = true;
         h->ping_sent = rt_now();
-        rt_host_ctl(h, "hello", NULL, hello_cb, NULL);
+        rt_host_ctl(h, "hello", NULL, false, hello_cb, NULL);
     }
 }
 

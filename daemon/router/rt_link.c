@@ -75,6 +75,7 @@ void rt_link_forward(rt_client *c, rt_host *h, const proto_buf *req, const uint8
     f->re_len = re_len;
     f->kind = kind;
     snprintf(f->ctx, sizeof f->ctx, "%s", ctx ? ctx : "");
+    snprintf(f->pinned, sizeof f->pinned, "%s", h->instance);
     f->next = l->fl;
     l->fl = f;
     l->nfl++;
@@ -144,7 +145,6 @@ static bool rewrite(rt_link *l, const rt_fl *f, const proto_val *m, const char *
 {
     rt_client *c = l->client;
     if (strcmp(t, "err") == 0 && proto_str_eq(proto_map_get(m, "code"), "instance")) {
-        rt_host_check(l->host);
         rt_entry *e = f->ctx[0] ? rt_cat_get(f->ctx) : NULL;
         rt_msg_err(out, f->re, f->re_len, "lost", "context '%s' was lost: %s",
                    rt_msg_clientname(c, f->ctx) ?: f->ctx,
@@ -225,6 +225,9 @@ static void on_message(rt_link *l, const uint8_t *data, size_t len)
         rt_out_deliver(l->client, &l->out, &raw);
     }
     proto_buf_free(&out);
+    bool restarted = strcmp(t, "err") == 0 && proto_str_eq(proto_map_get(m, "code"), "instance");
+    char pinned[RT_INSTANCE + 1];
+    snprintf(pinned, sizeof pinned, "%s", f->pinned);
     if (terminal) {
         apply(l, f, m, t);
         *p = f->next;
@@ -233,6 +236,9 @@ static void on_message(rt_link *l, const uint8_t *data, size_t len)
     }
     proto_buf_free(&reb);
     proto_doc_free(&doc);
+    /* Last: losing the host closes this link and ends what is in flight. */
+    if (restarted)
+        rt_host_restarted(l->host, pinned);
 }
 
 static bool readable(void *sock)

@@ -556,7 +556,7 @@ static void do_list(req *r)
     for (size_t i = 0; i < rt_nhosts; i++)
         if (rt_hosts[i].state == RT_HOST_LIVE) {
             l->waiting++;
-            rt_host_ctl(&rt_hosts[i], "ctx.list", NULL, list_cb, l);
+            rt_host_ctl(&rt_hosts[i], "ctx.list", NULL, true, list_cb, l);
         }
     if (--l->waiting == 0)
         list_done(l);

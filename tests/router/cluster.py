@@ -256,7 +256,8 @@ class Cluster:
             args += ["--host", self.host_endpoint(i)]
         if etcd:
             args += ["--etcd", self.etcd_url]
-        p = self.spawn(args + list(extra), f"{name}.log")
+        wrap = os.environ.get("CTXD_ROUTER_WRAP", "").split()  # e.g. a debugger
+        p = self.spawn(wrap + args + list(extra), f"{name}.log")
         self.routers[name] = (p, f"tcp://127.0.0.1:{port}")
         return p
 
