@@ -624,6 +624,13 @@ static void handle(rt_client *c, const uint8_t *data, size_t len)
         proto_doc_free(&doc);
         return;
     }
+    if (rt_out_held(c) >= RT_CLIENT_HELD + (64u << 10)) {
+        /* Past its bound and 64 KiB of refusals: not even a refusal is
+         * held for a client that does not read (ctxd's rule, section 7). */
+        n_refused++;
+        proto_doc_free(&doc);
+        return;
+    }
     if (rt_out_held(c) >= RT_CLIENT_HELD) {
         n_refused++;
         rt_reply_err(c, r.re, r.re_len, "busy",
