@@ -17,7 +17,7 @@
 
 rt_config rt_cfg = {
     .liveness = 1.0,
-    .liveness_max = 3.0,
+    .liveness_max = 10.0,
     .etcd_prefix = "/ctxd",
     .max_request_bytes = PROTO_MAX_REQUEST,
 };
@@ -58,7 +58,7 @@ static void usage(FILE *f)
             "                      are TENANT.NAME on the hosts, and it sees only those\n"
             "  --etcd URL          keep the catalog in etcd (v3 JSON gateway, IPv4 address)\n"
             "  --liveness S        seconds between hellos to each host (default 1)\n"
-            "  --liveness-max S    no answer this long: the host is lost (default 3)\n",
+            "  --liveness-max S    no answer this long: the host is lost (default 10)\n",
             RT_MAX_HOSTS);
 }
 
