@@ -35,9 +35,12 @@ RULES = {
     "daemon/worker": ({"daemon/supervisor"}, set()),
     "daemon/channel": ({"daemon/worker", "daemon/supervisor", "daemon/sandbox"},
                        {"Python.h"}),
+    # ctxd-router speaks the protocol to both sides: nothing of either daemon
+    "daemon/router": ({"daemon/worker", "daemon/supervisor", "daemon/sandbox",
+                       "daemon/channel"}, {"Python.h", "sbx.h"}),
 }
 FOLDERS = ["proto", "daemon/channel", "daemon/sandbox", "daemon/supervisor",
-           "daemon/worker", "client", "tools/ctx"]
+           "daemon/worker", "daemon/router", "client", "tools/ctx"]
 
 
 def scan(root):

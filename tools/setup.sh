@@ -25,10 +25,16 @@ python3-matplotlib python3-pip libedit-dev"
 # (tests/install/run.sh).
 [ "$mode" = test ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
 python3-jupyter-kernel-test python3-nbclient systemd"
+# ctxd-router (tests/router.cmake): a real etcd, iproute2 for the hosts'
+# network namespaces, kubectl (kubernetes-client) to render dist/kubernetes,
+# mmdebstrap for the image's root file system (dist/kubernetes/image.sh).
+[ "$mode" = test ] && PACKAGES="$PACKAGES etcd-server iproute2 mmdebstrap"
+# (a kubectl from elsewhere, e.g. google-cloud-sdk's, conflicts with the package)
+[ "$mode" = test ] && ! command -v kubectl >/dev/null && PACKAGES="$PACKAGES kubernetes-client"
 # Only for the benchmark (ctxd side by side with ipykernel; valgrind: the
 # supervisor's instructions per request, figure 9).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
-python3-numpy python3-matplotlib valgrind"
+python3-numpy python3-matplotlib valgrind etcd-server iproute2"
 
 install_missing() {
     missing=""

@@ -1000,6 +1000,24 @@ static bool refuse_unread(const sup_peer *peer)
     return true;
 }
 
+/* A request pinned to a daemon instance (the `instance` field, which
+ * ctxd-router adds to everything it forwards) is refused by any other
+ * instance: a restarted daemon at the same address never serves a request
+ * meant for the one that held the context (its table made the context
+ * again, empty). True when refused. */
+static bool wrong_instance(const proto_val *msg, const sup_peer *peer)
+{
+    const proto_val *want = get(msg, "instance");
+    if (!want || want->kind == PROTO_NIL)
+        return false;
+    if (want->kind == PROTO_STR && want->n == strlen(sup_instance) &&
+        memcmp(want->as.s, sup_instance, want->n) == 0)
+        return false;
+    sup_reply_err(peer, "instance", "this daemon is instance %s, not the one the request names",
+                  sup_instance);
+    return true;
+}
+
 void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const uint8_t *data,
                         size_t len, bool multipart)
 {
@@ -1039,7 +1057,7 @@ void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const 
         proto_doc_free(&doc);
         return;
     }
-    if (refuse_unread(&peer)) {
+    if (refuse_unread(&peer) || wrong_instance(msg, &peer)) {
         proto_doc_free(&doc);
         return;
     }

@@ -1,0 +1,228 @@
+/* rt_auth: CurveZMQ for the router. Its one key pair (STATE_DIR/router.key,
+ * router.pub, made on first start) is the server key clients trust and the
+ * client key the hosts list in their authorized_keys. Clients are let in
+ * when their key is in STATE_DIR/authorized_keys (read at every handshake,
+ * as ctxd does); a key may map to a tenant (--tenants FILE), whose name
+ * prefixes every context name the client uses. */
+#include "rt.h"
+
+#include "mem.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+static char secret[RT_KEY_Z85 + 1], public[RT_KEY_Z85 + 1];
+static void *zap;
+
+/* The first Z85 key of a file (a line of 40 characters, '#' comments). */
+static int read_key(const char *path, char key[RT_KEY_Z85 + 1])
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char line[256];
+    int rc = -1;
+    while (rc < 0 && fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (isspace((unsigned char)*s))
+            s++;
+        if (*s == '#' || strlen(s) < RT_KEY_Z85)
+            continue;
+        memcpy(key, s, RT_KEY_Z85);
+        key[RT_KEY_Z85] = '\0';
+        uint8_t raw[32];
+        rc = zmq_z85_decode(raw, key) ? 0 : -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* Writes a small file whole (temporary file, rename). */
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(text);
+    int rc = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0 ? 0 : -1;
+    close(fd);
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = -1;
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* Loads the key pair, making it on first start. */
+static int load_keys(void)
+{
+    char sec_path[PATH_MAX], pub_path[PATH_MAX];
+    snprintf(sec_path, sizeof sec_path, "%s/router.key", rt_cfg.state_dir);
+    snprintf(pub_path, sizeof pub_path, "%s/router.pub", rt_cfg.state_dir);
+    if (mkdir(rt_cfg.state_dir, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "ctxd-router: cannot create %s: %s\n", rt_cfg.state_dir, strerror(errno));
+        return -1;
+    }
+    if (read_key(sec_path, secret) == 0)
+        return zmq_curve_public(public, secret) == 0 ? 0 : -1;
+    if (zmq_curve_keypair(public, secret) != 0) {
+        fprintf(stderr, "ctxd-router: this libzmq has no CURVE support\n");
+        return -1;
+    }
+    char text[128];
+    snprintf(text, sizeof text, "# ctxd-router secret key (keep private)\n%s\n", secret);
+    if (write_file(sec_path, text, 0600) < 0)
+        return -1;
+    snprintf(text, sizeof text, "%s\n", public);
+    if (write_file(pub_path, text, 0644) < 0)
+        return -1;
+    fprintf(stderr, "ctxd-router: made a new key pair in %s\n", rt_cfg.state_dir);
+    return 0;
+}
+
+const char *rt_auth_public(void)
+{
+    return public;
+}
+
+const char *rt_auth_secret(void)
+{
+    return secret;
+}
+
+/* Loads the keys and, for a CurveZMQ listening socket, starts the ZAP
+ * handler (served by the loop). */
+int rt_auth_setup(void *zctx, void *curve_router)
+{
+    if (load_keys() < 0)
+        return -1;
+    if (!curve_router)
+        return 0;
+    zap = zmq_socket(zctx, ZMQ_REP);
+    int zero = 0, one = 1;
+    zmq_setsockopt(zap, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(zap, "inproc://zeromq.zap.01") < 0)
+        return -1;
+    zmq_setsockopt(curve_router, ZMQ_CURVE_SERVER, &one, sizeof one);
+    zmq_setsockopt(curve_router, ZMQ_CURVE_SECRETKEY, secret, RT_KEY_Z85);
+    zmq_setsockopt(curve_router, ZMQ_ZAP_DOMAIN, "ctxd", 4);
+    fprintf(stderr, "ctxd-router: CurveZMQ; public key %s (%s/router.pub)\n", public,
+            rt_cfg.state_dir);
+    return 0;
+}
+
+void *rt_auth_zap(void)
+{
+    return zap;
+}
+
+/* Whether a 32-byte key is in STATE_DIR/authorized_keys (read each time,
+ * so keys are added and removed live). */
+static bool key_authorized(const uint8_t key[32])
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/authorized_keys", rt_cfg.state_dir);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (isspace((unsigned char)*s))
+            s++;
+        if (*s == '#' || strlen(s) < RT_KEY_Z85)
+            continue;
+        char z85[RT_KEY_Z85 + 1];
+        memcpy(z85, s, RT_KEY_Z85);
+        z85[RT_KEY_Z85] = '\0';
+        uint8_t raw[32];
+        found = zmq_z85_decode(raw, z85) && memcmp(raw, key, 32) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Answers one ZAP request (RFC 27): the User-Id is the client key, which
+ * rt_req.c reads from each message to find the client's tenant. */
+void rt_auth_handle(void)
+{
+    zmq_msg_t frames[8];
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            if (n == 0)
+                return;
+            break;
+        }
+        more = zmq_msg_more(&m);
+        if (n < 8)
+            frames[n++] = m;
+        else
+            zmq_msg_close(&m);
+    }
+    bool ok = false;
+    char keytext[RT_KEY_Z85 + 1] = "?";
+    if (n >= 7 && zmq_msg_size(&frames[5]) == 5 &&
+        memcmp(zmq_msg_data(&frames[5]), "CURVE", 5) == 0 && zmq_msg_size(&frames[6]) == 32) {
+        zmq_z85_encode(keytext, zmq_msg_data(&frames[6]), 32);
+        ok = key_authorized(zmq_msg_data(&frames[6]));
+    }
+    if (!ok)
+        rt_log("refused a client with key %s: not in authorized_keys", keytext);
+    const char *reason = ok ? "OK" : "client key not authorized";
+    zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
+    if (n >= 2)
+        zmq_send(zap, zmq_msg_data(&frames[1]), zmq_msg_size(&frames[1]), ZMQ_SNDMORE);
+    else
+        zmq_send(zap, "", 0, ZMQ_SNDMORE);
+    zmq_send(zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
+    zmq_send(zap, reason, strlen(reason), ZMQ_SNDMORE);
+    zmq_send(zap, ok ? keytext : "", ok ? RT_KEY_Z85 : 0, ZMQ_SNDMORE);
+    zmq_send(zap, "", 0, 0);
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&frames[i]);
+}
+
+/* The tenant of a client key, from --tenants (lines "KEY TENANT"; a tenant
+ * is 1-32 characters of [A-Za-z0-9_-]). Read at each new client. */
+const char *rt_auth_tenant(const char *key)
+{
+    static char tenant[33];
+    tenant[0] = '\0';
+    if (!rt_cfg.tenants || !key[0])
+        return tenant;
+    FILE *f = fopen(rt_cfg.tenants, "re");
+    if (!f)
+        return tenant;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char k[RT_KEY_Z85 + 1], t[64];
+        if (line[0] == '#' || sscanf(line, "%40s %63s", k, t) != 2 || strcmp(k, key) != 0)
+            continue;
+        size_t n = strlen(t);
+        bool ok = n >= 1 && n <= 32;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = isalnum((unsigned char)t[i]) || t[i] == '_' || t[i] == '-';
+        if (ok)
+            snprintf(tenant, sizeof tenant, "%s", t);
+        else
+            rt_log("tenants file: bad tenant name '%s' ignored", t);
+        break;
+    }
+    fclose(f);
+    return tenant;
+}

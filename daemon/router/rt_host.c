@@ -1,0 +1,440 @@
+/* rt_host: the ctxd hosts behind the router. Each has a control DEALER of
+ * the router's own, on which it is asked `hello` (its instance: liveness)
+ * and `stats` (its load) every --liveness seconds. A host that does not
+ * answer within --liveness-max, or answers with another instance, is lost:
+ * its contexts are marked lost in the catalog, the requests in flight to it
+ * end (rt_link.c), and that instance is fenced: nothing is sent to it
+ * again but the deletion of the contexts the catalog had there. */
+#include "rt.h"
+
+#include "mem.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+rt_host rt_hosts[RT_MAX_HOSTS];
+size_t rt_nhosts;
+static void *zctx;
+static char host_key[RT_KEY_Z85 + 1];
+
+typedef struct ctlreq {
+    struct ctlreq *next;
+    uint64_t id;
+    rt_host *host;
+    rt_ctl_cb fn;
+    void *arg;
+    char pinned[RT_INSTANCE + 1];
+} ctlreq;
+static ctlreq *ctl_pending;
+static uint64_t ctl_next = 1;
+
+/* The hosts' server public key: a Z85 key or the file holding it. */
+static void load_host_key(void)
+{
+    const char *spec = rt_cfg.host_key;
+    if (!spec)
+        return;
+    FILE *f = strlen(spec) == RT_KEY_Z85 ? NULL : fopen(spec, "re");
+    if (!f) {
+        snprintf(host_key, sizeof host_key, "%s", spec);
+        return;
+    }
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#' && strlen(line) >= RT_KEY_Z85) {
+            memcpy(host_key, line, RT_KEY_Z85);
+            host_key[RT_KEY_Z85] = '\0';
+            break;
+        }
+    fclose(f);
+}
+
+void rt_host_curve(void *sock)
+{
+    if (!host_key[0])
+        return;
+    zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, host_key, RT_KEY_Z85);
+    zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, rt_auth_public(), RT_KEY_Z85);
+    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, rt_auth_secret(), RT_KEY_Z85);
+}
+
+/* A DEALER to h, non-blocking, CurveZMQ with the router's key. */
+static void *open_ctl(rt_host *h)
+{
+    void *s = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0, hwm = 1000, ivl = 100;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    rt_host_curve(s);
+    /* A host that refuses the router's key says so only in a handshake
+     * event: watched, so the refusal is reported, not a silence. */
+    char mon[64];
+    snprintf(mon, sizeof mon, "inproc://rt-mon-%d-%p", h->idx, s);
+    zmq_socket_monitor(s, mon,
+                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+    if (h->mon) {
+        rt_loop_unwatch(h->mon);
+        zmq_close(h->mon);
+    }
+    h->mon = zmq_socket(zctx, ZMQ_PAIR);
+    zmq_setsockopt(h->mon, ZMQ_LINGER, &(int){0}, sizeof(int));
+    zmq_connect(h->mon, mon);
+    rt_loop_watch(h->mon);
+    if (zmq_connect(s, h->endpoint) < 0)
+        fatal("cannot connect to host %s: %s", h->endpoint, zmq_strerror(errno));
+    rt_loop_watch(s);
+    return s;
+}
+
+void rt_host_open(void *z)
+{
+    zctx = z;
+    load_host_key();
+    rt_nhosts = rt_cfg.nhosts;
+    for (size_t i = 0; i < rt_nhosts; i++) {
+        rt_host *h = &rt_hosts[i];
+        h->idx = (int)i;
+        h->endpoint = rt_cfg.hosts[i];
+        proto_buf_init(&h->hello);
+        h->ctl = open_ctl(h);
+    }
+}
+
+/* Sends {v, t, id[, ctx][, instance]} on h's control socket. */
+static uint64_t ctl_send(rt_host *h, const char *type, const char *ctx, const char *instance)
+{
+    uint64_t id = ctl_next++;
+    proto_buf b;
+    proto_buf_init(&b);
+    proto_put_map(&b, 3 + (ctx ? 1 : 0) + (instance ? 1 : 0));
+    proto_put_str(&b, "v");
+    proto_put_uint(&b, PROTO_VERSION);
+    proto_put_str(&b, "t");
+    proto_put_str(&b, type);
+    proto_put_str(&b, "id");
+    proto_put_uint(&b, id);
+    if (ctx) {
+        proto_put_str(&b, "ctx");
+        proto_put_str(&b, ctx);
+    }
+    if (instance) {
+        proto_put_str(&b, "instance");
+        proto_put_str(&b, instance);
+    }
+    if (zmq_send(h->ctl, b.data, b.len, ZMQ_DONTWAIT) < 0)
+        rt_log("host %s: control message %s not sent: %s", h->endpoint, type, zmq_strerror(errno));
+    proto_buf_free(&b);
+    return id;
+}
+
+void rt_host_ctl(rt_host *h, const char *type, const char *ctx, bool pin, rt_ctl_cb fn, void *arg)
+{
+    ctlreq *r = mem_calloc(1, sizeof *r);
+    if (pin)
+        snprintf(r->pinned, sizeof r->pinned, "%s", h->instance);
+    r->id = ctl_send(h, type, ctx, pin ? r->pinned : NULL);
+    r->host = h;
+    r->fn = fn;
+    r->arg = arg;
+    r->next = ctl_pending;
+    ctl_pending = r;
+}
+
+/* Ends the control requests waiting on h (fn gets NULL). */
+static void ctl_fail(rt_host *h)
+{
+    ctlreq **p = &ctl_pending;
+    while (*p) {
+        ctlreq *r = *p;
+        if (r->host != h) {
+            p = &r->next;
+            continue;
+        }
+        *p = r->next;
+        if (r->fn)
+            r->fn(r->arg, h, NULL);
+        free(r);
+    }
+}
+
+typedef struct lose {
+    rt_host *h;
+    const char *cause;
+    size_t n;
+} lose;
+
+static void lose_entry(rt_entry *e, void *arg)
+{
+    lose *l = arg;
+    if (e->host != l->h->idx || e->state == RT_CTX_LOST)
+        return;
+    e->state = RT_CTX_LOST;
+    snprintf(e->cause, sizeof e->cause, "%s", l->cause);
+    rt_cat_save(e);
+    l->n++;
+}
+
+void rt_host_lost(rt_host *h, const char *cause)
+{
+    if (h->state == RT_HOST_LOST)
+        return;
+    rt_log("host %s lost: %s", h->endpoint, cause);
+    h->state = RT_HOST_LOST;
+    lose l = {h, cause, 0};
+    rt_cat_each(lose_entry, &l);
+    rt_link_host_lost(h, cause);
+    ctl_fail(h);
+    /* A new control socket: nothing queued for the old connection (hellos
+     * sent into a partition) is answered later as if current. */
+    rt_loop_unwatch(h->ctl);
+    zmq_close(h->ctl);
+    h->ctl = open_ctl(h);
+    h->ping_out = false;
+    rt_log("host %s: %zu contexts lost", h->endpoint, l.n);
+}
+
+/* Deletes, on a host seen again, the contexts the catalog lost there (its
+ * table may have made them again, empty, after a restart; after a
+ * partition they are still the old ones, which nobody may reach now). */
+static void fence_entry(rt_entry *e, void *arg)
+{
+    rt_host *h = arg;
+    if (e->host == h->idx && e->state == RT_CTX_LOST)
+        ctl_send(h, "ctx.delete", e->name, h->instance);
+}
+
+typedef struct stale {
+    rt_host *h;
+    const char *instance;
+    size_t n;
+} stale;
+
+static void stale_entry(rt_entry *e, void *arg)
+{
+    stale *st = arg;
+    if (e->host != st->h->idx || e->state == RT_CTX_LOST || strcmp(e->instance, st->instance) == 0)
+        return;
+    e->state = RT_CTX_LOST;
+    snprintf(e->cause, sizeof e->cause, "host %s restarted (instance %.8s is gone, now %.8s)",
+             st->h->endpoint, e->instance, st->instance);
+    rt_cat_save(e);
+    st->n++;
+}
+
+/* A hello answer: the host's instance decides what it is now. */
+static void on_hello(rt_host *h, const proto_val *m, const uint8_t *raw, size_t len)
+{
+    const proto_val *inst = proto_map_get(m, "instance");
+    if (!inst || inst->kind != PROTO_STR || inst->n != RT_INSTANCE)
+        return;
+    char now_inst[RT_INSTANCE + 1];
+    memcpy(now_inst, inst->as.s, RT_INSTANCE);
+    now_inst[RT_INSTANCE] = '\0';
+    h->ping_out = false;
+    h->last_reply = rt_now();
+    h->hello.len = 0;
+    proto_buf_append(&h->hello, raw, len);
+    if (h->state == RT_HOST_LIVE && strcmp(now_inst, h->instance) == 0)
+        return;
+    if (h->state == RT_HOST_LIVE) {
+        char cause[256];
+        snprintf(cause, sizeof cause, "host %s restarted (instance %.8s is gone, now %.8s)",
+                 h->endpoint, h->instance, now_inst);
+        rt_host_lost(h, cause);
+    }
+    if (h->state == RT_HOST_UNKNOWN) {
+        /* First sight (a router that just started): contexts the catalog
+         * (etcd) records on another instance of this host were lost while
+         * no router watched. */
+        stale st = {h, now_inst, 0};
+        rt_cat_each(stale_entry, &st);
+        if (st.n)
+            rt_log("host %s: %zu contexts of an earlier instance lost", h->endpoint, st.n);
+    }
+    bool fencing = h->state == RT_HOST_LOST || h->state == RT_HOST_UNKNOWN;
+    snprintf(h->instance, sizeof h->instance, "%s", now_inst);
+    if (fencing)
+        rt_cat_each(fence_entry, h);
+    h->state = RT_HOST_LIVE;
+    rt_log("host %s live: instance %s%s", h->endpoint, h->instance,
+           fencing ? " (the contexts lost there deleted)" : "");
+}
+
+static void on_stats(rt_host *h, const proto_val *m)
+{
+    const proto_val *c = proto_map_get(m, "contexts"), *live = c ? proto_map_get(c, "live") : NULL;
+    if (live && live->kind == PROTO_UINT) {
+        h->live = live->as.u;
+        h->placed = 0;
+    }
+}
+
+/* Reads what h's control socket holds. */
+void rt_host_read(rt_host *h)
+{
+    for (int budget = 0; budget < 256; budget++) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, h->ctl, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&msg);
+            return;
+        }
+        proto_doc doc;
+        proto_error err;
+        if (proto_decode(&doc, zmq_msg_data(&msg), zmq_msg_size(&msg), &err) == 0) {
+            const proto_val *m = &doc.nodes[0], *re = proto_map_get(m, "re");
+            ctlreq **p = &ctl_pending;
+            while (re && re->kind == PROTO_UINT && *p && (*p)->id != re->as.u)
+                p = &(*p)->next;
+            if (re && re->kind == PROTO_UINT && *p) {
+                ctlreq *r = *p;
+                *p = r->next;
+                const proto_val *code = proto_map_get(m, "code");
+                bool refused = r->pinned[0] && code && proto_str_eq(code, "instance");
+                if (r->fn)
+                    r->fn(r->arg, h, refused ? NULL : m);
+                if (refused)
+                    rt_host_restarted(h, r->pinned);
+                free(r);
+            }
+        }
+        (void)doc;
+        proto_doc_free(&doc);
+        zmq_msg_close(&msg);
+    }
+}
+
+/* Handshake events of h's control socket. */
+void rt_host_read_monitor(rt_host *h)
+{
+    for (int budget = 0; budget < 64; budget++) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, h->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        zmq_msg_init(&addr);
+        if (zmq_msg_more(&ev))
+            zmq_msg_recv(&addr, h->mon, 0);
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+        }
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            h->auth_error[0] = '\0';
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                   event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
+            if (!h->auth_error[0])
+                rt_log("host %s refused the router (CurveZMQ authentication failed: is "
+                       "router.pub in its authorized_keys, and --host-key its server.pub?)",
+                       h->endpoint);
+            snprintf(h->auth_error, sizeof h->auth_error,
+                     "host %s refused the router: CurveZMQ authentication failed (%u)", h->endpoint,
+                     (unsigned)value);
+        }
+        zmq_msg_close(&addr);
+        zmq_msg_close(&ev);
+    }
+}
+
+const char *rt_host_why_none(void)
+{
+    for (size_t i = 0; i < rt_nhosts; i++)
+        if (rt_hosts[i].auth_error[0])
+            return rt_hosts[i].auth_error;
+    return "no host is live";
+}
+
+static void hello_cb(void *arg, rt_host *h, const proto_val *m)
+{
+    (void)arg;
+    if (!m || !proto_str_eq(proto_map_get(m, "t"), "ok"))
+        return;
+    proto_buf b;
+    proto_buf_init(&b);
+    proto_put_val(&b, m);
+    on_hello(h, m, b.data, b.len);
+    proto_buf_free(&b);
+}
+
+static void stats_cb(void *arg, rt_host *h, const proto_val *m)
+{
+    (void)arg;
+    if (m && proto_str_eq(proto_map_get(m, "t"), "ok"))
+        on_stats(h, m);
+}
+
+/* Liveness: a hello (and a stats) each interval; no answer within
+ * liveness_max and the host is lost. */
+void rt_host_tick(double now)
+{
+    for (size_t i = 0; i < rt_nhosts; i++) {
+        rt_host *h = &rt_hosts[i];
+        /* Any message from the host counts as an answer: a host busy
+         * starting a hundred workers may be slow to say hello. */
+        if (h->ping_out && now - h->ping_sent > rt_cfg.liveness_max &&
+            now - h->last_reply > rt_cfg.liveness_max) {
+            if (h->state == RT_HOST_LIVE) {
+                char cause[256];
+                snprintf(cause, sizeof cause,
+                         "host %s (instance %.8s) did not answer for %.1f s: lost", h->endpoint,
+                         h->instance, rt_cfg.liveness_max);
+                rt_host_lost(h, cause);
+            } else {
+                ctl_fail(h); /* unanswered hellos of a host not live: not kept */
+            }
+            h->ping_out = false;
+        }
+        if (!h->ping_out && now - h->ping_sent >= rt_cfg.liveness) {
+            h->ping_out = true;
+            h->ping_sent = now;
+            rt_host_ctl(h, "hello", NULL, false, hello_cb, NULL);
+            rt_host_ctl(h, "stats", NULL, false, stats_cb, NULL);
+        }
+    }
+}
+
+void rt_host_restarted(rt_host *h, const char *pinned)
+{
+    if (h->state == RT_HOST_LIVE && strcmp(pinned, h->instance) == 0) {
+        char cause[256];
+        snprintf(cause, sizeof cause, "host %s restarted (instance %.8s is gone)", h->endpoint,
+                 h->instance);
+        rt_host_lost(h, cause);
+    }
+    rt_host_check(h);
+}
+
+void rt_host_check(rt_host *h)
+{
+    if (!h->ping_out) {
+        h->ping_out = true;
+        h->ping_sent = rt_now();
+        rt_host_ctl(h, "hello", NULL, false, hello_cb, NULL);
+    }
+}
+
+/* Two live hosts at random; the one with fewer contexts (its last stats
+ * plus what was placed there since) gets the new one. */
+rt_host *rt_host_place(void)
+{
+    rt_host *live[RT_MAX_HOSTS];
+    size_t n = 0;
+    for (size_t i = 0; i < rt_nhosts; i++)
+        if (rt_hosts[i].state == RT_HOST_LIVE)
+            live[n++] = &rt_hosts[i];
+    if (n == 0)
+        return NULL;
+    rt_host *a = live[(size_t)random() % n], *b = live[(size_t)random() % n];
+    rt_host *h = a->live + a->placed <= b->live + b->placed ? a : b;
+    h->placed++;
+    return h;
+}

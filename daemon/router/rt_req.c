@@ -1,0 +1,701 @@
+/* rt_req: client requests. The router answers hello, stats and ctx.list
+ * itself (ctx.list merges what every live host lists, keeping only the
+ * contexts the catalog records there), places ctx.create, keeps ctx.fork on
+ * its source's host, and forwards every other request to the host its
+ * context's catalog entry names, pinned to that host's instance. It never
+ * makes a catalog entry because a request named a context, except for
+ * `default`, which PROTOCOL.md makes on first use. */
+#include "rt.h"
+
+#include "mem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define NCLIENTS 1024
+static rt_client *clients[NCLIENTS];
+static uint64_t n_requests, n_forwarded, n_refused;
+static bool fetched_once; /* re-handling a request after an etcd look-up */
+
+/* The state of one request being handled. */
+typedef struct req {
+    rt_client *c;
+    const proto_val *msg;
+    const char *type;
+    uint8_t re[PROTO_MAX_ID + 8];
+    size_t re_len;
+    const uint8_t *data;
+    size_t len;
+} req;
+
+static size_t route_hash(int sock, const uint8_t *r, size_t n)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)sock;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ r[i]) * 1099511628211ull;
+    return (size_t)(h % NCLIENTS);
+}
+
+/* The client of a routing id; a new key on the same id is a new client. */
+static rt_client *get_client(int sock, const uint8_t *route, size_t len, const char *key)
+{
+    size_t b = route_hash(sock, route, len);
+    rt_client *c = clients[b];
+    while (c && (c->sock != sock || c->route_len != len || memcmp(c->route, route, len) != 0))
+        c = c->next;
+    if (c && strcmp(c->key, key) != 0) {
+        rt_link_close_client(c);
+        rt_out_clear(&c->out);
+        c->gone = false;
+        snprintf(c->key, sizeof c->key, "%s", key);
+        snprintf(c->tenant, sizeof c->tenant, "%s", rt_auth_tenant(key));
+    }
+    if (!c) {
+        c = mem_calloc(1, sizeof *c);
+        c->sock = sock;
+        memcpy(c->route, route, len);
+        c->route_len = len;
+        snprintf(c->key, sizeof c->key, "%s", key);
+        snprintf(c->tenant, sizeof c->tenant, "%s", rt_auth_tenant(key));
+        c->next = clients[b];
+        clients[b] = c;
+    }
+    c->gone = false;
+    c->last_active = rt_now();
+    return c;
+}
+
+/* The client-side name a request gives in field key (default "default"
+ * when dflt), made host-side; false after an err reply. */
+static bool name_of(req *r, const char *key, bool dflt, char out[PROTO_MAX_NAME + 1], bool *absent)
+{
+    const proto_val *v = proto_map_get(r->msg, key);
+    *absent = !v || v->kind == PROTO_NIL;
+    if (*absent && !dflt) {
+        rt_reply_err(r->c, r->re, r->re_len, "bad_field", "'%s' is required", key);
+        return false;
+    }
+    const char *s = *absent ? "default" : v->as.s;
+    size_t n = *absent ? 7 : v->n;
+    if (!*absent && v->kind != PROTO_STR) {
+        rt_reply_err(r->c, r->re, r->re_len, "bad_field", "'%s' must be a str", key);
+        return false;
+    }
+    size_t t = r->c->tenant[0] ? strlen(r->c->tenant) + 1 : 0;
+    if (!proto_name_valid(s, n) || n + t > PROTO_MAX_NAME) {
+        rt_reply_err(r->c, r->re, r->re_len, "bad_name",
+                     "'%s' must be 1-%zu bytes of [A-Za-z0-9_.-], not starting with '.' or '-'",
+                     key, PROTO_MAX_NAME - t);
+        return false;
+    }
+    rt_msg_hostname(r->c, s, n, out);
+    return true;
+}
+
+/* Encodes the request for host h: names host-side, pinned to instance. */
+static void encode(req *r, proto_buf *b, const char *ctx, const char *name, const char *instance)
+{
+    rt_sub subs[3];
+    size_t n = 0;
+    if (ctx)
+        subs[n++] = (rt_sub){.key = "ctx", .str = ctx};
+    if (name)
+        subs[n++] = (rt_sub){.key = "name", .str = name};
+    subs[n++] = (rt_sub){.key = "instance", .str = instance};
+    rt_msg_rewrite(b, r->msg, subs, n);
+}
+
+static void reply_lost(req *r, const rt_entry *e)
+{
+    const char *cn = rt_msg_clientname(r->c, e->name);
+    rt_reply_err(r->c, r->re, r->re_len, "lost", "context '%s' was lost: %s", cn ? cn : e->name,
+                 e->cause);
+}
+
+/* The live entry of a host-side name, or NULL after an err reply. A
+ * recorded host that restarted since marks the entry lost here too. */
+static rt_entry *live_entry(req *r, const char *name)
+{
+    rt_entry *e = rt_cat_get(name);
+    if (!e) {
+        const char *cn = rt_msg_clientname(r->c, name);
+        rt_reply_err(r->c, r->re, r->re_len, "unknown_context", "no context named '%s'",
+                     cn ? cn : name);
+        return NULL;
+    }
+    rt_host *h = &rt_hosts[e->host];
+    if (e->state != RT_CTX_LOST && h->state == RT_HOST_LIVE && strcmp(h->instance, e->instance)) {
+        e->state = RT_CTX_LOST;
+        snprintf(e->cause, sizeof e->cause, "host %s restarted (instance %.8s is gone)",
+                 h->endpoint, e->instance);
+        rt_cat_save(e);
+    }
+    if (e->state == RT_CTX_LOST) {
+        reply_lost(r, e);
+        return NULL;
+    }
+    if (h->state != RT_HOST_LIVE) {
+        rt_reply_err(r->c, r->re, r->re_len, "lost", "host %s of context '%s' is not answering",
+                     h->endpoint, name);
+        return NULL;
+    }
+    return e;
+}
+
+/* A request parked while etcd is asked for a name this router lacks. */
+typedef struct parked {
+    rt_client *c;
+    proto_buf data;
+} parked;
+
+static void handle(rt_client *c, const uint8_t *data, size_t len);
+
+static void unpark(void *arg, rt_entry *e)
+{
+    (void)e;
+    parked *p = arg;
+    fetched_once = true;
+    handle(p->c, p->data.data, p->data.len);
+    fetched_once = false;
+    proto_buf_free(&p->data);
+    free(p);
+}
+
+/* False when the request was parked for an etcd look-up of name. */
+static bool known_or_fetch(req *r, const char *name)
+{
+    if (rt_cat_get(name) || !rt_etcd_on() || fetched_once)
+        return true;
+    parked *p = mem_calloc(1, sizeof *p);
+    p->c = r->c;
+    proto_buf_append(&p->data, r->data, r->len);
+    rt_cat_fetch(name, unpark, p);
+    return false;
+}
+
+static int kind_of(const char *type)
+{
+    if (strcmp(type, "execute") == 0)
+        return RT_FL_EXECUTE;
+    if (strcmp(type, "ctx.delete") == 0)
+        return RT_FL_DELETE;
+    if (strcmp(type, "ctx.restart") == 0)
+        return RT_FL_RESTART;
+    return RT_FL_OTHER;
+}
+
+/* Requests that name a context (`ctx`; default "default" unless
+ * required) go to its recorded host. */
+static void do_named(req *r, bool required)
+{
+    char name[PROTO_MAX_NAME + 1];
+    bool absent;
+    if (!name_of(r, "ctx", !required, name, &absent))
+        return;
+    if (!known_or_fetch(r, name))
+        return;
+    rt_entry *e = rt_cat_get(name);
+    const char *cn = rt_msg_clientname(r->c, name);
+    bool is_default = cn && strcmp(cn, "default") == 0;
+    if (e && e->state == RT_CTX_LOST && strcmp(r->type, "ctx.delete") == 0) {
+        rt_cat_del(name); /* forgetting a lost context is what was asked */
+        proto_buf b;
+        proto_buf_init(&b);
+        rt_msg_begin(&b, "ok", r->re, r->re_len, 0);
+        rt_out_deliver(r->c, &r->c->out, &b);
+        proto_buf_free(&b);
+        return;
+    }
+    if (!e && is_default && strcmp(r->type, "ctx.delete") != 0 &&
+        strcmp(r->type, "ctx.renew") != 0) {
+        /* PROTOCOL.md makes `default` on first use: placed like a create. */
+        rt_host *h = rt_host_place();
+        if (!h) {
+            rt_reply_err(r->c, r->re, r->re_len, "unavailable", "%s", rt_host_why_none());
+            return;
+        }
+        e = rt_cat_put(name, h->idx, h->instance, RT_CTX_LIVE);
+        rt_cat_save(e);
+        if (r->c->tenant[0]) { /* a host makes only its own `default` */
+            proto_buf b;
+            proto_buf_init(&b);
+            proto_put_map(&b, 5);
+            proto_put_str(&b, "v");
+            proto_put_uint(&b, PROTO_VERSION);
+            proto_put_str(&b, "t");
+            proto_put_str(&b, "ctx.create");
+            proto_put_str(&b, "id");
+            proto_put_str(&b, "ctxd-router:default");
+            proto_put_str(&b, "name");
+            proto_put_str(&b, name);
+            proto_put_str(&b, "instance");
+            proto_put_str(&b, h->instance);
+            proto_buf reb;
+            proto_buf_init(&reb);
+            proto_put_str(&reb, "ctxd-router:default");
+            rt_link_forward(r->c, h, &b, reb.data, reb.len, RT_FL_INTERNAL, name);
+            proto_buf_free(&reb);
+            proto_buf_free(&b);
+        }
+    }
+    if (!(e = live_entry(r, name)))
+        return;
+    rt_host *h = &rt_hosts[e->host];
+    proto_buf b;
+    proto_buf_init(&b);
+    encode(r, &b, name, NULL, e->instance);
+    rt_link_forward(r->c, h, &b, r->re, r->re_len, kind_of(r->type), name);
+    n_forwarded++;
+    proto_buf_free(&b);
+}
+
+static void do_ctx_optional(req *r)
+{
+    do_named(r, false);
+}
+
+static void do_ctx_required(req *r)
+{
+    do_named(r, true);
+}
+
+/* A generated name: ctx- and 12 hex digits, unused in the catalog. */
+static void gen_name(rt_client *c, char out[PROTO_MAX_NAME + 1])
+{
+    for (;;) {
+        char s[20];
+        snprintf(s, sizeof s, "ctx-%06lx%06lx", (unsigned long)(random() & 0xffffff),
+                 (unsigned long)(random() & 0xffffff));
+        rt_msg_hostname(c, s, strlen(s), out);
+        if (!rt_cat_get(out))
+            return;
+    }
+}
+
+/* The new name of a create or fork (`name`, or generated); false after an
+ * err reply. */
+static bool new_name(req *r, char out[PROTO_MAX_NAME + 1])
+{
+    bool absent;
+    const proto_val *v = proto_map_get(r->msg, "name");
+    if (!v || v->kind == PROTO_NIL) {
+        gen_name(r->c, out);
+        return true;
+    }
+    if (!name_of(r, "name", false, out, &absent))
+        return false;
+    if (!known_or_fetch(r, out))
+        return false;
+    rt_entry *e = rt_cat_get(out);
+    if (e && e->state != RT_CTX_LOST) {
+        rt_reply_err(r->c, r->re, r->re_len, "exists", "a context named '%.*s' exists", (int)v->n,
+                     v->as.s);
+        return false;
+    }
+    return true;
+}
+
+static void do_create(req *r)
+{
+    char name[PROTO_MAX_NAME + 1];
+    if (!new_name(r, name))
+        return;
+    rt_host *h = rt_host_place();
+    if (!h) {
+        rt_reply_err(r->c, r->re, r->re_len, "unavailable", "%s", rt_host_why_none());
+        return;
+    }
+    rt_cat_put(name, h->idx, h->instance, RT_CTX_PENDING);
+    proto_buf b;
+    proto_buf_init(&b);
+    encode(r, &b, NULL, name, h->instance);
+    rt_link_forward(r->c, h, &b, r->re, r->re_len, RT_FL_CREATE, name);
+    n_forwarded++;
+    proto_buf_free(&b);
+}
+
+/* ctx.fork: the copy lives on its source's host (a fork is a process
+ * fork), recorded there. */
+static void do_fork(req *r)
+{
+    char src[PROTO_MAX_NAME + 1], name[PROTO_MAX_NAME + 1];
+    bool absent;
+    if (!name_of(r, "ctx", false, src, &absent) || !known_or_fetch(r, src))
+        return;
+    rt_entry *s = live_entry(r, src);
+    if (!s || !new_name(r, name))
+        return;
+    rt_host *h = &rt_hosts[s->host];
+    rt_cat_put(name, h->idx, h->instance, RT_CTX_PENDING);
+    proto_buf b;
+    proto_buf_init(&b);
+    encode(r, &b, src, name, s->instance);
+    rt_link_forward(r->c, h, &b, r->re, r->re_len, RT_FL_FORK, name);
+    n_forwarded++;
+    proto_buf_free(&b);
+}
+
+/* hello: a live host's answer (limits, tiers...) with the router's own pid
+ * and instance, and `router` saying how many hosts are behind it. */
+static void do_hello(req *r)
+{
+    size_t live = 0;
+    rt_host *any = NULL;
+    for (size_t i = 0; i < rt_nhosts; i++)
+        if (rt_hosts[i].state == RT_HOST_LIVE) {
+            live++;
+            any = any ? any : &rt_hosts[i];
+        }
+    proto_buf rb, pid, re;
+    proto_buf_init(&rb);
+    proto_buf_init(&pid);
+    proto_buf_init(&re);
+    proto_put_map(&rb, 3);
+    proto_put_str(&rb, "hosts");
+    proto_put_uint(&rb, rt_nhosts);
+    proto_put_str(&rb, "live");
+    proto_put_uint(&rb, live);
+    proto_put_str(&rb, "instance");
+    proto_put_str(&rb, rt_instance);
+    proto_put_uint(&pid, (uint64_t)getpid());
+    proto_buf_append(&re, r->re, r->re_len);
+    proto_doc doc;
+    proto_error err;
+    proto_buf b;
+    proto_buf_init(&b);
+    if (any && any->hello.len && proto_decode(&doc, any->hello.data, any->hello.len, &err) == 0) {
+        rt_sub subs[] = {{.key = "re", .raw = &re},
+                         {.key = "pid", .raw = &pid},
+                         {.key = "instance", .str = rt_instance},
+                         {.key = "router", .raw = &rb}};
+        rt_msg_rewrite(&b, &doc.nodes[0], subs, 4);
+        proto_doc_free(&doc);
+    } else {
+        rt_msg_begin(&b, "ok", r->re, r->re_len, 7);
+        proto_put_str(&b, "server");
+        proto_put_str(&b, "ctxd");
+        proto_put_str(&b, "version");
+        proto_put_str(&b, CTXD_VERSION);
+        proto_put_str(&b, "protocol");
+        proto_put_uint(&b, PROTO_VERSION);
+        proto_put_str(&b, "versions");
+        proto_put_array(&b, 1);
+        proto_put_uint(&b, PROTO_VERSION);
+        proto_put_str(&b, "pid");
+        proto_put_uint(&b, (uint64_t)getpid());
+        proto_put_str(&b, "instance");
+        proto_put_str(&b, rt_instance);
+        proto_put_str(&b, "router");
+        proto_buf_append(&b, rb.data, rb.len);
+    }
+    rt_out_deliver(r->c, &r->c->out, &b);
+    proto_buf_free(&b);
+    proto_buf_free(&rb);
+    proto_buf_free(&pid);
+    proto_buf_free(&re);
+}
+
+static const char *const host_states[] = {"unknown", "live", "lost"};
+
+/* stats: the router's own figures and each host's state. */
+static void do_stats(req *r)
+{
+    static double started;
+    if (!started)
+        started = rt_now();
+    proto_buf b;
+    proto_buf_init(&b);
+    rt_msg_begin(&b, "ok", r->re, r->re_len, 4);
+    proto_put_str(&b, "uptime");
+    proto_put_double(&b, rt_now() - started);
+    proto_put_str(&b, "contexts");
+    proto_put_map(&b, 3);
+    proto_put_str(&b, "live");
+    proto_put_uint(&b, rt_cat_count(RT_CTX_LIVE));
+    proto_put_str(&b, "pending");
+    proto_put_uint(&b, rt_cat_count(RT_CTX_PENDING));
+    proto_put_str(&b, "lost");
+    proto_put_uint(&b, rt_cat_count(RT_CTX_LOST));
+    proto_put_str(&b, "counters");
+    proto_put_map(&b, 3);
+    proto_put_str(&b, "requests");
+    proto_put_uint(&b, n_requests);
+    proto_put_str(&b, "forwarded");
+    proto_put_uint(&b, n_forwarded);
+    proto_put_str(&b, "refused");
+    proto_put_uint(&b, n_refused);
+    proto_put_str(&b, "hosts");
+    proto_put_array(&b, (uint32_t)rt_nhosts);
+    for (size_t i = 0; i < rt_nhosts; i++) {
+        rt_host *h = &rt_hosts[i];
+        proto_put_map(&b, 4);
+        proto_put_str(&b, "endpoint");
+        proto_put_str(&b, h->endpoint);
+        proto_put_str(&b, "state");
+        proto_put_str(&b, host_states[h->state]);
+        proto_put_str(&b, "instance");
+        proto_put_str(&b, h->instance);
+        proto_put_str(&b, "contexts");
+        proto_put_uint(&b, h->live);
+    }
+    rt_out_deliver(r->c, &r->c->out, &b);
+    proto_buf_free(&b);
+}
+
+/* ---- ctx.list: every live host asked, the answers merged ------------- */
+typedef struct item {
+    char name[PROTO_MAX_NAME + 1];
+    proto_buf info;
+} item;
+typedef struct listing {
+    rt_client *c;
+    uint8_t re[PROTO_MAX_ID + 8];
+    size_t re_len;
+    int waiting;
+    item *items;
+    size_t n, cap;
+} listing;
+
+static item *add_item(listing *l, const char *name)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->items = mem_realloc(l->items, l->cap * sizeof *l->items);
+    }
+    item *it = &l->items[l->n++];
+    snprintf(it->name, sizeof it->name, "%s", name);
+    proto_buf_init(&it->info);
+    return it;
+}
+
+static void add_lost(rt_entry *e, void *arg)
+{
+    listing *l = arg;
+    const char *cn = e->state == RT_CTX_LOST ? rt_msg_clientname(l->c, e->name) : NULL;
+    if (!cn)
+        return;
+    item *it = add_item(l, cn);
+    proto_buf *b = &it->info;
+    proto_put_map(b, 7);
+    proto_put_str(b, "name");
+    proto_put_str(b, cn);
+    proto_put_str(b, "state");
+    proto_put_str(b, "lost");
+    proto_put_str(b, "pid");
+    proto_put_uint(b, 0);
+    proto_put_str(b, "incarnation");
+    proto_put_uint(b, e->incarnation);
+    proto_put_str(b, "execution_count");
+    proto_put_uint(b, 0);
+    proto_put_str(b, "queued");
+    proto_put_uint(b, 0);
+    proto_put_str(b, "last_death");
+    proto_put_str(b, e->cause);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const item *)a)->name, ((const item *)b)->name);
+}
+
+static void list_done(listing *l)
+{
+    rt_cat_each(add_lost, l);
+    qsort(l->items, l->n, sizeof *l->items, by_name);
+    proto_buf b;
+    proto_buf_init(&b);
+    rt_msg_begin(&b, "ok", l->re, l->re_len, 1);
+    proto_put_str(&b, "contexts");
+    proto_put_array(&b, (uint32_t)l->n);
+    for (size_t i = 0; i < l->n; i++) {
+        proto_buf_append(&b, l->items[i].info.data, l->items[i].info.len);
+        proto_buf_free(&l->items[i].info);
+    }
+    rt_out_deliver(l->c, &l->c->out, &b);
+    proto_buf_free(&b);
+    free(l->items);
+    free(l);
+}
+
+static void list_cb(void *arg, rt_host *h, const proto_val *m)
+{
+    listing *l = arg;
+    const proto_val *cs = m ? proto_map_get(m, "contexts") : NULL;
+    for (uint32_t i = 0; cs && cs->kind == PROTO_ARRAY && i < cs->n; i++) {
+        const proto_val *info = &cs->as.items[i], *nm = proto_map_get(info, "name");
+        if (!nm || nm->kind != PROTO_STR || nm->n > PROTO_MAX_NAME)
+            continue;
+        char name[PROTO_MAX_NAME + 1];
+        memcpy(name, nm->as.s, nm->n);
+        name[nm->n] = '\0';
+        rt_entry *e = rt_cat_get(name);
+        const char *cn = rt_msg_clientname(l->c, name);
+        /* Only what the catalog records on this instance: a context a
+         * fenced instance or another tenant holds is not the client's. */
+        if (!cn || !e || e->host != h->idx || e->state != RT_CTX_LIVE ||
+            strcmp(e->instance, h->instance) != 0)
+            continue;
+        item *it = add_item(l, cn);
+        rt_sub s = {.key = "name", .str = cn};
+        rt_msg_rewrite(&it->info, info, &s, 1);
+    }
+    if (--l->waiting == 0)
+        list_done(l);
+}
+
+static void do_list(req *r)
+{
+    listing *l = mem_calloc(1, sizeof *l);
+    l->c = r->c;
+    memcpy(l->re, r->re, r->re_len);
+    l->re_len = r->re_len;
+    l->waiting = 1;
+    for (size_t i = 0; i < rt_nhosts; i++)
+        if (rt_hosts[i].state == RT_HOST_LIVE) {
+            l->waiting++;
+            rt_host_ctl(&rt_hosts[i], "ctx.list", NULL, true, list_cb, l);
+        }
+    if (--l->waiting == 0)
+        list_done(l);
+}
+
+typedef struct kind {
+    const char *type;
+    void (*handle)(req *r);
+} kind;
+
+static const kind kinds[] = {
+    {"hello", do_hello},
+    {"stats", do_stats},
+    {"ctx.list", do_list},
+    {"ctx.create", do_create},
+    {"ctx.fork", do_fork},
+    {"execute", do_ctx_optional},
+    {"interrupt", do_ctx_optional},
+    {"input.reply", do_ctx_optional},
+    {"file.put", do_ctx_optional},
+    {"file.get", do_ctx_optional},
+    {"pip.install", do_ctx_optional},
+    {"complete", do_ctx_optional},
+    {"inspect", do_ctx_optional},
+    {"is_complete", do_ctx_optional},
+    {"ctx.delete", do_ctx_required},
+    {"ctx.restart", do_ctx_required},
+    {"ctx.renew", do_ctx_required},
+};
+
+static void handle(rt_client *c, const uint8_t *data, size_t len)
+{
+    req r = {.c = c, .data = data, .len = len};
+    proto_val peeked;
+    if (len > rt_cfg.max_request_bytes) {
+        proto_buf reb;
+        proto_buf_init(&reb);
+        if (proto_peek_id(data, len, &peeked))
+            proto_put_val(&reb, &peeked);
+        rt_reply_err(c, reb.data, reb.len, "too_large",
+                     "message of %zu bytes exceeds max_request_bytes (%zu)", len,
+                     rt_cfg.max_request_bytes);
+        proto_buf_free(&reb);
+        return;
+    }
+    proto_doc doc;
+    proto_error err;
+    if (proto_decode(&doc, data, len, &err) < 0) {
+        rt_reply_err(c, NULL, 0, err.code, "%s", err.msg);
+        return;
+    }
+    r.msg = &doc.nodes[0];
+    proto_envelope env;
+    int ok = proto_envelope_read(r.msg, &env, &err);
+    if (env.id) {
+        proto_buf reb;
+        proto_buf_init(&reb);
+        proto_put_val(&reb, env.id);
+        memcpy(r.re, reb.data, reb.len);
+        r.re_len = reb.len;
+        proto_buf_free(&reb);
+    }
+    if (ok < 0) {
+        rt_reply_err(c, r.re, r.re_len, err.code, "%s", err.msg);
+        proto_doc_free(&doc);
+        return;
+    }
+    if (rt_out_held(c) >= RT_CLIENT_HELD + (64u << 10)) {
+        /* Past its bound and 64 KiB of refusals: not even a refusal is
+         * held for a client that does not read (ctxd's rule, section 7). */
+        n_refused++;
+        proto_doc_free(&doc);
+        return;
+    }
+    if (rt_out_held(c) >= RT_CLIENT_HELD) {
+        n_refused++;
+        rt_reply_err(c, r.re, r.re_len, "busy",
+                     "%zu bytes of replies to this client are unread: read them first",
+                     rt_out_held(c));
+        proto_doc_free(&doc);
+        return;
+    }
+    const kind *k = NULL;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && !k; i++)
+        if (proto_str_eq(env.type, kinds[i].type))
+            k = &kinds[i];
+    if (!k) {
+        rt_reply_err(c, r.re, r.re_len, "unknown_type", "unknown message type '%.*s'",
+                     (int)(env.type->n > 64 ? 64 : env.type->n), env.type->as.s);
+    } else {
+        r.type = k->type;
+        k->handle(&r);
+    }
+    proto_doc_free(&doc);
+}
+
+void rt_req_handle(int sock, const uint8_t *route, size_t route_len, const char *key,
+                   const uint8_t *data, size_t len)
+{
+    if (route_len > RT_MAX_ROUTE)
+        return;
+    rt_client *c = get_client(sock, route, route_len, key);
+    n_requests++;
+    handle(c, data, len);
+}
+
+bool rt_req_flush(void)
+{
+    bool empty = true;
+    for (size_t b = 0; b < NCLIENTS; b++)
+        for (rt_client *c = clients[b]; c; c = c->next)
+            if (!rt_out_flush(c, &c->out))
+                empty = false;
+    return empty;
+}
+
+/* Forgets clients gone or silent for 10 minutes with nothing in flight
+ * (their links closed: a host sees them disconnect). */
+void rt_req_tick(double now)
+{
+    static double last;
+    if (now - last < 5.0)
+        return;
+    last = now;
+    for (size_t b = 0; b < NCLIENTS; b++) {
+        for (rt_client **p = &clients[b]; *p;) {
+            rt_client *c = *p;
+            bool idle = !c->out.head && now - c->last_active > 600.0;
+            for (size_t i = 0; idle && i < rt_nhosts; i++)
+                idle = !c->links[i] || (!c->links[i]->fl && !c->links[i]->out.head);
+            if (!idle) {
+                p = &c->next;
+                continue;
+            }
+            *p = c->next;
+            rt_link_close_client(c);
+            free(c);
+        }
+    }
+}
+
+void rt_req_init(void) {}
