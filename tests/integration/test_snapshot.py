@@ -160,7 +160,9 @@ def test_autosnapshot_after_sigkill(tmp_path, start):
 
 
 def test_move_between_two_daemons(tmp_path, start):
-    """Snapshot on A, copy the file, ctx.create from_snapshot on B."""
+    """Snapshot on A, copy the file, ctx.create from_snapshot on B; B's
+    side through the Python client (ctxd.Client)."""
+    import ctxd
     a = start("a")
     b = start("b")
     ca, cb = a.client(), b.client()
@@ -170,9 +172,18 @@ def test_move_between_two_daemons(tmp_path, start):
     dst = tmp_path / "b-state" / "snapshots" / "exp"
     dst.mkdir(parents=True)
     shutil.copy(tmp_path / "a-state" / "snapshots" / "exp" / "m", dst / "m")
-    r = cb.ok("ctx.create", name="moved", from_snapshot="exp/m")
-    assert r["ctx"]["name"] == "moved"
-    assert cb.execute(CHECK_CODE, ctx="moved").text == CHECK_TEXT
+    with ctxd.Client(b.endpoint) as pc:
+        assert [s["id"] for s in pc.list_snapshots()] == ["exp/m"]
+        info = pc.create_context("moved", from_snapshot="exp/m")
+        assert info.name == "moved"
+        assert pc.execute(CHECK_CODE, ctx="moved").result == CHECK_TEXT
+        assert pc.snapshot_context("moved", "again")["snapshot"]["id"] == "moved/again"
+        pc.execute("x = 0", ctx="moved")
+        assert pc.restore_context("moved", "again")["restored"] >= 5
+        assert pc.execute(CHECK_CODE, ctx="moved").result == CHECK_TEXT
+        pc.delete_snapshot("moved/again")
+        with pytest.raises(ctxd.RefusedError):
+            pc.restore_context("moved", "again")
     _finish(a)
     _finish(b)
 
