@@ -120,33 +120,40 @@ def _classes_of(values, limit=100000):
 _pickler_class = None
 
 
-def _pickler(sink, buffers):
-    """dill's pickler (functions and classes of the context by value), with
-    numpy arrays out of band (protocol 5): their memory is written to the
-    file as it is, never copied into the pickle stream (dill's own reducer
-    for arrays would put them in band)."""
-    global _pickler_class
-    import dill
-    if _pickler_class is None:
-        try:
-            from numpy import ndarray
-        except ImportError:
-            ndarray = None
+def _by_value(obj):
+    """Whether obj is a function or class that only exists in this context
+    (made by its code, a lambda, a nested one), so it must be saved by
+    value (dill), not by reference to a module."""
+    mod = getattr(obj, '__module__', None)
+    qual = getattr(obj, '__qualname__', '') or ''
+    if mod in (None, '__main__') or '<' in qual:
+        return True
+    m = sys.modules.get(mod)
+    return m is None or getattr(m, qual.split('.')[0], None) is None
 
-        class Pickler(dill.Pickler):
-            def save(self, obj, save_persistent_id=True):
-                if ndarray is not None and type(obj) is ndarray and id(obj) not in self.memo:
-                    rv = obj.__reduce_ex__(5)
-                    if isinstance(rv, tuple):
-                        self.save_reduce(*rv, obj=obj)
-                        return
-                dill.Pickler.save(self, obj, save_persistent_id)
+
+def _pickler(sink, buffers):
+    """CPython's pickler (fast: most state is data) with protocol 5, so
+    numpy arrays go out of band (their memory is written to the file as it
+    is, never copied into the stream); functions and classes that exist
+    only in the context go through dill, by value, and their globals are
+    the context's own (restored, they see later changes to it)."""
+    global _pickler_class
+    if _pickler_class is None:
+        import pickle
+
+        import dill
+
+        class Pickler(pickle.Pickler):
+            # Rebuilt by dill.loads, which pickles by reference (this
+            # module is private: nothing in it could be found again).
+            def reducer_override(self, obj):
+                if isinstance(obj, (types.FunctionType, type)) and _by_value(obj):
+                    return dill.loads, (dill.dumps(obj, protocol=5, byref=False, recurse=False),)
+                return NotImplemented
 
         _pickler_class = Pickler
-    p = _pickler_class(sink, protocol=5, buffer_callback=buffers.append)
-    p._byref = False
-    p._recurse = True
-    return p
+    return _pickler_class(sink, protocol=5, buffer_callback=buffers.append)
 
 
 def _dump(sink, state):
@@ -329,9 +336,9 @@ def load(fd, g):
     for n in lens:
         buffers.append(_read_exact(fd, off, n))
         off += n
-    import dill
+    import pickle
     try:
-        state = dill.Unpickler(io.BytesIO(stream), buffers=buffers).load()
+        state = pickle.Unpickler(io.BytesIO(stream), buffers=buffers).load()
     except KeyboardInterrupt:
         raise
     except BaseException as e:

@@ -84,6 +84,8 @@ gen = (i for i in range(3))
     r = c.execute(CHECK_CODE[:-1] + ", df.shape, df['b'][999], 'sock' in globals())", ctx="exp")
     assert r.status == "ok" and r.text == CHECK_TEXT[:-1] + ", (1000, 2), 'x', False)", r.events
     assert r.of("accepted")[0]["execution_count"] == count + 1
+    # functions are bound to the context's globals again, not to a copy
+    assert c.execute("x = 100\nf(2), c.m()", ctx="exp").text == "(200, 103)"
     # a new context from the snapshot, in the same daemon
     r = c.ok("ctx.create", name="copy", from_snapshot="exp/s1")
     assert r["ctx"]["name"] == "copy" and r["restored"] >= 8, r
