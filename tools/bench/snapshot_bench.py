@@ -67,11 +67,14 @@ def run_case(c, label, make_code, nbytes, repeat):
         name = f"b{i}"
         c.execute("import gc; gc.collect()", ctx="bench")
         assert c.execute(make_code, ctx="bench").status == "ok"
+        check = "repr(data[::4096].sum()) if hasattr(data, 'sum') else repr(data[-1])"
+        before = c.execute(check, ctx="bench").result
         t_snap, snap = timed(lambda: c.snapshot_context("bench", name))
         size = snap["snapshot"]["size"]
         assert c.execute("for _k in [k for k in globals() if not k.startswith('_')]: "
                          "del globals()[_k]\nimport gc; gc.collect()", ctx="bench").status == "ok"
         t_rest, _ = timed(lambda: c.restore_context("bench", name))
+        assert c.execute(check, ctx="bench").result == before, "restored data differ"
         c.execute("del data\nimport gc; gc.collect()", ctx="bench")
         t_touch = 0.0
         if nbytes:
