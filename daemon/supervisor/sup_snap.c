@@ -19,6 +19,7 @@
 #include "sup_ctx.h"
 #include "sup_log.h"
 #include "sup_peer.h"
+#include "sup_policy.h"
 #include "sup_send.h"
 #include "sup_stats.h"
 
@@ -261,6 +262,11 @@ static sup_ctx *live_ctx(const proto_val *msg, const sup_peer *peer)
     sup_ctx *c = sup_ctx_lookup(msg, peer, false);
     if (!c)
         return NULL;
+    if (c->policy && c->policy->tier == SUP_TIER_STATIC) {
+        sup_reply_err(peer, "forbidden", "context '%s' is of the static tier: it has no state",
+                      c->name);
+        return NULL;
+    }
     if (c->pid == 0 && !c->spawning) {
         sup_reply_err(peer, "dead",
                       "context '%s' has no live worker; run something in it to start a new one",
