@@ -811,14 +811,15 @@ typedef struct due {
 static due *dues;
 static size_t ndues, cap_dues;
 
-/* Queues an autosnapshot unless one waits already. */
+/* Queues an autosnapshot at the end of c's queue, unless the last thing
+ * queued is one already (it will see this state and what comes before
+ * it). */
 static void queue_auto(sup_ctx *c)
 {
-    if (c->queued >= sup_cfg.max_queue)
+    const sup_run *tail = c->queue_tail;
+    if (c->queued >= sup_cfg.max_queue ||
+        (tail && tail->snap_mode == SUP_SNAP_WRITE && tail->snap_internal))
         return;
-    for (const sup_run *q = c->queue; q; q = q->next)
-        if (q->snap_mode == SUP_SNAP_WRITE && q->snap_internal)
-            return;
     sup_ctx_submit(c, new_run(SUP_SNAP_WRITE, NULL, c->name, AUTO_NAME));
 }
 

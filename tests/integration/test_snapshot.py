@@ -205,3 +205,47 @@ def test_local_tier_snapshot_restore(tmp_path, start):
     c.ok("ctx.create", name="box2", tier="local", from_snapshot="box/s")
     assert c.execute(CHECK_CODE, ctx="box2").text == CHECK_TEXT
     _finish(d)
+
+
+def test_interval_autosnapshot_and_cli(tmp_path, start):
+    """autosnapshot every N seconds: a run's state is saved once the
+    interval has passed (not at once), and comes back after a restart; the
+    ctx command's snapshot, snapshots, restore and snapshot-rm."""
+    import subprocess
+    from conftest import wait_until
+    d = start("a")
+    c = d.client()
+    c.ok("ctx.create", name="iv", autosnapshot=1)
+    assert c.execute("x = 1", ctx="iv").status == "ok"  # the first one: at once
+    wait_until(lambda: [s["id"] for s in c.ok("ctx.snapshots", ctx="iv")["snapshots"]]
+               == ["iv/auto"])
+    first = c.ok("ctx.snapshots", ctx="iv")["snapshots"][0]["created"]
+    assert c.execute("y = 2", ctx="iv").status == "ok"  # due a second after the first
+    wait_until(lambda: c.ok("ctx.snapshots", ctx="iv")["snapshots"][0]["created"] > first)
+    ctx_bin = os.environ.get("CTXD_CTX_BIN", os.path.join(os.path.dirname(
+        os.environ.get("CTXD_BIN", "")), "..", "tools", "ctx"))
+
+    def ctx(*args):
+        p = subprocess.run([ctx_bin, "--endpoint", d.endpoint, *args], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+        return p.stdout
+
+    # the CLI, on a context of its own (iv's autosnapshot may fire meanwhile)
+    c.ok("ctx.create", name="cli")
+    assert c.execute("x = 1\ny = 2", ctx="cli").status == "ok"
+    assert ctx("snapshot", "cli", "mine").startswith("cli/mine (")
+    assert sorted(line.split()[0] for line in ctx("snapshots").splitlines()) == [
+        "cli/mine", "iv/auto"]
+    assert c.execute("del x", ctx="cli").status == "ok"
+    assert ctx("restore", "cli", "mine") == "cli: 2 globals restored from mine\n"
+    assert c.execute("x, y", ctx="cli").text == "(1, 2)"
+    ctx("snapshot-rm", "cli/mine")
+    assert ctx("snapshots", "cli") == ""
+    d.stopped_by_test = True
+    os.killpg(d.proc.pid, signal.SIGKILL)
+    d.proc.wait(10)
+    d = start("a")
+    c = d.client()
+    r = c.execute("x, y", ctx="iv")
+    assert r.text == "(1, 2)" and r.of("accepted")[0]["restored_from"] == "iv/auto", r.events
