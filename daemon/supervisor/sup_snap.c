@@ -590,7 +590,10 @@ static void written(sup_ctx *c, sup_run *r, const proto_val *unsaved)
         return;
     }
     const char *name = strchr(r->snap_id, '/') + 1;
-    if (fsync(r->snap_fd) < 0 || renameat(r->snap_dirfd, r->snap_tmp, r->snap_dirfd, name) < 0) {
+    /* No fsync: it would block the loop for as long as the disk takes (a
+     * gigabyte: seconds). The file is in the page cache, which a crash of
+     * the daemon or the worker keeps; a power loss may not. */
+    if (renameat(r->snap_dirfd, r->snap_tmp, r->snap_dirfd, name) < 0) {
         fail(c, "io", "cannot keep snapshot '%s': %s", r->snap_id, strerror(errno));
         return;
     }

@@ -7,7 +7,7 @@ one numpy array of each size (1 MB, 100 MB, 1 GB by default) or 10,000
 small objects, and times, as the client sees them:
 
   snapshot   ctx.snapshot (the worker writes the file, the supervisor
-             renames it into place; fsync included)
+             renames it into place; not fsynced: to the page cache)
   restore    ctx.restore into the same context after its globals were
              deleted (the worker reads the file into new memory)
   touch      the floor: the same context filling that many bytes of new
