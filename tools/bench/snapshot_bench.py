@@ -51,6 +51,8 @@ def start_daemon(build, tmp):
             return proc, client
         except ctxd.CtxdError:
             if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                proc.wait(10)
                 raise
             time.sleep(0.1)
 
