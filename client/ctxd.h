@@ -531,11 +531,48 @@ typedef struct ctxd_create_opts {
      * {"memory_bytes", "268435456"}, {"filesystem_write_roots", "[/srv/a]"}. */
     const ctxd_kv *policy;
     size_t npolicy;
+    /* "CTX/NAME": the new context restores this snapshot first (the reply
+     * comes once it has); NULL: none. */
+    const char *from_snapshot;
+    /* "run" (after each run that ends ok) or a number of seconds; NULL: off. */
+    const char *autosnapshot;
 } ctxd_create_opts;
 
 /* `ctx.create` with every option (o may be NULL); with packages it waits
  * for pip without a deadline, as ctxd_pip_install. */
 int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info *out);
+
+/* ---- snapshots (ctxd_snap.c; PROTOCOL.md section 5, ctx.snapshot) -------- */
+
+/* A snapshot of a context's state. Strings owned by the client until its
+ * next call. */
+typedef struct ctxd_snapshot {
+    const char *id;  /* "CTX/NAME" */
+    const char *ctx; /* the context it was taken of */
+    const char *name;
+    uint64_t size;  /* bytes */
+    double created; /* Unix time */
+} ctxd_snapshot;
+
+/* A global a snapshot could not keep (or a restore could not bring back),
+ * and why. */
+typedef struct ctxd_unsaved {
+    const char *name;
+    const char *reason;
+} ctxd_unsaved;
+
+/* ctx.snapshot: writes ctx's state as snapshot NAME (NULL: generated);
+ * waits behind its runs, without a deadline. */
+int ctxd_ctx_snapshot(ctxd_client *c, const char *ctx, const char *name, ctxd_snapshot *out,
+                      const ctxd_unsaved **unsaved, size_t *nunsaved);
+/* ctx.restore: replaces ctx's state with snapshot ("NAME" of ctx's own or
+ * "CTX/NAME"); restored: how many globals came back. */
+int ctxd_ctx_restore(ctxd_client *c, const char *ctx, const char *snapshot, uint64_t *restored,
+                     const ctxd_unsaved **unsaved, size_t *nunsaved);
+/* ctx.snapshots: the snapshots of ctx (NULL: of every context). */
+int ctxd_ctx_snapshots(ctxd_client *c, const char *ctx, const ctxd_snapshot **out, size_t *n);
+/* ctx.snapshot_delete of "CTX/NAME". */
+int ctxd_snapshot_delete(ctxd_client *c, const char *snapshot);
 
 /* ---- queries: complete, inspect, is_complete ----------------------------- */
 /* Answered by the context's worker from its live globals (PROTOCOL.md

@@ -596,7 +596,21 @@ int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info 
     proto_buf_init(&b);
     uint64_t id = ctxd_conn_envelope(c, &b, "ctx.create",
                                      (o->name != NULL) + (o->cwd != NULL) + (o->nenv > 0) +
-                                         (o->npackages > 0) + (o->tier != NULL) + (o->npolicy > 0));
+                                         (o->npackages > 0) + (o->tier != NULL) + (o->npolicy > 0) +
+                                         (o->from_snapshot != NULL) + (o->autosnapshot != NULL));
+    if (o->from_snapshot) {
+        proto_put_str(&b, "from_snapshot");
+        proto_put_str(&b, o->from_snapshot);
+    }
+    if (o->autosnapshot) { /* "run", or seconds */
+        char *end;
+        double s = strtod(o->autosnapshot, &end);
+        proto_put_str(&b, "autosnapshot");
+        if (*o->autosnapshot && !*end)
+            proto_put_double(&b, s);
+        else
+            proto_put_str(&b, o->autosnapshot);
+    }
     if (o->tier) {
         proto_put_str(&b, "tier");
         proto_put_str(&b, o->tier);
@@ -619,7 +633,7 @@ int ctxd_ctx_create_ex(ctxd_client *c, const ctxd_create_opts *o, ctxd_ctx_info 
     if (r == 0 && o->npolicy > 0)
         r = put_policy(c, &b, o->policy, o->npolicy);
     if (r == 0)
-        r = ctxd_conn_roundtrip(c, &b, id, o->npackages > 0, &m);
+        r = ctxd_conn_roundtrip(c, &b, id, o->npackages > 0 || o->from_snapshot, &m);
     proto_buf_free(&b);
     if (r < 0)
         return r;

@@ -13,10 +13,12 @@ build=${BUILD_DIR:-$root/build}
 
 PACKAGES="build-essential cmake pkg-config libzmq3-dev libmsgpack-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
-python3-matplotlib python3-pip libedit-dev"
+python3-matplotlib python3-pip libedit-dev python3-dill"
 # libedit-dev: ctx repl's line editor (tools/ctx/ctx_edit.c).
+# python3-dill: snapshots of a context's state (daemon/worker/wrk_snap.py).
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).
-# python3-pandas (test mode): a DataFrame's text/html (test_rich.py).
+# python3-pandas (test mode): a DataFrame's text/html (test_rich.py), and
+# DataFrames in snapshots (test_snapshot.py).
 [ "$mode" = test ] && PACKAGES="$PACKAGES python3-pandas"
 # python3-pip: the daemon runs `python3 -m pip` for pip.install (test_pkgs.py).
 # The Jupyter kernel and its tests (tests/kernel.cmake): ipykernel's kernelbase,

@@ -25,6 +25,9 @@ sup_config sup_cfg = {
     .socket_gid = -1,
     .max_held = (size_t)256 << 20,
     .max_client_held = (size_t)16 << 20,
+    .max_snapshot_bytes = (uint64_t)8 << 30,
+    .max_snapshots = 16,
+    .max_snapshot_total = (uint64_t)64 << 30,
 };
 
 typedef enum { ARG_NONE, ARG_STR, ARG_COUNT, ARG_BYTES, ARG_SECONDS } arg_kind;
@@ -99,6 +102,9 @@ NUMBER_SETTER(set_max_output, ARG_BYTES, max_output, uint64_t, 0)
 NUMBER_SETTER(set_max_code, ARG_BYTES, max_code_bytes, size_t, 1)
 NUMBER_SETTER(set_max_held, ARG_BYTES, max_held, size_t, 1 << 20)
 NUMBER_SETTER(set_max_client_held, ARG_BYTES, max_client_held, size_t, 64 << 10)
+NUMBER_SETTER(set_max_snapshot_bytes, ARG_BYTES, max_snapshot_bytes, uint64_t, 4096)
+NUMBER_SETTER(set_max_snapshots, ARG_COUNT, max_snapshots, size_t, 1)
+NUMBER_SETTER(set_max_snapshot_total, ARG_BYTES, max_snapshot_total, uint64_t, 4096)
 
 static int set_max_request(const char *v, char *err, size_t n)
 {
@@ -233,6 +239,13 @@ static const option_def options[] = {
      "messages held for one client that does not read (default 16M); past it its requests "
      "are refused and its runs wait",
      set_max_client_held},
+    {"max-snapshot-bytes", 0, ARG_BYTES, "SIZE",
+     "largest snapshot of a context (default 8G); a larger one is refused with its size",
+     set_max_snapshot_bytes},
+    {"max-snapshots", 0, ARG_COUNT, "N", "snapshots kept per context (default 16)",
+     set_max_snapshots},
+    {"max-snapshot-total", 0, ARG_BYTES, "SIZE",
+     "bytes of all snapshots in the state directory (default 64G)", set_max_snapshot_total},
     {"timeout", 0, ARG_SECONDS, "SECONDS", "default run timeout (default 600; 0 = none)",
      set_timeout},
     {"kill-grace", 0, ARG_SECONDS, "SECONDS",

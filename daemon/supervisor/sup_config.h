@@ -27,6 +27,11 @@ typedef struct sup_config {
     uint64_t max_output;    /* stream bytes per run before truncation; 0 = none */
     size_t max_held;        /* bytes held for clients that do not read, in total */
     size_t max_client_held; /* ... for one client */
+    /* Snapshots (sup_snap.c): bytes of one, how many per context, bytes of
+     * all in the state directory. */
+    uint64_t max_snapshot_bytes;
+    size_t max_snapshots;
+    uint64_t max_snapshot_total;
     double default_timeout; /* seconds; 0 = none */
     double kill_grace;      /* seconds between SIGINT and SIGKILL on timeout */
     double idle_ttl;        /* seconds; 0 = never reap idle contexts */

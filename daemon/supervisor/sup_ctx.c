@@ -275,10 +275,25 @@ void sup_run_free(sup_run *r)
                 close(fds[i]);
         free(r->fork_name);
     }
+    if (r->snap_mode) { /* a snapshot or restore: the file (sup_snap.c) */
+        if (r->snap_fd >= 0)
+            close(r->snap_fd);
+        if (r->snap_dirfd >= 0)
+            close(r->snap_dirfd);
+        free(r->snap_id);
+        free(r->snap_tmp);
+    }
     free(r->code);
     proto_buf_free(&r->env);
     proto_buf_free(&r->script);
     free(r);
+}
+
+static void (*after_ok)(sup_ctx *c);
+
+void sup_ctx_set_after_ok(void (*fn)(sup_ctx *c))
+{
+    after_ok = fn;
 }
 
 /* Messages of one context go out in order: once one is held back by a slow
@@ -1230,7 +1245,10 @@ static void on_done(sup_ctx *c, const proto_val *msg)
         e.cpu_time = cpu->kind == PROTO_FLOAT  ? cpu->as.f
                      : cpu->kind == PROTO_UINT ? (double)cpu->as.u
                                                : 0.0;
+    bool was_ok = strcmp(st, "ok") == 0;
     finish_run(c, &e);
+    if (was_ok && after_ok)
+        after_ok(c); /* an autosnapshot, queued behind what waits */
     dispatch(c);
 }
 
@@ -1485,9 +1503,10 @@ void sup_ctx_on_writable(sup_ctx *c)
 static void send_accepted(sup_ctx *c, sup_run *r)
 {
     bool show_death = c->death_unshown && c->last_death;
+    bool show_restored = show_death && c->restored_from;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "accepted", &r->peer, show_death ? 4 : 3);
+    sup_msg_begin(&b, "accepted", &r->peer, 3 + show_death + show_restored);
     proto_put_str(&b, "ctx");
     proto_put_str(&b, c->name);
     proto_put_str(&b, "execution_count");
@@ -1498,6 +1517,12 @@ static void send_accepted(sup_ctx *c, sup_run *r)
         proto_put_str(&b, "previous_death");
         proto_put_str(&b, c->last_death);
         c->death_unshown = false;
+    }
+    if (show_restored) { /* state restored from an autosnapshot (sup_snap.c) */
+        proto_put_str(&b, "restored_from");
+        proto_put_str(&b, c->restored_from);
+        free(c->restored_from);
+        c->restored_from = NULL;
     }
     ctx_send(c, &r->peer, &b);
     proto_buf_free(&b);
@@ -1805,6 +1830,7 @@ static void free_ctx(sup_ctx *c)
     sup_policy_free(c->policy);
     sup_pkgs_site_unref(c->site);
     free(c->last_death);
+    free(c->restored_from);
     free(c->kill_reason);
     if (c->outmem_fd >= 0)
         close(c->outmem_fd);

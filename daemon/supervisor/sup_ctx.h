@@ -49,7 +49,26 @@ typedef struct sup_run {
      * and fork_failed. */
     uint64_t run_id;
     uint64_t fork_since; /* boot ticks when the `fork` frame went out */
+    /* A snapshot or restore (sup_snap.c; query_op is then "snapshot" or
+     * "restore", so the worker's `start` and `answer` are checked as a
+     * query's): SUP_SNAP_* below, 0 for anything else; the snapshot's id
+     * ("CTX/NAME"); the supervisor's descriptors of the file and of its
+     * context's snapshot directory, and the temporary name being written
+     * (-1 / NULL when none); the cap given to the worker. */
+    int snap_mode;
+    bool snap_internal; /* no client waits: autosnapshot, restore after a restart */
+    char *snap_id;
+    char *snap_tmp;
+    int snap_fd, snap_dirfd;
+    uint64_t snap_max;
 } sup_run;
+
+enum {
+    SUP_SNAP_WRITE = 1, /* ctx.snapshot, autosnapshot */
+    SUP_SNAP_RESTORE,   /* ctx.restore */
+    SUP_SNAP_CREATE,    /* ctx.create from_snapshot: the new context's first request */
+    SUP_SNAP_RESUME,    /* an autosnapshotted context made again after a daemon restart */
+};
 
 /* A request (ctx.create / ctx.restart) waiting for its worker's `ready`. */
 typedef struct sup_waiter {
@@ -146,6 +165,15 @@ typedef struct sup_ctx {
      * held, the worker is not read: backpressure reaches it. */
     sup_outq pending;
     double flush_retry; /* seconds until pending is tried again; 0 = not failing */
+
+    /* ctx.create `autosnapshot` (sup_snap.c): 0 off, < 0 after each run
+     * that ends ok, > 0 at most every that many seconds after one; the
+     * last one's monotonic time. restored_from: the
+     * snapshot id the next `accepted` names (restored after a daemon
+     * restart), NULL when none. */
+    double autosnap;
+    double autosnap_last;
+    char *restored_from;
 } sup_ctx;
 
 /* A run that is not an execute (ctx.fork: sup_fork.c; complete, inspect,
@@ -229,7 +257,11 @@ void sup_ctx_shutdown_all(void);
 const char *sup_ctx_state_name(const sup_ctx *c);
 void sup_run_free(sup_run *r);
 
-/* For the run kinds above (sup_fork.c, sup_query.c). */
+/* Called after each run of an execute that ended `ok` (set by sup_snap.c
+ * for autosnapshots; NULL: none). */
+void sup_ctx_set_after_ok(void (*fn)(sup_ctx *c));
+
+/* For the run kinds above (sup_fork.c, sup_query.c, sup_snap.c). */
 void sup_ctx_dispatch(sup_ctx *c);
 void sup_ctx_broken(sup_ctx *c, const char *why);
 /* Enters a context whose worker (pid and its verified pidfd, channel fd,

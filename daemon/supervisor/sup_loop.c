@@ -12,6 +12,7 @@
 #include "sup_request.h"
 #include "sup_route.h"
 #include "sup_send.h"
+#include "sup_snap.h"
 #include "sup_sockperm.h"
 #include "sup_stats.h"
 #include "sup_zygote.h"
@@ -383,6 +384,9 @@ void sup_loop_run(void)
          * resumes reading its worker). */
         double now = sup_now();
         double next = sup_ctx_tick(now);
+        double snap_next = sup_snap_tick(now); /* interval autosnapshots */
+        if (snap_next > 0 && (next == 0 || snap_next < next))
+            next = snap_next;
         (void)sup_timer_take(); /* the tick's own timers are in next */
         if (!sup_send_flush_outbox() && (next == 0 || now + 0.002 < next))
             next = now + 0.002;

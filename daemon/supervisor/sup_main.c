@@ -9,6 +9,7 @@
 #include "sup_persist.h"
 #include "sup_pkgs.h"
 #include "sup_privdir.h"
+#include "sup_snap.h"
 #include "sup_trash.h"
 #include "sup_zygote.h"
 
@@ -111,7 +112,9 @@ int main(int argc, char **argv)
     if (sup_loop_open(sup_cfg.endpoints, sup_cfg.nendpoints) < 0)
         return 1;
     sup_zygote_init(&zygote_answers); /* after sup_loop_open: its SIGCHLD goes to the signalfd */
-    sup_persist_restore();            /* the previous daemon's contexts, state lost */
+    sup_snap_init();
+    sup_persist_restore(); /* the previous daemon's contexts, state lost */
+    sup_snap_resume_all(); /* ... unless an autosnapshot kept it */
     for (size_t i = 0; i < sup_cfg.nendpoints; i++)
         fprintf(stderr, "ctxd: listening on %s\n", sup_cfg.endpoints[i]);
     (void)sup_notify("READY=1"); /* systemd Type=notify: the sockets answer now */

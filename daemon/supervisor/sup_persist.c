@@ -56,10 +56,10 @@ static void path_of(char *out, size_t n, const char *dir, const char *suffix)
 }
 
 /* One context's entry: {name, cwd, own_cwd, env, tier, policy,
- * incarnation}. */
+ * incarnation, autosnapshot}. */
 static void encode_entry(proto_buf *b, const sup_ctx *c)
 {
-    proto_put_map(b, 7);
+    proto_put_map(b, 8);
     proto_put_str(b, "name");
     proto_put_str(b, c->name);
     proto_put_str(b, "cwd");
@@ -76,6 +76,8 @@ static void encode_entry(proto_buf *b, const sup_ctx *c)
     sup_policy_put(b, c->policy);
     proto_put_str(b, "incarnation");
     proto_put_uint(b, c->incarnation);
+    proto_put_str(b, "autosnapshot"); /* sup_snap.c: 0 off, -1 after each run, seconds */
+    proto_put_double(b, c->autosnap);
 }
 
 /* The table as msgpack: {v: 1, contexts: [ENTRY...]}. */
@@ -272,6 +274,10 @@ static void restore_one(const proto_val *m)
         return;
     }
     c->incarnation = (unsigned)inc->as.u + 1;
+    const proto_val *autosnap = proto_map_get(m, "autosnapshot");
+    if (autosnap && autosnap->kind == PROTO_FLOAT &&
+        (autosnap->as.f == -1 || (autosnap->as.f >= 1 && autosnap->as.f <= 1e9)))
+        c->autosnap = autosnap->as.f;
     free(c->last_death);
     c->last_death = mem_strdup(RESTART_CAUSE);
     c->death_unshown = true;

@@ -15,6 +15,7 @@
 #include "sup_query.h"
 #include "sup_route.h"
 #include "sup_send.h"
+#include "sup_snap.h"
 #include "sup_stats.h"
 #include "sup_zygote.h"
 
@@ -184,7 +185,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
 /* The configured limits, as `hello` and `stats` report them. */
 static void put_limits(proto_buf *b)
 {
-    proto_put_map(b, 11);
+    proto_put_map(b, 14);
     proto_put_str(b, "max_request_bytes");
     proto_put_uint(b, sup_cfg.max_request_bytes);
     proto_put_str(b, "max_code_bytes");
@@ -207,6 +208,12 @@ static void put_limits(proto_buf *b)
     proto_put_uint(b, sup_cfg.max_held);
     proto_put_str(b, "max_client_held");
     proto_put_uint(b, sup_cfg.max_client_held);
+    proto_put_str(b, "max_snapshot_bytes");
+    proto_put_uint(b, sup_cfg.max_snapshot_bytes);
+    proto_put_str(b, "max_snapshots");
+    proto_put_uint(b, sup_cfg.max_snapshots);
+    proto_put_str(b, "max_snapshot_total");
+    proto_put_uint(b, sup_cfg.max_snapshot_total);
 }
 
 static void do_stats(const proto_val *msg, const sup_peer *peer)
@@ -382,6 +389,9 @@ typedef struct create_args {
     sup_policy *policy;
     sup_ident *ident; /* its uid/gid and private directory */
     double lease;     /* seconds; 0 = none */
+    double autosnap;  /* `autosnapshot` (sup_snap_parse_auto); 0 = off */
+    int snap_fd;      /* from_snapshot: the snapshot, opened; -1 = none */
+    char *snap_id;    /* ... and its id */
 } create_args;
 
 static void create_args_free(create_args *a)
@@ -390,6 +400,9 @@ static void create_args_free(create_args *a)
     free(a->name);
     free_strings(a->env, a->nenv);
     sup_policy_free(a->policy);
+    if (a->snap_fd >= 0)
+        close(a->snap_fd);
+    free(a->snap_id);
     free(a);
 }
 
@@ -418,7 +431,13 @@ static void create_finish(create_args *a, sup_site *site)
     a->nenv = 0;
     a->ident = NULL;
     sup_ctx_set_lease(c, a->lease);
-    sup_ctx_add_waiter(c, &a->peer);
+    c->autosnap = a->autosnap;
+    if (a->snap_fd >= 0) { /* the reply comes once the snapshot is restored */
+        sup_snap_create_restore(c, a->snap_fd, a->snap_id, &a->peer);
+        a->snap_fd = -1;
+    } else {
+        sup_ctx_add_waiter(c, &a->peer);
+    }
     create_args_free(a);
 }
 
@@ -526,6 +545,7 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
 {
     create_args *a = mem_calloc(1, sizeof *a);
     a->peer = *peer;
+    a->snap_fd = -1;
     const proto_val *name = get(msg, "name");
     if (name) {
         a->name = proto_strdup(name);
@@ -638,6 +658,20 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
                       LEASE_MIN, LEASE_MAX);
         create_args_free(a);
         return;
+    }
+    a->autosnap = sup_snap_parse_auto(get(msg, "autosnapshot"), peer);
+    if (a->autosnap < -1) {
+        create_args_free(a);
+        return;
+    }
+    const proto_val *from = get(msg, "from_snapshot");
+    if (from) {
+        a->snap_fd = sup_snap_open_for_create(from, peer);
+        if (a->snap_fd < 0) {
+            create_args_free(a);
+            return;
+        }
+        a->snap_id = proto_strdup(from);
     }
     char **reqs;
     size_t nreqs;
@@ -911,11 +945,17 @@ static const proto_field is_complete_fields[] = {
     {"timeout", PF_NUM | PF_NIL, false, 0},
 };
 static const proto_field create_fields[] = {
-    {"name", PF_NAME | PF_NIL, false, 0},        {"cwd", PF_STR | PF_NIL, false, 4095},
-    {"env", PF_STRMAP | PF_NIL, false, MAX_ENV}, {"tier", PF_STR | PF_NIL, false, 32},
-    {"policy", PF_MAP | PF_NIL, false, 64},      {"figures", PF_BOOL | PF_NIL, false, 0},
-    {"packages", PF_ARRAY | PF_NIL, false, 0},   {"syntax", PF_STR | PF_NIL, false, 16},
+    {"name", PF_NAME | PF_NIL, false, 0},
+    {"cwd", PF_STR | PF_NIL, false, 4095},
+    {"env", PF_STRMAP | PF_NIL, false, MAX_ENV},
+    {"tier", PF_STR | PF_NIL, false, 32},
+    {"policy", PF_MAP | PF_NIL, false, 64},
+    {"figures", PF_BOOL | PF_NIL, false, 0},
+    {"packages", PF_ARRAY | PF_NIL, false, 0},
+    {"syntax", PF_STR | PF_NIL, false, 16},
     {"lease", PF_NUM | PF_NIL, false, 0},
+    {"from_snapshot", PF_STR | PF_NIL, false, 200},
+    {"autosnapshot", PF_STR | PF_NUM | PF_NIL, false, 16},
 };
 static const proto_field pip_install_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
@@ -925,6 +965,17 @@ static const proto_field fork_fields[] = {
     {"ctx", PF_NAME, true, 0},
     {"name", PF_NAME | PF_NIL, false, 0},
 };
+/* Snapshots (sup_snap.c). */
+static const proto_field snapshot_fields[] = {
+    {"ctx", PF_NAME, true, 0},
+    {"name", PF_NAME | PF_NIL, false, 0},
+};
+static const proto_field restore_fields[] = {
+    {"ctx", PF_NAME, true, 0},
+    {"snapshot", PF_STR, true, 200},
+};
+static const proto_field snapshots_fields[] = {{"ctx", PF_NAME | PF_NIL, false, 0}};
+static const proto_field snapshot_delete_fields[] = {{"snapshot", PF_STR, true, 200}};
 
 #define FIELDS(a) a, sizeof a / sizeof a[0]
 static const request_kind request_kinds[] = {
@@ -945,6 +996,10 @@ static const request_kind request_kinds[] = {
     {"complete", FIELDS(complete_fields), sup_query_complete},
     {"inspect", FIELDS(inspect_fields), sup_query_inspect},
     {"is_complete", FIELDS(is_complete_fields), sup_query_is_complete},
+    {"ctx.snapshot", FIELDS(snapshot_fields), sup_snap_request},
+    {"ctx.restore", FIELDS(restore_fields), sup_snap_restore_request},
+    {"ctx.snapshots", FIELDS(snapshots_fields), sup_snap_list},
+    {"ctx.snapshot_delete", FIELDS(snapshot_delete_fields), sup_snap_delete},
 };
 
 static void log_request(const char *type, const proto_val *msg, double t0)

@@ -25,6 +25,7 @@
 #include "wrk_output.h"
 #include "wrk_py.h"
 #include "wrk_query.h"
+#include "wrk_snap.h"
 #include "wrk_run.h"
 #include "wrk_site.h"
 #include "wrk_static.h"
@@ -107,7 +108,8 @@ static void init_session(void)
 {
     if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0 ||
         wrk_ipy_init() < 0 || wrk_mpmain_init() < 0 ||
-        wrk_py_install_hooks(wrk_display_patch_module) < 0 || wrk_query_init() < 0)
+        wrk_py_install_hooks(wrk_display_patch_module) < 0 || wrk_query_init() < 0 ||
+        wrk_snap_init() < 0)
         goto fail;
     PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
     if (!main_mod)
@@ -142,9 +144,40 @@ static void send_ready(void)
     proto_buf_free(&b);
 }
 
-/* What the supervisor sent: a run, a fork (ctx.fork), a query, or `exit`
- * (the context ends on purpose). */
-typedef enum frame_kind { FRAME_RUN, FRAME_FORK, FRAME_QUERY, FRAME_EXIT } frame_kind;
+/* What the supervisor sent: a run, a fork (ctx.fork), a query, a snapshot
+ * or restore, or `exit` (the context ends on purpose). */
+typedef enum frame_kind { FRAME_RUN, FRAME_FORK, FRAME_QUERY, FRAME_SNAP, FRAME_EXIT } frame_kind;
+
+/* Decodes a `snapshot` or `restore` frame into s and takes the file's
+ * descriptor that came with it; a malformed one is a broken supervisor:
+ * exit(2). */
+static void parse_snap(const proto_val *msg, wrk_snap_req *s)
+{
+    static const proto_field fields[] = {
+        {"max_bytes", PF_UINT, false, 0},
+        {"execution_count", PF_UINT, false, 0},
+        {"info", PF_BIN, false, 0},
+    };
+    proto_error err;
+    int fd = -1;
+    if (proto_check(msg, fields, sizeof fields / sizeof fields[0], &err) < 0 ||
+        wrk_chan_take_fds(&fd, 1) != 1) {
+        wrk_log("bad snapshot frame");
+        _exit(2);
+    }
+    memset(s, 0, sizeof *s);
+    s->restore = proto_str_eq(proto_map_get(msg, "t"), "restore");
+    s->fd = fd;
+    const proto_val *v = proto_map_get(msg, "max_bytes");
+    s->max_bytes = v ? v->as.u : 0;
+    v = proto_map_get(msg, "execution_count");
+    s->execution_count = v ? v->as.u : 0;
+    v = proto_map_get(msg, "info");
+    if (v) {
+        s->info = v->as.s;
+        s->info_len = v->n;
+    }
+}
 
 /* Decodes a `query` frame into q (pointing into the frame); a malformed one
  * is a broken supervisor: exit(2). */
@@ -186,7 +219,7 @@ static void parse_query(const proto_val *msg, wrk_query_req *q)
  * the frame), a `fork` left for wrk_zygote. Anything else is a broken
  * supervisor: exit(2), it kills and reports the context anyway. */
 static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_req *req,
-                              wrk_query_req *q)
+                              wrk_query_req *q, wrk_snap_req *snap)
 {
     proto_error err;
     if (proto_decode(doc, body, len, &err) < 0) {
@@ -204,6 +237,11 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     if (proto_str_eq(proto_map_get(msg, "t"), "query")) {
         parse_query(msg, q);
         return FRAME_QUERY;
+    }
+    if (proto_str_eq(proto_map_get(msg, "t"), "snapshot") ||
+        proto_str_eq(proto_map_get(msg, "t"), "restore")) {
+        parse_snap(msg, snap);
+        return FRAME_SNAP;
     }
     if (!proto_str_eq(proto_map_get(msg, "t"), "run")) {
         wrk_log("unexpected frame from the supervisor");
@@ -302,7 +340,8 @@ static _Noreturn void serve_channel(void)
         proto_doc doc;
         wrk_run_req req;
         wrk_query_req q;
-        frame_kind kind = parse_frame(body, len, &doc, &req, &q);
+        wrk_snap_req snap;
+        frame_kind kind = parse_frame(body, len, &doc, &req, &q, &snap);
         if (kind == FRAME_EXIT)
             exit_on_request();
         if (kind == FRAME_FORK) {
@@ -318,6 +357,12 @@ static _Noreturn void serve_channel(void)
             sbx_run_begin(); /* a query may run user code (properties, __dir__) */
             wrk_run_query(&q);
             sbx_run_end();
+            proto_doc_free(&doc);
+        } else if (kind == FRAME_SNAP) {
+            sbx_run_begin(); /* unpickling runs the snapshot's code: untrusted */
+            wrk_run_snap(&snap);
+            sbx_run_end();
+            close(snap.fd);
             proto_doc_free(&doc);
         } else if (sbx_static()) {
             wrk_static_execute(&req);

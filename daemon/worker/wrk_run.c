@@ -528,3 +528,31 @@ void wrk_run_query(const wrk_query_req *req)
     wrk_chan_send(&frames);
     proto_buf_free(&frames);
 }
+
+void wrk_run_snap(const wrk_snap_req *req)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    wrk_input_allow(false); /* input() in a __reduce__ raises EOFError */
+    proto_buf frames;
+    proto_buf_init(&frames);
+    wrk_run_put_start(&frames);
+    sigint_discard();
+    sigint_mask(SIG_UNBLOCK);
+    PyThreadState *ts = PyEval_SaveThread();
+    wrk_chan_send(&frames);
+    PyEval_RestoreThread(ts);
+    PyObject *answer = wrk_snap_do(req, run_globals);
+    sigint_mask(SIG_BLOCK);
+    if (!answer)
+        PyErr_Clear();
+    if (PyErr_CheckSignals() < 0)
+        PyErr_Clear();
+    if (wrk_output_forked())
+        child_exit(NULL);
+    frames.len = 0;
+    wrk_snap_put_answer(&frames, wrk_run_id(), answer);
+    Py_XDECREF(answer);
+    PyGILState_Release(gil);
+    wrk_chan_send(&frames);
+    proto_buf_free(&frames);
+}

@@ -13,6 +13,7 @@
 #include "proto.h"
 #include "wrk_ipy.h"
 #include "wrk_query.h"
+#include "wrk_snap.h"
 
 typedef struct wrk_run_req {
     const char *code; /* UTF-8, not NUL-terminated */
@@ -36,6 +37,9 @@ void wrk_run_execute(const wrk_run_req *req);
  * `answer`. SIGINT is open in between, so an interrupt or the timeout
  * stops user code the query ran (the answer is then empty). */
 void wrk_run_query(const wrk_query_req *req);
+/* GIL not held. A snapshot or restore: `start`, then `answer`; SIGINT is
+ * open in between (an interrupted one answers that it was). */
+void wrk_run_snap(const wrk_snap_req *req);
 
 /* The run id the supervisor chose for the request being served (0 when it
  * sent none); the frames below and the fork answer carry it. */

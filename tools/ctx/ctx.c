@@ -79,7 +79,8 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "proto/PROTOCOL.md (name, cwd, state, pid, incarnation, created,\n"
              "execution_count, queued, rss, pss [, last_death]; bytes, Unix time).\n"},
     {.name = "create",
-     .usage = "[NAME] [--cwd DIR] [-e KEY=VAL]... [-p PKG]... [-t TIER] [-P FIELD=VALUE]...",
+     .usage = "[NAME] [--cwd DIR] [-e KEY=VAL]... [-p PKG]... [-t TIER] [-P FIELD=VALUE]...\n"
+              "       [--from-snapshot CTX/NAME] [--autosnapshot run|SECONDS]",
      .handler = ctx_cmd_ctx_create,
      .summary = "start a new context (prints its name)",
      .help =
@@ -95,7 +96,14 @@ const struct ctx_cmd ctx_cmd_table[] = {
          "                       (confined process), sandbox (own namespaces and root)\n"
          "  -P, --policy F=V     a policy field (repeatable): V is true, false, a number\n"
          "                       or [a,b,...]; e.g. -P memory_bytes=268435456\n"
-         "                       -P filesystem_write_roots=[/srv/out] (PROTOCOL.md section 5)\n\n"
+         "                       -P filesystem_write_roots=[/srv/out] (PROTOCOL.md section 5)\n"
+         "      --from-snapshot CTX/NAME\n"
+         "                       start from a snapshot's state ('ctx snapshots'); the tier\n"
+         "                       and policy are this command's, not the snapshot's\n"
+         "      --autosnapshot run|SECONDS\n"
+         "                       snapshot the state (as CTX/auto) after each run that ends ok,\n"
+         "                       or at most every SECONDS; after a daemon restart the context\n"
+         "                       comes back with that state\n\n"
          "With --json: {\"t\":\"ok\",\"ctx\":INFO}.\n"},
     {.name = "cp",
      .usage = "SRC DST",
@@ -145,6 +153,34 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "of its state and the two diverge from then on. The fork waits behind the\n"
              "runs queued on SRC. NAME is generated when absent; the new name is\n"
              "printed. With --json: {\"t\":\"ok\",\"ctx\":INFO}.\n"},
+    {.name = "snapshot",
+     .usage = "CTX [NAME]",
+     .handler = ctx_cmd_snap_snapshot,
+     .summary = "save a context's Python state to a snapshot file",
+     .help = "Writes the globals (functions and classes by value), the modules imported,\n"
+             "cwd, environment and execution count to STATE_DIR/snapshots/CTX/NAME (NAME\n"
+             "generated when absent). Prints the snapshot's id and size; each global that\n"
+             "could not be saved (an open socket, a thread, a generator...) is named on\n"
+             "stderr. Waits behind the runs queued on CTX. With --json:\n"
+             "{\"t\":\"ok\",\"snapshot\":{id,ctx,name,size,created},\"unsaved\":[..]}.\n"},
+    {.name = "restore",
+     .usage = "CTX SNAPSHOT",
+     .handler = ctx_cmd_snap_restore,
+     .summary = "replace a context's state with a snapshot's",
+     .help = "SNAPSHOT is NAME (one of CTX's) or CTX2/NAME. A snapshot that is corrupt or\n"
+             "was made by another Python or other package versions is refused and the\n"
+             "context keeps its state. See also 'ctx create --from-snapshot'.\n"},
+    {.name = "snapshots",
+     .usage = "[CTX]",
+     .handler = ctx_cmd_snap_list,
+     .summary = "list snapshots (of one context, or all)",
+     .help = "One line per snapshot: its id (CTX/NAME) and size in bytes. With --json:\n"
+             "{\"t\":\"ok\",\"snapshots\":[{id,ctx,name,size,created},..]}.\n"},
+    {.name = "snapshot-rm",
+     .usage = "CTX/NAME",
+     .handler = ctx_cmd_snap_rm,
+     .summary = "delete a snapshot",
+     .help = "Snapshots outlive their context; this removes one.\n"},
     {.name = "interrupt",
      .usage = "[NAME]",
      .handler = ctx_cmd_ctx_interrupt,

@@ -30,11 +30,14 @@ int ctx_cmd_ctx_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
                                              {"package", required_argument, NULL, 'p'},
                                              {"tier", required_argument, NULL, 't'},
                                              {"policy", required_argument, NULL, 'P'},
+                                             {"from-snapshot", required_argument, NULL, 'S'},
+                                             {"autosnapshot", required_argument, NULL, 'A'},
                                              CTX_COMMON_LONGOPTS,
                                              {0}};
     ctx_env_list env = {0}, policy = {0};
     const char *tier = NULL;
     const char *cwd = NULL;
+    const char *from = NULL, *autosnap = NULL;
     const char **pkgs = NULL;
     size_t npkgs = 0;
     int opt, r = CONTINUE;
@@ -45,6 +48,10 @@ int ctx_cmd_ctx_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
             r = ctx_env_add(&env, cmd, optarg);
         } else if (opt == 't') {
             tier = optarg;
+        } else if (opt == 'S') {
+            from = optarg;
+        } else if (opt == 'A') {
+            autosnap = optarg;
         } else if (opt == 'P') {
             r = ctx_env_add(&policy, cmd, optarg);
         } else if (opt == 'p') {
@@ -70,7 +77,9 @@ int ctx_cmd_ctx_create(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
                               .npackages = npkgs,
                               .tier = tier,
                               .policy = policy.kv,
-                              .npolicy = policy.n};
+                              .npolicy = policy.n,
+                              .from_snapshot = from,
+                              .autosnapshot = autosnap};
         int rc = ctxd_ctx_create_ex(cli->client, &o, &info);
         free(abs);
         if (rc == 0 && cli->json)

@@ -191,6 +191,34 @@ export interface CreateContextOptions extends CallOptions {
   packages?: string[];
   tier?: string;
   policy?: Record<string, Value>;
+  /** "CTX/NAME": the new context starts with that snapshot's state (no deadline then) */
+  fromSnapshot?: string;
+  /** "run" (after each run that ends ok) or seconds: the state is kept as snapshot NAME/auto */
+  autosnapshot?: "run" | number;
+}
+
+/** A snapshot of a context's state (ctx.snapshot). */
+export interface SnapshotInfo {
+  id: string;
+  ctx: string;
+  name: string;
+  size: number;
+  created: number;
+}
+
+/** A global a snapshot could not keep (or a restore could not bring back), and why. */
+export interface Unsaved {
+  name: string;
+  reason: string;
+}
+
+function parseSnapshot(v: any): SnapshotInfo {
+  if (!v || typeof v !== "object") throw new ProtocolError("reply without a snapshot");
+  return { id: String(v.id), ctx: String(v.ctx), name: String(v.name), size: Number(v.size), created: Number(v.created ?? 0) };
+}
+
+function parseUnsaved(v: any): Unsaved[] {
+  return Array.isArray(v) ? v.map((u: any) => ({ name: String(u?.name), reason: String(u?.reason) })) : [];
 }
 
 export interface QueryOptions {
@@ -700,8 +728,10 @@ export class Client {
       packages: opts.packages && opts.packages.length ? opts.packages : undefined,
       tier: opts.tier,
       policy: opts.policy,
+      from_snapshot: opts.fromSnapshot,
+      autosnapshot: opts.autosnapshot,
     };
-    const live = !!(opts.packages && opts.packages.length);
+    const live = !!(opts.packages && opts.packages.length) || !!opts.fromSnapshot;
     const r = await this.call("ctx.create", fields, { ...opts, kind: live ? "live" : "ctl" });
     return parseContext(r.ctx);
   }
@@ -732,6 +762,34 @@ export class Client {
     if (!src) throw new TypeError("forkContext needs a context");
     const r = await this.call("ctx.fork", { ctx: src, name }, { ...opts, kind: "live", requestTimeout: opts.requestTimeout ?? 0 });
     return parseContext(r.ctx);
+  }
+
+  /** Writes the context's Python state to snapshot `name` (generated when absent); waits behind its runs, no deadline. `unsaved`: every global not saved, and why. */
+  async snapshotContext(ctx: CtxRef, name?: string, opts: CallOptions = {}): Promise<{ snapshot: SnapshotInfo; unsaved: Unsaved[] }> {
+    const src = ctxName(ctx);
+    if (!src) throw new TypeError("snapshotContext needs a context");
+    const r = await this.call("ctx.snapshot", { ctx: src, name }, { ...opts, kind: "live", requestTimeout: opts.requestTimeout ?? 0 });
+    return { snapshot: parseSnapshot(r.snapshot), unsaved: parseUnsaved(r.unsaved) };
+  }
+
+  /** Replaces the context's state with a snapshot's ("NAME" of its own, or "CTX/NAME"); a corrupt or foreign one is refused (bad_snapshot) and the state kept. */
+  async restoreContext(ctx: CtxRef, snapshot: string, opts: CallOptions = {}): Promise<{ ctx: ContextInfo; restored: number; unsaved: Unsaved[] }> {
+    const name = ctxName(ctx);
+    if (!name) throw new TypeError("restoreContext needs a context");
+    const r = await this.call("ctx.restore", { ctx: name, snapshot }, { ...opts, kind: "live", requestTimeout: opts.requestTimeout ?? 0 });
+    return { ctx: parseContext(r.ctx), restored: Number(r.restored ?? 0), unsaved: parseUnsaved(r.unsaved) };
+  }
+
+  /** The snapshots of a context (of every context without one). */
+  async listSnapshots(ctx?: CtxRef, opts: CallOptions = {}): Promise<SnapshotInfo[]> {
+    const r = await this.call("ctx.snapshots", { ctx: ctxName(ctx) }, opts);
+    if (!Array.isArray(r.snapshots)) throw new ProtocolError("ctx.snapshots reply without snapshots");
+    return r.snapshots.map(parseSnapshot);
+  }
+
+  /** Deletes snapshot "CTX/NAME". */
+  async deleteSnapshot(snapshot: string, opts: CallOptions = {}): Promise<void> {
+    await this.call("ctx.snapshot_delete", { snapshot }, opts);
   }
 
   /** Installs requirements into one context from the daemon's package source; [{name, cached}]. */

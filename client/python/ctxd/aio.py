@@ -397,6 +397,29 @@ class AsyncClient:
         """As Client.stats."""
         return parse_stats(await self._call("stats", request_timeout))
 
+    async def snapshot_context(self, ctx: Any, name: Optional[str] = None) -> Dict[str, Any]:
+        """As Client.snapshot_context."""
+        reply = await self._call("ctx.snapshot", 0, _kind="live", ctx=ctx_name(ctx), name=name)
+        return {"snapshot": reply.get("snapshot"), "unsaved": reply.get("unsaved", [])}
+
+    async def restore_context(self, ctx: Any, snapshot: str) -> Dict[str, Any]:
+        """As Client.restore_context."""
+        reply = await self._call("ctx.restore", 0, _kind="live", ctx=ctx_name(ctx),
+                               snapshot=snapshot)
+        return {"ctx": ContextInfo.from_msg(reply.get("ctx")), "snapshot": reply.get("snapshot"),
+                "restored": reply.get("restored", 0), "unsaved": reply.get("unsaved", [])}
+
+    async def list_snapshots(self, ctx: Any = None,
+                       request_timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """As Client.list_snapshots."""
+        reply = await self._call("ctx.snapshots", request_timeout,
+                               ctx=ctx_name(ctx) if ctx is not None else None)
+        return list(reply.get("snapshots", []))
+
+    async def delete_snapshot(self, snapshot: str, request_timeout: Optional[float] = None) -> None:
+        """As Client.delete_snapshot."""
+        await self._call("ctx.snapshot_delete", request_timeout, snapshot=snapshot)
+
     async def fork_context(self, ctx: Any, name: Optional[str] = None) -> ContextInfo:
         """As Client.fork_context."""
         src = ctx_name(ctx)
@@ -413,14 +436,17 @@ class AsyncClient:
                              tier: Optional[str] = None,
                              policy: Optional[Dict[str, Any]] = None,
                              syntax: Optional[str] = None,
-                             lease: Optional[float] = None) -> ContextInfo:
+                             lease: Optional[float] = None,
+                       from_snapshot: Optional[str] = None,
+                       autosnapshot: Any = None) -> ContextInfo:
         """As Client.create_context."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
         fields = dict(name=name, cwd=cwd, env=env or None, figures=None if figures else False,
                       packages=list(packages) if packages else None, tier=tier, policy=policy,
-                      syntax=syntax, lease=lease)
-        if packages:
+                      syntax=syntax, lease=lease, from_snapshot=from_snapshot,
+                      autosnapshot=autosnapshot)
+        if packages or from_snapshot:
             reply = await self._call("ctx.create", 0, _kind="live", **fields)
         else:
             reply = await self._call("ctx.create", request_timeout, **fields)

@@ -449,6 +449,39 @@ class Client:
         RefusedError code "unknown_type" from a daemon without it)."""
         return parse_stats(self._call("stats", request_timeout))
 
+    def snapshot_context(self, ctx: Any, name: Optional[str] = None) -> Dict[str, Any]:
+        """Writes ctx's Python state to snapshot name (None: generated),
+        `ctx.snapshot`; waits behind its runs, without a deadline. Returns
+        {"snapshot": {id, ctx, name, size, created}, "unsaved": [{name,
+        reason}]}: every global that could not be saved, and why.
+        RefusedError codes: unknown_context, dead, busy, limit, too_large
+        (the message says the size it would need), io, aborted."""
+        reply = self._call("ctx.snapshot", 0, _kind="live", ctx=ctx_name(ctx), name=name)
+        return {"snapshot": reply.get("snapshot"), "unsaved": reply.get("unsaved", [])}
+
+    def restore_context(self, ctx: Any, snapshot: str) -> Dict[str, Any]:
+        """Replaces ctx's state with snapshot ("NAME" of ctx's, or
+        "CTX/NAME"), `ctx.restore`. Returns {"ctx": ContextInfo,
+        "snapshot": id, "restored": n, "unsaved": [...]}. A corrupt or
+        foreign snapshot raises RefusedError bad_snapshot and ctx keeps its
+        state."""
+        reply = self._call("ctx.restore", 0, _kind="live", ctx=ctx_name(ctx),
+                               snapshot=snapshot)
+        return {"ctx": ContextInfo.from_msg(reply.get("ctx")), "snapshot": reply.get("snapshot"),
+                "restored": reply.get("restored", 0), "unsaved": reply.get("unsaved", [])}
+
+    def list_snapshots(self, ctx: Any = None,
+                       request_timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """The snapshots of ctx (None: of every context), `ctx.snapshots`:
+        [{id, ctx, name, size, created}]."""
+        reply = self._call("ctx.snapshots", request_timeout,
+                               ctx=ctx_name(ctx) if ctx is not None else None)
+        return list(reply.get("snapshots", []))
+
+    def delete_snapshot(self, snapshot: str, request_timeout: Optional[float] = None) -> None:
+        """Deletes snapshot "CTX/NAME" (`ctx.snapshot_delete`)."""
+        self._call("ctx.snapshot_delete", request_timeout, snapshot=snapshot)
+
     def fork_context(self, ctx: Any, name: Optional[str] = None) -> ContextInfo:
         """Clones the live context ctx into a new one (name None: generated)
         with the same globals, modules, cwd and environment (`ctx.fork`).
@@ -469,7 +502,9 @@ class Client:
                        packages: Optional[List[str]] = None, tier: Optional[str] = None,
                        policy: Optional[Dict[str, Any]] = None,
                        syntax: Optional[str] = None,
-                       lease: Optional[float] = None) -> ContextInfo:
+                       lease: Optional[float] = None,
+                       from_snapshot: Optional[str] = None,
+                       autosnapshot: Any = None) -> ContextInfo:
         """Starts a context (a generated name ctx-XXXXXXXXXXXX when name is
         None) with its own worker process. cwd: an absolute directory (a
         relative one is made absolute here); env: added to its environment;
@@ -481,14 +516,20 @@ class Client:
         what each tier enforces. syntax: the default of its runs ("python"
         or "ipython"). lease: seconds (1 to 86400) the context lives
         without a request naming it (renew_context is the heartbeat); the
-        daemon deletes it past that, busy or not. RefusedError codes:
-        exists, bad_name, bad_cwd, bad_field, limit, spawn, install."""
+        daemon deletes it past that, busy or not. from_snapshot: "CTX/NAME",
+        the new context starts with that snapshot's state (then without a
+        deadline); autosnapshot: "run" or seconds, its state is kept as
+        snapshot NAME/auto (after each run that ends ok, or at most every
+        that many seconds) and comes back after a daemon restart.
+        RefusedError codes: exists, bad_name, bad_cwd, bad_field, limit,
+        spawn, install, not_found, bad_snapshot, too_large."""
         if cwd is not None:
             cwd = os.path.abspath(cwd)
         fields = dict(name=name, cwd=cwd, env=env or None, figures=None if figures else False,
                       packages=list(packages) if packages else None, tier=tier, policy=policy,
-                      syntax=syntax, lease=lease)
-        if packages:
+                      syntax=syntax, lease=lease, from_snapshot=from_snapshot,
+                      autosnapshot=autosnapshot)
+        if packages or from_snapshot:
             reply = self._call("ctx.create", 0, _kind="live", **fields)
         else:
             reply = self._call("ctx.create", request_timeout, **fields)

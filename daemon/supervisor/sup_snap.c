@@ -1,0 +1,893 @@
+/* sup_snap: snapshots of a context's Python state (sup_snap.h; PROTOCOL.md
+ * section 5, "ctx.snapshot").
+ *
+ * A snapshot or restore waits in the context's FIFO like a query (it counts
+ * toward max_queue) and runs when its turn comes: the supervisor opens the
+ * file itself, under STATE_DIR/snapshots/CTX/ by descriptor without
+ * following symbolic links, and sends the worker a `snapshot` or `restore`
+ * frame with the descriptor attached; the worker sends `start` and then
+ * `answer {data}`. A snapshot is written to a temporary name and renamed
+ * into place only when the worker answered ok and the file's size, read by
+ * the supervisor (fstat), is within the cap. What is in the file is the
+ * worker's: the supervisor takes nothing from it but the execution count a
+ * restore reports (a number), so a context's tier and policy never come
+ * from a snapshot. */
+#include "sup_snap.h"
+
+#include "sup_auth.h"
+#include "sup_config.h"
+#include "sup_ctx.h"
+#include "sup_log.h"
+#include "sup_peer.h"
+#include "sup_policy.h"
+#include "sup_send.h"
+#include "sup_stats.h"
+
+#include "mem.h"
+#include "proto.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AUTO_NAME "auto"       /* the name autosnapshots are kept under */
+#define LIST_MAX 10000         /* ctx.snapshots lists at most this many */
+#define UNSAVED_MAX 1000       /* items of an answer's `unsaved` */
+#define MESSAGE_MAX 4096       /* an answer's `message` */
+#define COUNT_MAX (1ull << 53) /* an execution count a restore may report */
+#define ID_MAX (2 * PROTO_MAX_NAME + 2)
+
+static const sup_run_kind snap_kind;
+
+/* ---- the snapshot directory ------------------------------------------- */
+
+/* STATE_DIR/snapshots, made on first use (0700); -1 with errno. */
+static int root_dir(void)
+{
+    static int fd = -1;
+    if (fd >= 0)
+        return fd;
+    const char *state = sup_auth_state_dir();
+    if (!state) {
+        errno = ENOENT;
+        return -1;
+    }
+    int sfd = open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sfd < 0)
+        return -1;
+    if (mkdirat(sfd, "snapshots", 0700) < 0 && errno != EEXIST) {
+        close(sfd);
+        return -1;
+    }
+    fd = openat(sfd, "snapshots", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(sfd);
+    errno = e;
+    return fd;
+}
+
+/* The directory of ctx's snapshots (made when make); -1 with errno. */
+static int ctx_dir(const char *ctx, bool make)
+{
+    int root = root_dir();
+    if (root < 0)
+        return -1;
+    if (make && mkdirat(root, ctx, 0700) < 0 && errno != EEXIST)
+        return -1;
+    return openat(root, ctx, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* A snapshot file's name: a context name (so no '/', no leading '.'). */
+static bool entry_is_snapshot(const struct dirent *d)
+{
+    return proto_name_valid(d->d_name, strlen(d->d_name));
+}
+
+/* Calls fn for every snapshot in dirfd (a context's directory); fn may
+ * stop the walk by returning false. */
+static void each_snapshot(int dirfd,
+                          bool (*fn)(void *arg, int dirfd, const char *name, const struct stat *st),
+                          void *arg)
+{
+    int fd = dup(dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (!entry_is_snapshot(e) || fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (!fn(arg, dirfd, e->d_name, &st))
+            break;
+    }
+    closedir(d);
+}
+
+/* Calls fn for each context directory under the root (name and fd). */
+static void each_ctx_dir(bool (*fn)(void *arg, const char *ctx, int dirfd), void *arg)
+{
+    int root = root_dir();
+    int fd = root >= 0 ? dup(root) : -1;
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    rewinddir(d);
+    struct dirent *e;
+    bool go = true;
+    while (go && (e = readdir(d)) != NULL) {
+        if (!entry_is_snapshot(e))
+            continue;
+        int cfd = openat(root, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (cfd < 0)
+            continue;
+        go = fn(arg, e->d_name, cfd);
+        close(cfd);
+    }
+    closedir(d);
+}
+
+typedef struct tally {
+    const char *skip; /* a name not counted (the one being replaced) */
+    uint64_t count, bytes;
+} tally;
+
+static bool tally_one(void *arg, int dirfd, const char *name, const struct stat *st)
+{
+    (void)dirfd;
+    tally *t = arg;
+    if (t->skip && strcmp(name, t->skip) == 0)
+        return true;
+    t->count++;
+    t->bytes += (uint64_t)st->st_size;
+    return true;
+}
+
+static bool tally_dir(void *arg, const char *ctx, int dirfd)
+{
+    (void)ctx;
+    tally *t = arg;
+    tally sub = {NULL, 0, 0};
+    each_snapshot(dirfd, tally_one, &sub);
+    t->bytes += sub.bytes;
+    t->count += sub.count;
+    return true;
+}
+
+/* Bytes of all snapshots in the state directory (their temporary files
+ * being written are not counted: each is capped by what was left). */
+static uint64_t total_bytes(void)
+{
+    tally t = {NULL, 0, 0};
+    each_ctx_dir(tally_dir, &t);
+    return t.bytes;
+}
+
+/* Splits "CTX/NAME" (or "NAME", meaning dflt's) into its two names; false
+ * when either is not a valid name. */
+static bool parse_id(const proto_val *v, const char *dflt, char *ctx, char *name)
+{
+    if (!v || v->kind != PROTO_STR || v->n > ID_MAX)
+        return false;
+    const char *s = v->as.s;
+    const char *slash = memchr(s, '/', v->n);
+    size_t cn = slash ? (size_t)(slash - s) : 0;
+    const char *n = slash ? slash + 1 : s;
+    size_t nn = slash ? v->n - cn - 1 : v->n;
+    if (slash ? !proto_name_valid(s, cn) : !dflt)
+        return false;
+    if (!proto_name_valid(n, nn))
+        return false;
+    if (slash)
+        snprintf(ctx, PROTO_MAX_NAME + 1, "%.*s", (int)cn, s);
+    else
+        snprintf(ctx, PROTO_MAX_NAME + 1, "%s", dflt);
+    snprintf(name, PROTO_MAX_NAME + 1, "%.*s", (int)nn, n);
+    return true;
+}
+
+/* Opens snapshot CTX/NAME for reading: the descriptor, or -1 after
+ * replying `err`. */
+static int open_snapshot(const char *ctx, const char *name, const sup_peer *peer)
+{
+    int dfd = ctx_dir(ctx, false);
+    int fd = dfd >= 0 ? openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
+    int e = errno;
+    if (dfd >= 0)
+        close(dfd);
+    if (fd < 0) {
+        if (e == ENOENT)
+            sup_reply_err(peer, "not_found", "no snapshot '%s/%s'", ctx, name);
+        else
+            sup_reply_err(peer, "io", "cannot open snapshot '%s/%s': %s", ctx, name, strerror(e));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        sup_reply_err(peer, "bad_snapshot", "snapshot '%s/%s' is not a regular file", ctx, name);
+        close(fd);
+        return -1;
+    }
+    if ((uint64_t)st.st_size > sup_cfg.max_snapshot_bytes) {
+        sup_reply_err(peer, "too_large",
+                      "snapshot '%s/%s' is %llu bytes, past max_snapshot_bytes (%llu)", ctx, name,
+                      (unsigned long long)st.st_size,
+                      (unsigned long long)sup_cfg.max_snapshot_bytes);
+        close(fd);
+        return -1;
+    }
+    (void)fcntl(fd, F_SETFL, 0); /* the worker reads it blocking */
+    return fd;
+}
+
+/* ---- queueing --------------------------------------------------------- */
+
+static sup_run *new_run(int mode, const sup_peer *peer, const char *ctx, const char *name)
+{
+    sup_run *r = mem_calloc(1, sizeof *r);
+    r->kind = &snap_kind;
+    if (peer)
+        r->peer = *peer;
+    else
+        r->snap_internal = true;
+    r->snap_mode = mode;
+    r->query_op = mode == SUP_SNAP_WRITE ? "snapshot" : "restore";
+    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
+    r->snap_fd = r->snap_dirfd = -1;
+    char id[ID_MAX + 1];
+    snprintf(id, sizeof id, "%s/%s", ctx, name);
+    r->snap_id = mem_strdup(id);
+    return r;
+}
+
+/* The checks every request on a live context makes; NULL after `err`. */
+static sup_ctx *live_ctx(const proto_val *msg, const sup_peer *peer)
+{
+    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    if (!c)
+        return NULL;
+    if (c->policy && c->policy->tier == SUP_TIER_STATIC) {
+        sup_reply_err(peer, "forbidden", "context '%s' is of the static tier: it has no state",
+                      c->name);
+        return NULL;
+    }
+    if (c->pid == 0 && !c->spawning) {
+        sup_reply_err(peer, "dead",
+                      "context '%s' has no live worker; run something in it to start a new one",
+                      c->name);
+        return NULL;
+    }
+    if (c->queued >= sup_cfg.max_queue) {
+        sup_reply_err(peer, "busy", "context '%s' already has %zu requests queued (max_queue)",
+                      c->name, c->queued);
+        return NULL;
+    }
+    return c;
+}
+
+void sup_snap_request(const proto_val *msg, const sup_peer *peer)
+{
+    const proto_val *name = proto_map_get(msg, "name");
+    sup_ctx *c = live_ctx(msg, peer);
+    if (!c)
+        return;
+    char gen[PROTO_MAX_NAME + 1];
+    if (name && name->kind == PROTO_STR) {
+        snprintf(gen, sizeof gen, "%.*s", (int)name->n, name->as.s);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(gen, sizeof gen, "snap-%Y%m%dT%H%M%S", &tm);
+        size_t len = strlen(gen);
+        snprintf(gen + len, sizeof gen - len, "-%04x", (unsigned)(rand() & 0xffff));
+    }
+    sup_ctx_submit(c, new_run(SUP_SNAP_WRITE, peer, c->name, gen));
+}
+
+void sup_snap_restore_request(const proto_val *msg, const sup_peer *peer)
+{
+    sup_ctx *c = live_ctx(msg, peer);
+    if (!c)
+        return;
+    char ctx[PROTO_MAX_NAME + 1], name[PROTO_MAX_NAME + 1];
+    if (!parse_id(proto_map_get(msg, "snapshot"), c->name, ctx, name)) {
+        sup_reply_err(peer, "bad_name",
+                      "field 'snapshot' must be NAME or CTX/NAME (names as "
+                      "contexts' names)");
+        return;
+    }
+    int fd = open_snapshot(ctx, name, peer);
+    if (fd < 0)
+        return;
+    sup_run *r = new_run(SUP_SNAP_RESTORE, peer, ctx, name);
+    r->snap_fd = fd;
+    sup_ctx_submit(c, r);
+}
+
+int sup_snap_open_for_create(const proto_val *id, const sup_peer *peer)
+{
+    char ctx[PROTO_MAX_NAME + 1], name[PROTO_MAX_NAME + 1];
+    if (!parse_id(id, NULL, ctx, name)) {
+        sup_reply_err(peer, "bad_name",
+                      "field 'from_snapshot' must be CTX/NAME (names as "
+                      "contexts' names)");
+        return -1;
+    }
+    return open_snapshot(ctx, name, peer);
+}
+
+void sup_snap_create_restore(sup_ctx *c, int fd, const char *id, const sup_peer *peer)
+{
+    char ctx[PROTO_MAX_NAME + 1], name[PROTO_MAX_NAME + 1];
+    proto_val v = {.kind = PROTO_STR, .n = (uint32_t)strlen(id), .as.s = id};
+    if (!parse_id(&v, NULL, ctx, name)) /* checked by sup_snap_open_for_create */
+        fatal("from_snapshot id changed");
+    sup_run *r = new_run(SUP_SNAP_CREATE, peer, ctx, name);
+    r->snap_fd = fd;
+    sup_ctx_submit(c, r);
+}
+
+double sup_snap_parse_auto(const proto_val *v, const sup_peer *peer)
+{
+    if (!v || v->kind == PROTO_NIL)
+        return 0;
+    if (proto_str_eq(v, "run"))
+        return -1;
+    double s = v->kind == PROTO_UINT ? (double)v->as.u : v->kind == PROTO_FLOAT ? v->as.f : -1;
+    if (s >= 1 && s <= 1e9)
+        return s;
+    sup_reply_err(peer, "bad_field",
+                  "field 'autosnapshot' must be \"run\" or a number of seconds from 1 to 1e9");
+    return -2;
+}
+
+/* ---- the run ---------------------------------------------------------- */
+
+/* Writes one frame with descriptor fd attached to its first byte. */
+static ssize_t send_with_fd(int sock, const proto_buf *b, int fd)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {b->data, b->len};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.buf,
+                        .msg_controllen = CMSG_SPACE(sizeof(int))};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n;
+}
+
+/* Removes the temporary file of a snapshot that did not complete. */
+static void drop_tmp(const sup_run *r)
+{
+    if (r->snap_tmp && r->snap_dirfd >= 0)
+        (void)unlinkat(r->snap_dirfd, r->snap_tmp, 0);
+}
+
+/* Ends the running snapshot or restore (its reply already sent) and lets
+ * the context go on; a ctx.create whose restore failed deletes c. */
+static void end_snap(sup_ctx *c, bool delete_ctx)
+{
+    sup_run *r = c->running;
+    c->running = NULL;
+    if (c->timed_out && !c->kill_reason)
+        c->kill_at = 0;
+    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->deadline = 0;
+    drop_tmp(r);
+    sup_run_free(r);
+    if (delete_ctx)
+        sup_ctx_delete(c);
+    else
+        sup_ctx_dispatch(c);
+}
+
+static void fail(sup_ctx *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Replies `err` (or logs, for an internal run) and ends the run. */
+static void fail(sup_ctx *c, const char *code, const char *fmt, ...)
+{
+    sup_run *r = c->running;
+    char msg[MESSAGE_MAX + 200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (r->snap_internal)
+        sup_stats_event("%s-failed ctx=%s snapshot=%s error=\"%s\"",
+                        r->snap_mode == SUP_SNAP_WRITE ? "autosnapshot" : "restore", c->name,
+                        r->snap_id, msg);
+    else
+        sup_reply_err(&r->peer, code, "%s", msg);
+    end_snap(c, r->snap_mode == SUP_SNAP_CREATE);
+}
+
+/* The `snapshot` frame: the file is made under a temporary name. */
+static void start_write(sup_ctx *c, sup_run *r, proto_buf *b)
+{
+    const char *name = strchr(r->snap_id, '/') + 1;
+    r->snap_dirfd = ctx_dir(c->name, true);
+    if (r->snap_dirfd < 0) {
+        fail(c, "io", "cannot open the snapshot directory of '%s': %s", c->name, strerror(errno));
+        return;
+    }
+    tally mine = {name, 0, 0};
+    each_snapshot(r->snap_dirfd, tally_one, &mine);
+    if (mine.count >= sup_cfg.max_snapshots) {
+        fail(c, "limit",
+             "context '%s' already has %llu snapshots (max_snapshots); delete one "
+             "(ctx.snapshot_delete) first",
+             c->name, (unsigned long long)mine.count);
+        return;
+    }
+    struct stat old;
+    uint64_t replaced =
+        fstatat(r->snap_dirfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode)
+            ? (uint64_t)old.st_size
+            : 0;
+    uint64_t total = total_bytes() - replaced;
+    uint64_t left = total < sup_cfg.max_snapshot_total ? sup_cfg.max_snapshot_total - total : 0;
+    r->snap_max = left < sup_cfg.max_snapshot_bytes ? left : sup_cfg.max_snapshot_bytes;
+    char tmp[PROTO_MAX_NAME + 40];
+    snprintf(tmp, sizeof tmp, ".%s.%016llx.tmp", name, (unsigned long long)r->run_id);
+    r->snap_fd =
+        openat(r->snap_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (r->snap_fd < 0) {
+        fail(c, "io", "cannot create snapshot '%s': %s", r->snap_id, strerror(errno));
+        return;
+    }
+    r->snap_tmp = mem_strdup(tmp);
+    proto_buf info;
+    proto_buf_init(&info);
+    sup_ctx_put_info(&info, c);
+    size_t start = proto_frame_begin(b);
+    proto_put_map(b, 5);
+    proto_put_str(b, "t");
+    proto_put_str(b, "snapshot");
+    proto_put_str(b, "run_id");
+    proto_put_uint(b, r->run_id);
+    proto_put_str(b, "max_bytes");
+    proto_put_uint(b, r->snap_max);
+    proto_put_str(b, "execution_count");
+    proto_put_uint(b, c->execution_count);
+    proto_put_str(b, "info");
+    proto_put_bin(b, info.data, info.len);
+    proto_frame_end(b, start);
+    proto_buf_free(&info);
+}
+
+static void snap_start(sup_ctx *c)
+{
+    sup_run *r = c->running;
+    c->started = c->interrupt_wanted = c->timed_out = false;
+    c->deadline = 0; /* no timeout: an interrupt stops it */
+    c->run_t0 = sup_now();
+    proto_buf b;
+    proto_buf_init(&b);
+    if (r->snap_mode == SUP_SNAP_WRITE) {
+        start_write(c, r, &b);
+        if (c->running != r) { /* it failed and ended */
+            proto_buf_free(&b);
+            return;
+        }
+    } else {
+        size_t start = proto_frame_begin(&b);
+        proto_put_map(&b, 2);
+        proto_put_str(&b, "t");
+        proto_put_str(&b, "restore");
+        proto_put_str(&b, "run_id");
+        proto_put_uint(&b, r->run_id);
+        proto_frame_end(&b, start);
+    }
+    /* Between runs nothing waits to be written; if something does, the
+     * descriptor cannot ride on the frame's first byte. */
+    if (c->out.len)
+        sup_ctx_on_writable(c);
+    ssize_t n = c->out.len ? -1 : send_with_fd(c->fd, &b, r->snap_fd);
+    int e = c->out.len ? EBUSY : errno;
+    if (n < 0) {
+        proto_buf_free(&b);
+        fail(c, "internal", "cannot pass the snapshot's descriptor to '%s': %s", c->name,
+             strerror(e));
+        return;
+    }
+    if ((size_t)n < b.len)
+        proto_buf_append(&c->out, b.data + n, b.len - (size_t)n);
+    proto_buf_free(&b);
+    sup_log("%s ctx=%s snapshot=%s: frame sent", r->query_op, c->name, r->snap_id);
+}
+
+static void snap_abort(const sup_run *r, const char *status, const char *cause)
+{
+    drop_tmp(r);
+    if (r->snap_internal) {
+        sup_stats_event("snapshot-aborted snapshot=%s cause=\"%s\"", r->snap_id,
+                        cause ? cause : status);
+        return;
+    }
+    sup_reply_err(&r->peer, "aborted", "the %s of '%s' did not complete: %s", r->query_op,
+                  r->snap_id, cause ? cause : status);
+}
+
+/* The answer's `unsaved`, checked: an array of at most UNSAVED_MAX maps
+ * {name: str, reason: str}; false when it is not. */
+static bool unsaved_valid(const proto_val *u)
+{
+    static const proto_field item[] = {
+        {"name", PF_STR, true, 1024},
+        {"reason", PF_STR, true, 1024},
+    };
+    if (!u)
+        return true;
+    if (u->kind != PROTO_ARRAY || u->n > UNSAVED_MAX)
+        return false;
+    proto_error err;
+    for (uint32_t i = 0; i < u->n; i++)
+        if (u->as.items[i].kind != PROTO_MAP ||
+            proto_check(&u->as.items[i], item, sizeof item / sizeof item[0], &err) < 0)
+            return false;
+    return true;
+}
+
+static void put_unsaved(proto_buf *b, const proto_val *u)
+{
+    proto_put_str(b, "unsaved");
+    if (!u) {
+        proto_put_array(b, 0);
+        return;
+    }
+    proto_put_array(b, u->n);
+    for (uint32_t i = 0; i < u->n; i++) {
+        proto_put_map(b, 2);
+        proto_put_str(b, "name");
+        proto_put_val(b, proto_map_get(&u->as.items[i], "name"));
+        proto_put_str(b, "reason");
+        proto_put_val(b, proto_map_get(&u->as.items[i], "reason"));
+    }
+}
+
+/* A snapshot the worker says it wrote: checked by size, put in place. */
+static void written(sup_ctx *c, sup_run *r, const proto_val *unsaved)
+{
+    struct stat st;
+    if (fstat(r->snap_fd, &st) < 0) {
+        fail(c, "io", "cannot read the size of snapshot '%s': %s", r->snap_id, strerror(errno));
+        return;
+    }
+    if ((uint64_t)st.st_size > r->snap_max) {
+        fail(c, "too_large",
+             "the snapshot would need %llu bytes; the cap is %llu (max_snapshot_bytes, or what "
+             "max_snapshot_total leaves)",
+             (unsigned long long)st.st_size, (unsigned long long)r->snap_max);
+        return;
+    }
+    const char *name = strchr(r->snap_id, '/') + 1;
+    /* No fsync: it would block the loop for as long as the disk takes (a
+     * gigabyte: seconds). The file is in the page cache, which a crash of
+     * the daemon or the worker keeps; a power loss may not. */
+    if (renameat(r->snap_dirfd, r->snap_tmp, r->snap_dirfd, name) < 0) {
+        fail(c, "io", "cannot keep snapshot '%s': %s", r->snap_id, strerror(errno));
+        return;
+    }
+    free(r->snap_tmp);
+    r->snap_tmp = NULL;
+    sup_stats_event("snapshot ctx=%s snapshot=%s bytes=%llu", c->name, r->snap_id,
+                    (unsigned long long)st.st_size);
+    if (r->snap_internal) {
+        c->autosnap_last = sup_now();
+    } else {
+        proto_buf b;
+        proto_buf_init(&b);
+        sup_msg_begin(&b, "ok", &r->peer, 2);
+        proto_put_str(&b, "snapshot");
+        proto_put_map(&b, 5);
+        proto_put_str(&b, "id");
+        proto_put_str(&b, r->snap_id);
+        proto_put_str(&b, "ctx");
+        proto_put_str(&b, c->name);
+        proto_put_str(&b, "name");
+        proto_put_str(&b, name);
+        proto_put_str(&b, "size");
+        proto_put_uint(&b, (uint64_t)st.st_size);
+        proto_put_str(&b, "created");
+        proto_put_double(&b, (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9);
+        put_unsaved(&b, unsaved);
+        sup_deliver(&r->peer, &b);
+        proto_buf_free(&b);
+    }
+    end_snap(c, false);
+}
+
+/* A restore the worker says it did: the context takes the snapshot's
+ * execution count. */
+static void restored(sup_ctx *c, sup_run *r, const proto_val *data, const proto_val *unsaved)
+{
+    const proto_val *count = proto_map_get(data, "execution_count");
+    const proto_val *n = proto_map_get(data, "restored");
+    if (count && count->kind == PROTO_UINT && count->as.u < COUNT_MAX)
+        c->execution_count = count->as.u;
+    sup_stats_event("restore ctx=%s snapshot=%s", c->name, r->snap_id);
+    if (r->snap_mode == SUP_SNAP_RESUME) {
+        free(c->restored_from);
+        c->restored_from = mem_strdup(r->snap_id);
+    }
+    if (!r->snap_internal) {
+        proto_buf b;
+        proto_buf_init(&b);
+        sup_msg_begin(&b, "ok", &r->peer, 4);
+        proto_put_str(&b, "ctx");
+        sup_ctx_put_info(&b, c);
+        proto_put_str(&b, "snapshot");
+        proto_put_str(&b, r->snap_id);
+        proto_put_str(&b, "restored");
+        proto_put_uint(&b, n && n->kind == PROTO_UINT ? n->as.u : 0);
+        put_unsaved(&b, unsaved);
+        sup_deliver(&r->peer, &b);
+        proto_buf_free(&b);
+    }
+    end_snap(c, false);
+}
+
+/* The codes a worker may give a failure (anything else is `internal`). */
+static const char *answer_code(const proto_val *v)
+{
+    static const char *const codes[] = {"too_large", "bad_snapshot", "io", "internal"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (proto_str_eq(v, codes[i]))
+            return codes[i];
+    if (proto_str_eq(v, "interrupted"))
+        return "aborted";
+    return "internal";
+}
+
+static void snap_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
+{
+    (void)type; /* "answer" (RULE_ANSWER, sup_ctx.c) */
+    static const proto_field fields[] = {
+        {"ok", PF_BOOL, true, 0},
+        {"size", PF_UINT, false, 0},
+        {"code", PF_STR, false, 32},
+        {"message", PF_STR, false, MESSAGE_MAX},
+        {"needed", PF_UINT, false, 0},
+        {"restored", PF_UINT, false, 0},
+        {"execution_count", PF_UINT, false, 0},
+    };
+    sup_run *r = c->running;
+    const proto_val *data = proto_map_get(msg, "data");
+    const proto_val *unsaved = proto_map_get(data, "unsaved");
+    proto_error err;
+    if (!data || data->kind != PROTO_MAP ||
+        proto_check(data, fields, sizeof fields / sizeof fields[0], &err) < 0 ||
+        !unsaved_valid(unsaved)) {
+        fail(c, "internal", "the worker of '%s' gave no usable %s answer", c->name, r->query_op);
+        return;
+    }
+    if (!proto_map_get(data, "ok")->as.b) {
+        const proto_val *m = proto_map_get(data, "message");
+        const char *code = answer_code(proto_map_get(data, "code"));
+        fail(c, code, "%s of '%s' failed: %.*s", r->query_op, r->snap_id, m ? (int)m->n : 0,
+             m ? m->as.s : "");
+        return;
+    }
+    if (r->snap_mode == SUP_SNAP_WRITE)
+        written(c, r, unsaved);
+    else
+        restored(c, r, data, unsaved);
+}
+
+static const sup_run_kind snap_kind = {snap_start, snap_abort, snap_on_frame};
+
+/* ---- ctx.snapshots, ctx.snapshot_delete -------------------------------- */
+
+typedef struct listing {
+    proto_buf items;
+    uint32_t n;
+    const char *ctx;
+} listing;
+
+static bool list_one(void *arg, int dirfd, const char *name, const struct stat *st)
+{
+    (void)dirfd;
+    listing *l = arg;
+    if (l->n >= LIST_MAX)
+        return false;
+    char id[ID_MAX + 1];
+    snprintf(id, sizeof id, "%s/%s", l->ctx, name);
+    proto_put_map(&l->items, 5);
+    proto_put_str(&l->items, "id");
+    proto_put_str(&l->items, id);
+    proto_put_str(&l->items, "ctx");
+    proto_put_str(&l->items, l->ctx);
+    proto_put_str(&l->items, "name");
+    proto_put_str(&l->items, name);
+    proto_put_str(&l->items, "size");
+    proto_put_uint(&l->items, (uint64_t)st->st_size);
+    proto_put_str(&l->items, "created");
+    proto_put_double(&l->items, (double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9);
+    l->n++;
+    return true;
+}
+
+static bool list_dir(void *arg, const char *ctx, int dirfd)
+{
+    listing *l = arg;
+    l->ctx = ctx;
+    each_snapshot(dirfd, list_one, l);
+    return l->n < LIST_MAX;
+}
+
+void sup_snap_list(const proto_val *msg, const sup_peer *peer)
+{
+    const proto_val *ctx = proto_map_get(msg, "ctx");
+    listing l;
+    proto_buf_init(&l.items);
+    l.n = 0;
+    if (ctx && ctx->kind == PROTO_STR) {
+        char name[PROTO_MAX_NAME + 1];
+        snprintf(name, sizeof name, "%.*s", (int)ctx->n, ctx->as.s);
+        int dfd = ctx_dir(name, false);
+        if (dfd >= 0) {
+            list_dir(&l, name, dfd);
+            close(dfd);
+        }
+    } else {
+        each_ctx_dir(list_dir, &l);
+    }
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 2);
+    proto_put_str(&b, "snapshots");
+    proto_put_array(&b, l.n);
+    proto_buf_append(&b, l.items.data, l.items.len);
+    proto_put_str(&b, "total_bytes");
+    proto_put_uint(&b, total_bytes());
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+    proto_buf_free(&l.items);
+}
+
+void sup_snap_delete(const proto_val *msg, const sup_peer *peer)
+{
+    char ctx[PROTO_MAX_NAME + 1], name[PROTO_MAX_NAME + 1];
+    if (!parse_id(proto_map_get(msg, "snapshot"), NULL, ctx, name)) {
+        sup_reply_err(peer, "bad_name", "field 'snapshot' must be CTX/NAME");
+        return;
+    }
+    int dfd = ctx_dir(ctx, false);
+    struct stat st;
+    int rc = dfd < 0                                            ? -1
+             : fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -1
+             : !S_ISREG(st.st_mode)                             ? (errno = ENOENT, -1)
+                                                                : unlinkat(dfd, name, 0);
+    int e = errno;
+    if (dfd >= 0) {
+        (void)unlinkat(dfd, ".", AT_REMOVEDIR); /* fails unless empty: fine */
+        close(dfd);
+    }
+    if (rc < 0) {
+        sup_reply_err(peer, e == ENOENT ? "not_found" : "io", "cannot delete snapshot '%s/%s': %s",
+                      ctx, name, e == ENOENT ? "no such snapshot" : strerror(e));
+        return;
+    }
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 0);
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+}
+
+/* ---- autosnapshot ----------------------------------------------------- */
+
+/* Contexts whose interval autosnapshot is due later: names and times. */
+typedef struct due {
+    char name[PROTO_MAX_NAME + 1];
+    double at;
+} due;
+static due *dues;
+static size_t ndues, cap_dues;
+
+/* Queues an autosnapshot at the end of c's queue, unless the last thing
+ * queued is one already (it will see this state and what comes before
+ * it). */
+static void queue_auto(sup_ctx *c)
+{
+    const sup_run *tail = c->queue_tail;
+    if (c->queued >= sup_cfg.max_queue ||
+        (tail && tail->snap_mode == SUP_SNAP_WRITE && tail->snap_internal))
+        return;
+    sup_ctx_submit(c, new_run(SUP_SNAP_WRITE, NULL, c->name, AUTO_NAME));
+}
+
+/* After a run that ended ok (sup_ctx_set_after_ok). */
+static void after_ok(sup_ctx *c)
+{
+    if (c->autosnap == 0 || c->deleted)
+        return;
+    double now = sup_now();
+    if (c->autosnap < 0 || c->autosnap_last == 0 || now - c->autosnap_last >= c->autosnap) {
+        queue_auto(c);
+        return;
+    }
+    for (size_t i = 0; i < ndues; i++)
+        if (strcmp(dues[i].name, c->name) == 0)
+            return; /* already due */
+    if (ndues == cap_dues) {
+        cap_dues = cap_dues ? 2 * cap_dues : 16;
+        dues = mem_realloc(dues, cap_dues * sizeof *dues);
+    }
+    snprintf(dues[ndues].name, sizeof dues[ndues].name, "%s", c->name);
+    dues[ndues++].at = c->autosnap_last + c->autosnap;
+    sup_timer_moved();
+}
+
+double sup_snap_tick(double now)
+{
+    double next = 0;
+    for (size_t i = 0; i < ndues;) {
+        if (dues[i].at <= now) {
+            sup_ctx *c = sup_ctx_find(dues[i].name, strlen(dues[i].name));
+            if (c && c->autosnap > 0)
+                queue_auto(c);
+            dues[i] = dues[--ndues];
+            continue;
+        }
+        if (next == 0 || dues[i].at < next)
+            next = dues[i].at;
+        i++;
+    }
+    return next;
+}
+
+void sup_snap_resume_all(void)
+{
+    for (sup_ctx *c = sup_ctx_first(); c; c = c->next) {
+        if (c->autosnap == 0)
+            continue;
+        int dfd = ctx_dir(c->name, false);
+        int fd = dfd >= 0 ? openat(dfd, AUTO_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        if (dfd >= 0)
+            close(dfd);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        sup_run *r = new_run(SUP_SNAP_RESUME, NULL, c->name, AUTO_NAME);
+        r->snap_fd = fd;
+        sup_ctx_submit(c, r);
+    }
+}
+
+void sup_snap_init(void)
+{
+    sup_ctx_set_after_ok(after_ok);
+}
