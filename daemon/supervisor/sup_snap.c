@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -358,6 +359,53 @@ double sup_snap_parse_auto(const proto_val *v, const sup_peer *peer)
     return -2;
 }
 
+/* ---- who wrote it ----------------------------------------------------- */
+
+/* The tier of the context whose worker wrote a snapshot, kept by the
+ * supervisor in an extended attribute of the trusted namespace, which no
+ * confined worker can set or remove (CAP_SYS_ADMIN in the host's user
+ * namespace) although it held the file open for writing. Unpickling runs
+ * the file's code, so a snapshot is restored only into a context at least
+ * as confined as its writer: a sandboxed cell never gets its code run
+ * unconfined by a restore. A file without the mark was put there by the
+ * operator or by an `unsafe` worker (the daemon's own uid): trusted. */
+#define WRITER_XATTR "trusted.ctxd.writer_tier"
+
+static const char *const tier_names[] = {
+    [SUP_TIER_STATIC] = "static",
+    [SUP_TIER_UNSAFE] = "unsafe",
+    [SUP_TIER_LOCAL] = "local",
+    [SUP_TIER_SANDBOX] = "sandbox",
+};
+
+static sup_tier ctx_tier(const sup_ctx *c)
+{
+    return c->policy ? c->policy->tier : SUP_TIER_UNSAFE;
+}
+
+/* Marks the file with c's tier; false (errno set) when it cannot, which
+ * matters only for a confined writer. */
+static bool mark_writer(int fd, const sup_ctx *c)
+{
+    const char *t = tier_names[ctx_tier(c)];
+    return fsetxattr(fd, WRITER_XATTR, t, strlen(t), 0) == 0;
+}
+
+/* The writer's tier from the mark: SUP_TIER_UNSAFE without one, and the
+ * most confined tier for a mark it cannot read. */
+static sup_tier writer_tier(int fd)
+{
+    char v[16];
+    ssize_t n = fgetxattr(fd, WRITER_XATTR, v, sizeof v - 1);
+    if (n < 0)
+        return errno == ENODATA ? SUP_TIER_UNSAFE : SUP_TIER_SANDBOX;
+    v[n] = '\0';
+    for (size_t t = SUP_TIER_UNSAFE; t < sizeof tier_names / sizeof *tier_names; t++)
+        if (strcmp(v, tier_names[t]) == 0)
+            return (sup_tier)t;
+    return SUP_TIER_SANDBOX;
+}
+
 /* ---- the run ---------------------------------------------------------- */
 
 /* Writes one frame with descriptor fd attached to its first byte. */
@@ -499,6 +547,16 @@ static void snap_start(sup_ctx *c)
             return;
         }
     } else {
+        sup_tier w = writer_tier(r->snap_fd);
+        if (w > ctx_tier(c)) {
+            proto_buf_free(&b);
+            fail(c, "forbidden",
+                 "snapshot '%s' was written by a %s context; restoring it runs its code, so it "
+                 "goes only into a %s context (this one is %s)",
+                 r->snap_id, tier_names[w], w == SUP_TIER_SANDBOX ? "sandbox" : "local or sandbox",
+                 tier_names[ctx_tier(c)]);
+            return;
+        }
         size_t start = proto_frame_begin(&b);
         proto_put_map(&b, 2);
         proto_put_str(&b, "t");
@@ -587,6 +645,13 @@ static void written(sup_ctx *c, sup_run *r, const proto_val *unsaved)
              "the snapshot would need %llu bytes; the cap is %llu (max_snapshot_bytes, or what "
              "max_snapshot_total leaves)",
              (unsigned long long)st.st_size, (unsigned long long)r->snap_max);
+        return;
+    }
+    if (!mark_writer(r->snap_fd, c) && ctx_tier(c) > SUP_TIER_UNSAFE) {
+        fail(c, "io",
+             "cannot mark snapshot '%s' with its writer's tier: %s (snapshots of %s contexts "
+             "need a state directory whose filesystem keeps trusted.* extended attributes)",
+             r->snap_id, strerror(errno), tier_names[ctx_tier(c)]);
         return;
     }
     const char *name = strchr(r->snap_id, '/') + 1;

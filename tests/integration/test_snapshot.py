@@ -207,6 +207,63 @@ def test_local_tier_snapshot_restore(tmp_path, start):
     _finish(d)
 
 
+def test_confined_snapshot_never_restored_unconfined(tmp_path, start):
+    """Restoring runs the file's code (unpickling), and a confined worker
+    wrote it: a local context's snapshot goes into local contexts only,
+    never into an unsafe one (by a restore or a create), whatever the file
+    says; the supervisor's mark survives the writer holding the file open."""
+    d = start("a")
+    c = d.client()
+    c.ok("ctx.create", name="box", tier="local", policy={"network_access": False})
+    # A thread of the cell takes a copy of the snapshot's descriptor while
+    # it is written, then tries to drop or rewrite the mark.
+    assert c.execute("""
+import os, threading, time
+kept, stop = [], []
+def grab():
+    while not stop and not kept:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if "/snapshots/" in os.readlink(f"/proc/self/fd/{fd}"):
+                    kept.append(os.dup(int(fd)))
+                    break
+            except OSError:
+                pass
+x = 7
+pad = bytes(64 << 20)
+t = threading.Thread(target=grab, daemon=True)
+t.start()
+""", ctx="box").status == "ok"
+    c.ok("ctx.snapshot", ctx="box", name="s")
+    r = c.execute("""
+stop.append(1)
+t.join()
+del t, pad
+tries = []
+for fd in kept:
+    for attempt in (lambda: os.removexattr(fd, "trusted.ctxd.writer_tier"),
+                    lambda: os.setxattr(fd, "trusted.ctxd.writer_tier", b"unsafe")):
+        try:
+            attempt()
+            tries.append("done")
+        except OSError as e:
+            tries.append(e.errno)
+(len(kept), "done" in tries)
+""", ctx="box")
+    assert r.status == "ok" and r.text == "(1, False)", r
+    c.ok("ctx.create", name="plain")
+    assert c.execute("x = 1", ctx="plain").status == "ok"
+    e = c.err("ctx.restore", "forbidden", ctx="plain", snapshot="box/s")
+    assert "local" in e["message"], e
+    assert c.execute("x", ctx="plain").text == "1"  # unharmed
+    c.err("ctx.create", "forbidden", name="plain2", from_snapshot="box/s")
+    names = [x["name"] for x in c.ok("ctx.list")["contexts"]]
+    assert "plain2" not in names, names
+    c.ok("ctx.create", name="box3", tier="local", from_snapshot="box/s")
+    assert c.execute("x", ctx="box3").text == "7"
+    _finish(d)
+
+
 def test_interval_autosnapshot_and_cli(tmp_path, start):
     """autosnapshot every N seconds: a run's state is saved once the
     interval has passed (not at once), and comes back after a restart; the
