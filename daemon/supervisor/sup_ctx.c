@@ -1252,7 +1252,11 @@ static void on_done(sup_ctx *c, const proto_val *msg)
         e.cpu_time = cpu->kind == PROTO_FLOAT  ? cpu->as.f
                      : cpu->kind == PROTO_UINT ? (double)cpu->as.u
                                                : 0.0;
-    c->pss_at = 0; /* the run may have changed it: INFO reads it again */
+    c->pss_at = 0; /* the run may have changed it: read again, the tick's first */
+    if (!c->deleted) {
+        list_remove(&mem_list, c);
+        list_unshift(&mem_list, c);
+    }
     finish_run(c, &e);
     dispatch(c);
 }
