@@ -143,6 +143,17 @@ static void touch(sup_ctx *c)
     list_push(&idle_list, c);
 }
 
+/* c's PSS figure is out of date (a new worker, a run ended): first for
+ * the tick to read (pss_tick). */
+static void pss_want(sup_ctx *c)
+{
+    c->pss_at = 0;
+    if (c->deleted || !(c->next || c->prev || contexts == c))
+        return;
+    list_remove(&mem_list, c);
+    list_unshift(&mem_list, c);
+}
+
 /* Something timed (a run's deadline, a kill time, held messages, a CPU
  * budget) may need sup_ctx_tick's look. */
 static void arm(sup_ctx *c)
@@ -441,6 +452,7 @@ static int take_pid(sup_ctx *c, pid_t pid, proto_error *err)
         return -1;
     }
     c->pid = pid;
+    pss_want(c); /* another process */
     sup_log("spawned ctx=%s pid=%d incarnation=%u", c->name, (int)pid, c->incarnation);
     return 0;
 }
@@ -494,11 +506,6 @@ static int spawn(sup_ctx *c, proto_error *err)
     c->execution_count = 0;
     c->in.len = c->out.len = 0;
     c->stream_recv[0] = c->stream_recv[1] = 0;
-    c->pss_at = 0; /* another process: measured again */
-    if (!c->deleted && (c->next || c->prev || contexts == c)) {
-        list_remove(&mem_list, c);
-        list_unshift(&mem_list, c);
-    }
     free(c->kill_reason);
     c->kill_reason = NULL;
     c->kill_why = NULL;
@@ -1252,11 +1259,7 @@ static void on_done(sup_ctx *c, const proto_val *msg)
         e.cpu_time = cpu->kind == PROTO_FLOAT  ? cpu->as.f
                      : cpu->kind == PROTO_UINT ? (double)cpu->as.u
                                                : 0.0;
-    c->pss_at = 0; /* the run may have changed it: read again, the tick's first */
-    if (!c->deleted) {
-        list_remove(&mem_list, c);
-        list_unshift(&mem_list, c);
-    }
+    pss_want(c); /* the run may have changed it */
     finish_run(c, &e);
     dispatch(c);
 }
@@ -1724,6 +1727,7 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidf
     c->pidfd = pidfd;
     c->fd = fd;
     watch_chan(c);
+    pss_want(c);
     c->out_rd[0] = out_rd[0];
     c->out_rd[1] = out_rd[1];
     c->outmem_fd = -1;
@@ -1927,9 +1931,11 @@ static bool check_cpu_budget(sup_ctx *c, double now)
     return true;
 }
 
-/* A PSS figure older than this is read again (by INFO within its budget,
- * or by the tick); the tick reads at most PSS_TICK_READS per PSS_TICK_GAP
- * (~1.5% of a core at 0.3 ms a read): 5,000 contexts take ~60 s a round. */
+/* A PSS figure older than this is read again by INFO (within its budget).
+ * The tick reads only figures never read for this worker or older than its
+ * last run (an idle worker's barely moves), at most PSS_TICK_READS per
+ * PSS_TICK_GAP (~2% of a core at 0.3 ms a read, while there are such):
+ * a daemon whose contexts are idle does no background reading at all. */
 #define PSS_MAX_AGE 30.0
 #define PSS_TICK_READS 4
 #define PSS_TICK_GAP 0.05
@@ -1996,23 +2002,21 @@ void sup_ctx_info_budget(double seconds)
     info_deadline = seconds > 0 ? sup_now() + seconds : 0;
 }
 
-/* Keeps PSS figures at most about PSS_MAX_AGE old (at 5,000 contexts: a
- * round of the table) at a bounded cost per tick; returns when to come
- * back, 0 when nothing is stale. */
+/* Reads the PSS of new workers and of those whose run ended (mem_list's
+ * head: they are put there) at a bounded cost per tick; returns when to
+ * come back, 0 when none waits. */
 static double pss_tick(double now)
 {
     if (now < pss_tick_next)
         return pss_tick_next;
     for (int i = 0; i < PSS_TICK_READS && mem_list.head; i++) {
         sup_ctx *c = mem_list.head;
-        if (!pss_stale(c, now))
+        if (c->pss_at != 0)
             break;
-        read_pss(c, now);
+        read_pss(c, now); /* a dead one's: 0, and off the head */
     }
     sup_ctx *h = mem_list.head;
-    if (!h)
-        return 0;
-    pss_tick_next = pss_stale(h, now) ? now + PSS_TICK_GAP : h->pss_at + PSS_MAX_AGE + 1e-3;
+    pss_tick_next = h && h->pss_at == 0 ? now + PSS_TICK_GAP : 0;
     return pss_tick_next;
 }
 
