@@ -201,9 +201,13 @@ def nofile_limit(pid):
     return None
 
 
-def cbench(build, *args):
+def cbench(build, *args, timeout=900):
     exe = os.path.join(build, "tools", "bench", "ctxd-bench")
-    out = subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=900)
+    try:
+        out = subprocess.run([exe, *map(str, args)], capture_output=True, text=True,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise RuntimeError(f"ctxd-bench {' '.join(map(str, args))}: no answer in {timeout} s") from e
     if out.returncode != 0:
         raise RuntimeError(f"ctxd-bench {' '.join(map(str, args))}: {out.stderr.strip()}")
     return json.loads(out.stdout)
@@ -742,7 +746,9 @@ class Bench:
                 # fill: create + first x = 1 of each new context (samples too)
                 if n - 1 > alive:
                     t0 = time.perf_counter()
-                    v = cbench(build, "create", d.endpoint, f"f{n}", n - 1 - alive)["ready"]
+                    # a loaded 2-core VM fills at ~6 contexts/s: 1 s each
+                    v = cbench(build, "create", d.endpoint, f"f{n}", n - 1 - alive,
+                               timeout=900 + (n - 1 - alive))["ready"]
                     t_fill += time.perf_counter() - t0
                     alive = n - 1
                     log(f"scale[{tag}]: {alive + 1} contexts alive, fill median "
