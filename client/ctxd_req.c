@@ -235,21 +235,60 @@ int ctxd_ctx_create(ctxd_client *c, const char *name, const char *cwd, const ctx
     return r;
 }
 
-/* ctx.list into an owned array of infos. */
+/* One page of ctx.list: the names after `after` ("" from the start). */
+static int list_page(ctxd_client *c, const char *after, msg_in **m)
+{
+    if (!after[0])
+        return bare_request(c, "ctx.list", m);
+    if (ctxd_conn_begin(c) < 0)
+        return c->last_rc;
+    proto_buf b;
+    proto_buf_init(&b);
+    uint64_t id = ctxd_conn_envelope(c, &b, "ctx.list", 1);
+    proto_put_str(&b, "after");
+    proto_put_str(&b, after);
+    int r = ctxd_conn_roundtrip(c, &b, id, false, m);
+    proto_buf_free(&b);
+    return r;
+}
+
+/* ctx.list into an owned array of infos, page after page (a page ends
+ * before 4 MiB, about 12,000 contexts: PROTOCOL.md). */
 int ctxd_ctx_list(ctxd_client *c, const ctxd_ctx_info **out, size_t *n)
 {
-    static const proto_field fields[] = {{"contexts", PF_ARRAY, true, 0}};
-    msg_in *m = NULL;
-    int r = bare_request(c, "ctx.list", &m);
-    if (r < 0)
-        return r;
-    r = ctxd_conn_check(c, "ctx.list reply", m->root, fields, 1);
-    const proto_val *arr = proto_map_get(m->root, "contexts");
-    size_t count = r == 0 ? arr->n : 0;
-    ctxd_ctx_info *infos = ctxd_conn_own(c, mem_calloc(count ? count : 1, sizeof *infos));
-    for (size_t i = 0; i < count && r == 0; i++)
-        r = parse_info(c, &arr->as.items[i], &infos[i]);
-    ctxd_conn_msg_free(m);
+    static const proto_field fields[] = {{"contexts", PF_ARRAY, true, 0},
+                                         {"next", PF_STR, false, PROTO_MAX_NAME}};
+    ctxd_ctx_info *infos = NULL;
+    size_t count = 0;
+    char after[PROTO_MAX_NAME + 1] = "";
+    int r;
+    for (;;) {
+        msg_in *m = NULL;
+        r = list_page(c, after, &m);
+        if (r < 0)
+            break;
+        r = ctxd_conn_check(c, "ctx.list reply", m->root, fields, 2);
+        const proto_val *arr = r == 0 ? proto_map_get(m->root, "contexts") : NULL;
+        const proto_val *next = r == 0 ? proto_map_get(m->root, "next") : NULL;
+        size_t k = arr ? arr->n : 0;
+        infos = mem_realloc(infos, (count + k + 1) * sizeof *infos);
+        memset(infos + count, 0, (k + 1) * sizeof *infos);
+        for (size_t i = 0; i < k && r == 0; i++)
+            r = parse_info(c, &arr->as.items[i], &infos[count + i]);
+        count += k;
+        bool more = r == 0 && next && next->kind == PROTO_STR && k > 0;
+        if (more)
+            snprintf(after, sizeof after, "%.*s", (int)next->n, next->as.s);
+        ctxd_conn_msg_free(m);
+        if (!more)
+            break;
+    }
+    if (r < 0) {
+        free(infos);
+        infos = NULL;
+    } else {
+        infos = ctxd_conn_own(c, infos ? infos : mem_calloc(1, sizeof *infos));
+    }
     if (out)
         *out = r == 0 ? infos : NULL;
     if (n)

@@ -67,6 +67,7 @@ static ctx_list rd_list = {.off = offsetof(sup_ctx, rd)};
 static ctx_list timed_list = {.off = offsetof(sup_ctx, timed)};
 static ctx_list idle_list = {.off = offsetof(sup_ctx, idle)};
 static ctx_list lease_list = {.off = offsetof(sup_ctx, leased)};
+static ctx_list mem_list = {.off = offsetof(sup_ctx, memq)};
 static const sup_ctx_chan_watch *chan_watch;
 static sup_ctx_change changes[SUP_CTX_CHANGES_MAX];
 static size_t nchanges;
@@ -98,6 +99,22 @@ static void list_push(ctx_list *l, sup_ctx *c)
     l->tail = c;
 }
 
+/* Puts c first on l (no-op when it is on it already). */
+static void list_unshift(ctx_list *l, sup_ctx *c)
+{
+    sup_ctx_link *k = link_of(l, c);
+    if (k->on)
+        return;
+    k->on = true;
+    k->prev = NULL;
+    k->next = l->head;
+    if (l->head)
+        link_of(l, l->head)->prev = c;
+    else
+        l->tail = c;
+    l->head = c;
+}
+
 /* Takes c off l (no-op when it is not on it). */
 static void list_remove(ctx_list *l, sup_ctx *c)
 {
@@ -124,6 +141,17 @@ static void touch(sup_ctx *c)
         return;
     list_remove(&idle_list, c);
     list_push(&idle_list, c);
+}
+
+/* c's PSS figure is out of date (a new worker, a run ended): first for
+ * the tick to read (pss_tick). */
+static void pss_want(sup_ctx *c)
+{
+    c->pss_at = 0;
+    if (c->deleted || !(c->next || c->prev || contexts == c))
+        return;
+    list_remove(&mem_list, c);
+    list_unshift(&mem_list, c);
 }
 
 /* Something timed (a run's deadline, a kill time, held messages, a CPU
@@ -439,6 +467,7 @@ static int take_pid(sup_ctx *c, pid_t pid, proto_error *err)
         return -1;
     }
     c->pid = pid;
+    pss_want(c); /* another process */
     sup_log("spawned ctx=%s pid=%d incarnation=%u", c->name, (int)pid, c->incarnation);
     return 0;
 }
@@ -1246,6 +1275,7 @@ static void on_done(sup_ctx *c, const proto_val *msg)
                      : cpu->kind == PROTO_UINT ? (double)cpu->as.u
                                                : 0.0;
     bool was_ok = strcmp(st, "ok") == 0;
+    pss_want(c); /* the run may have changed it */
     finish_run(c, &e);
     if (was_ok && after_ok)
         after_ok(c); /* an autosnapshot, queued behind what waits */
@@ -1648,6 +1678,7 @@ static void link_ctx(sup_ctx *c)
     c->hnext = htab[b];
     htab[b] = c;
     touch(c);
+    list_unshift(&mem_list, c); /* never measured: the tick's first */
 }
 
 /* ---- the table -------------------------------------------------------- */
@@ -1721,6 +1752,7 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidf
     c->pidfd = pidfd;
     c->fd = fd;
     watch_chan(c);
+    pss_want(c);
     c->out_rd[0] = out_rd[0];
     c->out_rd[1] = out_rd[1];
     c->outmem_fd = -1;
@@ -1804,6 +1836,7 @@ void sup_ctx_delete(sup_ctx *c)
     list_remove(&timed_list, c);
     list_remove(&idle_list, c);
     list_remove(&lease_list, c);
+    list_remove(&mem_list, c);
     c->deleted = true;
     c->next = graveyard;
     graveyard = c;
@@ -1842,6 +1875,9 @@ static void free_ctx(sup_ctx *c)
     free(c);
 }
 
+/* Contexts the --idle-ttl sweep deletes per loop turn: 5,000 expiring at
+ * once go over ~80 turns, 1 ms apart, with requests served between. */
+#define REAP_PER_TURN 64
 /* --idle-ttl: the context (not `default`) longest without activity is
  * deleted once that is longer than the TTL, if nothing is running, queued,
  * waiting or held for it (else its activity is now). Returns when the
@@ -1850,7 +1886,7 @@ static double reap_idle(double now)
 {
     if (sup_cfg.idle_ttl <= 0)
         return 0;
-    for (int budget = 0; idle_list.head && budget < 4096; budget++) {
+    for (int budget = 0; idle_list.head && budget < REAP_PER_TURN; budget++) {
         sup_ctx *c = idle_list.head;
         double expiry = c->last_active + sup_cfg.idle_ttl;
         if (now < expiry)
@@ -1919,6 +1955,95 @@ static bool check_cpu_budget(sup_ctx *c, double now)
     c->kill_at = now + sup_cfg.kill_grace;
     c->kill_why = "killed after exceeding cpu_seconds: did not stop within the grace period";
     return true;
+}
+
+/* A PSS figure older than this is read again by INFO (within its budget).
+ * The tick reads only figures never read for this worker or older than its
+ * last run (an idle worker's barely moves), at most PSS_TICK_READS per
+ * PSS_TICK_GAP (~2% of a core at 0.3 ms a read, while there are such):
+ * a daemon whose contexts are idle does no background reading at all. */
+#define PSS_MAX_AGE 30.0
+#define PSS_TICK_READS 4
+#define PSS_TICK_GAP 0.05
+static double info_deadline; /* monotonic; 0: INFO reads every stale PSS */
+static double pss_tick_next;
+
+/* Resident memory of a worker (bytes; 0 when unknown) from statm, which
+ * the kernel answers from counters: cheap enough for every INFO. */
+static uint64_t worker_rss(pid_t pid)
+{
+    if (pid <= 0)
+        return 0;
+    char path[64], buf[128];
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    unsigned long long size, resident;
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+        return 0;
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Proportional memory of a worker (bytes; 0 when unknown): PSS is what an
+ * idle context really costs once pages are shared, but the kernel walks
+ * every mapping for it (~0.3 ms), so the figure is cached in c. */
+static void read_pss(sup_ctx *c, double now)
+{
+    c->pss = 0;
+    c->pss_at = now;
+    if (!c->deleted) { /* the least recently measured first */
+        list_remove(&mem_list, c);
+        list_push(&mem_list, c);
+    }
+    if (c->pid <= 0)
+        return;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)c->pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "Pss: %llu kB", &kb) == 1) {
+            c->pss = kb * 1024;
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static bool pss_stale(const sup_ctx *c, double now)
+{
+    return c->pid > 0 && (c->pss_at == 0 || now - c->pss_at > PSS_MAX_AGE);
+}
+
+void sup_ctx_info_budget(double seconds)
+{
+    info_deadline = seconds > 0 ? sup_now() + seconds : 0;
+}
+
+/* Reads the PSS of new workers and of those whose run ended (mem_list's
+ * head: they are put there) at a bounded cost per tick; returns when to
+ * come back, 0 when none waits. */
+static double pss_tick(double now)
+{
+    if (now < pss_tick_next)
+        return pss_tick_next;
+    for (int i = 0; i < PSS_TICK_READS && mem_list.head; i++) {
+        sup_ctx *c = mem_list.head;
+        if (c->pss_at != 0)
+            break;
+        read_pss(c, now); /* a dead one's: 0, and off the head */
+    }
+    sup_ctx *h = mem_list.head;
+    pss_tick_next = h && h->pss_at == 0 ? now + PSS_TICK_GAP : 0;
+    return pss_tick_next;
 }
 
 /* Fires the timers: a run past its deadline is interrupted, a worker past
@@ -1999,6 +2124,9 @@ double sup_ctx_tick(double now)
     double p = sup_pkgs_tick(now); /* kills pip runs past their time */
     if (p > 0 && (next == 0 || p < next))
         next = p;
+    double m = pss_tick(now); /* refreshes stale PSS figures, a few at a time */
+    if (m > 0 && (next == 0 || m < next))
+        next = m;
     return next;
 }
 
@@ -2019,38 +2147,21 @@ void sup_ctx_shutdown_all(void)
     ncontexts = 0;
     rd_list.head = rd_list.tail = timed_list.head = timed_list.tail = NULL;
     idle_list.head = idle_list.tail = lease_list.head = lease_list.tail = NULL;
+    mem_list.head = mem_list.tail = NULL;
     if (hcap)
         memset(htab, 0, hcap * sizeof *htab);
     sup_ctx_tick(0);
     sup_cgroup_shutdown();
 }
 
-/* Resident and proportional memory of a worker (bytes; 0 when unknown):
- * PSS is what an idle context really costs once pages are shared. */
-static void worker_memory(pid_t pid, uint64_t *rss, uint64_t *pss)
+void sup_ctx_put_info(proto_buf *b, sup_ctx *c)
 {
-    *rss = *pss = 0;
-    if (pid <= 0)
-        return;
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    unsigned long long kb;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "Rss: %llu kB", &kb) == 1)
-            *rss = kb * 1024;
-        else if (sscanf(line, "Pss: %llu kB", &kb) == 1)
-            *pss = kb * 1024;
-    }
-    fclose(f);
-}
-
-void sup_ctx_put_info(proto_buf *b, const sup_ctx *c)
-{
-    uint64_t rss, pss;
-    worker_memory(c->pid, &rss, &pss);
+    double now = sup_now();
+    if (pss_stale(c, now) && (info_deadline == 0 || now < info_deadline))
+        read_pss(c, now);
+    uint64_t rss = worker_rss(c->pid), pss = c->pid > 0 ? c->pss : 0;
+    if (pss > rss) /* read at different times */
+        pss = rss;
     proto_put_map(b, 12 + (c->last_death ? 1 : 0) + (c->lease > 0 ? 1 : 0));
     proto_put_str(b, "name");
     proto_put_str(b, c->name);

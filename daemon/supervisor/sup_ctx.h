@@ -93,6 +93,7 @@ typedef struct sup_ctx {
     sup_ctx_link timed;    /* a run, a kill time or held messages: tick looks */
     sup_ctx_link idle;     /* --idle-ttl order, oldest last_active first */
     sup_ctx_link leased;   /* it has a lease (ctx.create `lease`) */
+    sup_ctx_link memq;     /* live workers, the least recently measured PSS first */
     bool rd_wanted;        /* the channel may hold unread bytes */
     bool deleted;          /* freed at the next tick, not while the loop holds it */
     char *name;
@@ -174,6 +175,11 @@ typedef struct sup_ctx {
     double autosnap;
     double autosnap_last;
     char *restored_from;
+    /* The worker's PSS (bytes) as last read from smaps_rollup, which costs
+     * ~0.3 ms a worker: INFO reads it again only when stale (see
+     * sup_ctx_info_budget); pss_at: monotonic time of that read, 0 never. */
+    uint64_t pss;
+    double pss_at;
 } sup_ctx;
 
 /* A run that is not an execute (ctx.fork: sup_fork.c; complete, inspect,
@@ -194,6 +200,10 @@ size_t sup_ctx_count(void);
 /* The contexts sorted by name (ctx.list): an array of sup_ctx_count()
  * pointers the caller frees. */
 sup_ctx **sup_ctx_sorted(void);
+/* How long INFO may spend re-reading stale PSS figures from now on (a
+ * ctx.list of 5,000 contexts would spend 1.5 s): 0 lifts the bound (one
+ * context's INFO always reads a stale figure). */
+void sup_ctx_info_budget(double seconds);
 /* Changes whenever a context is added, removed or gets a new incarnation
  * (what sup_persist keeps): the loop saves the table only then. */
 uint64_t sup_ctx_table_gen(void);
@@ -276,7 +286,7 @@ bool sup_ctx_is_worker(pid_t pid);
 void sup_ctx_before_reap(pid_t pid);
 
 /* The `ctx` map of a reply (name, state, pid, policy...). */
-void sup_ctx_put_info(proto_buf *b, const sup_ctx *c);
+void sup_ctx_put_info(proto_buf *b, sup_ctx *c);
 /* The context a request's `ctx` field names (default "default", made on
  * first use when make_default); NULL after replying `err`. */
 /* Gives c a lease of seconds from now (0: none): deleted by the tick once

@@ -762,21 +762,58 @@ static void do_pip_install(const proto_val *msg, const sup_peer *peer)
     sup_pkgs_free_reqs(reqs, n);
 }
 
+/* ctx.list [after] [limit]: one page of INFOs sorted by name. A page ends
+ * at `limit`, or before the reply would pass LIST_PAGE_BYTES (far below the
+ * frame cap), and then says `next`, the name to ask `after`; stale PSS
+ * figures are read again for at most LIST_PSS_BUDGET seconds a page. */
+#define LIST_PAGE_BYTES (4u * 1024 * 1024)
+#define LIST_PSS_BUDGET 0.02
 static void do_list(const proto_val *msg, const sup_peer *peer)
 {
-    (void)msg;
+    const proto_val *after = get(msg, "after"), *lim = get(msg, "limit");
+    size_t n = sup_ctx_count(), from = 0;
+    sup_ctx **v = sup_ctx_sorted(); /* by name */
+    if (after && after->kind == PROTO_STR) {
+        size_t lo = 0, hi = n; /* the first name greater than `after` */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const char *m = v[mid]->name;
+            size_t ml = strlen(m), k = ml < after->n ? ml : after->n;
+            int cmp = memcmp(m, after->as.s, k);
+            if (cmp < 0 || (cmp == 0 && ml <= after->n))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        from = lo;
+    }
+    size_t want = n - from;
+    if (lim && lim->kind == PROTO_UINT && lim->as.u > 0 && lim->as.u < want)
+        want = (size_t)lim->as.u;
+    /* INFOs go to a buffer of their own first: the page's length is known
+     * only at its end. */
+    proto_buf items;
+    proto_buf_init(&items);
+    size_t taken = 0;
+    sup_ctx_info_budget(LIST_PSS_BUDGET);
+    while (taken < want && items.len < LIST_PAGE_BYTES)
+        sup_ctx_put_info(&items, v[from + taken++]);
+    sup_ctx_info_budget(0);
+    bool more = from + taken < n;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 1);
+    sup_msg_begin(&b, "ok", peer, more ? 2 : 1);
     proto_put_str(&b, "contexts");
-    size_t n = sup_ctx_count();
-    sup_ctx **v = sup_ctx_sorted(); /* by name */
-    proto_put_array(&b, (uint32_t)n);
-    for (size_t i = 0; i < n; i++)
-        sup_ctx_put_info(&b, v[i]);
+    proto_put_array(&b, (uint32_t)taken);
+    proto_buf_append(&b, items.data, items.len);
+    if (more) {
+        proto_put_str(&b, "next");
+        proto_put_str(&b, v[from + taken - 1]->name);
+    }
     free(v);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
+    proto_buf_free(&items);
 }
 
 static void do_delete(const proto_val *msg, const sup_peer *peer)
@@ -961,6 +998,10 @@ static const proto_field pip_install_fields[] = {
     {"ctx", PF_NAME | PF_NIL, false, 0},
     {"packages", PF_ARRAY, true, 0},
 };
+static const proto_field list_fields[] = {
+    {"after", PF_NAME | PF_NIL, false, 0},
+    {"limit", PF_UINT | PF_NIL, false, 0},
+};
 static const proto_field fork_fields[] = {
     {"ctx", PF_NAME, true, 0},
     {"name", PF_NAME | PF_NIL, false, 0},
@@ -986,7 +1027,7 @@ static const request_kind request_kinds[] = {
     {"file.put", FIELDS(file_put_fields), sup_files_put},
     {"file.get", FIELDS(file_get_fields), sup_files_get},
     {"ctx.create", FIELDS(create_fields), do_create},
-    {"ctx.list", NULL, 0, do_list},
+    {"ctx.list", FIELDS(list_fields), do_list},
     {"stats", NULL, 0, do_stats},
     {"ctx.delete", FIELDS(ctx_req_fields), do_delete},
     {"ctx.restart", FIELDS(ctx_req_fields), do_restart},

@@ -240,3 +240,27 @@ def test_restart_aborts_running_and_queued(sclient):
 
 def test_restart_unknown(client):
     client.err("ctx.restart", "unknown_context", ctx="ghost")
+
+
+def test_list_pages(client):
+    """ctx.list after/limit: pages in name order, `next` until the last."""
+    for n in ("pg-a", "pg-b", "pg-c"):
+        client.ok("ctx.create", name=n)
+    whole = [c["name"] for c in client.ok("ctx.list")["contexts"]]
+    assert "next" not in client.ok("ctx.list"), "one page holds a few contexts"
+    seen, after = [], None
+    while True:
+        r = client.ok("ctx.list", limit=2, **({"after": after} if after else {}))
+        assert 1 <= len(r["contexts"]) <= 2, r
+        for info in r["contexts"]:
+            check_info(info)
+        seen += [c["name"] for c in r["contexts"]]
+        if "next" not in r:
+            break
+        assert r["next"] == seen[-1], r
+        after = r["next"]
+    assert seen == whole == sorted(whole), (seen, whole)
+    r = client.ok("ctx.list", after="pg-b")
+    assert [c["name"] for c in r["contexts"]][0] == "pg-c", r
+    assert client.ok("ctx.list", after="zzz")["contexts"] == []
+    client.err("ctx.list", "bad_field", limit="2")

@@ -738,9 +738,16 @@ export class Client {
 
   /** Every context, "default" included, sorted by name. */
   async listContexts(opts: CallOptions = {}): Promise<ContextInfo[]> {
-    const r = await this.call("ctx.list", {}, opts);
-    if (!Array.isArray(r.contexts)) throw new ProtocolError("ctx.list reply without contexts");
-    return r.contexts.map(parseContext);
+    const out: ContextInfo[] = [];
+    let fields: Record<string, Value> = {};
+    for (;;) {
+      // page by page: a page ends before the daemon's 4 MiB (PROTOCOL.md)
+      const r = await this.call("ctx.list", fields, opts);
+      if (!Array.isArray(r.contexts)) throw new ProtocolError("ctx.list reply without contexts");
+      out.push(...r.contexts.map(parseContext));
+      if (typeof r.next !== "string" || r.contexts.length === 0) return out;
+      fields = { after: r.next };
+    }
   }
 
   /** Kills the context's worker; its running and queued runs end "aborted". */

@@ -25,7 +25,7 @@ REQUEST_FIELDS = {
     "execute": ("ctx", "code", "timeout", "env", "silent", "stop_on_error"),
     "interrupt": ("ctx", "run"),
     "ctx.create": ("name", "cwd", "env"),
-    "ctx.list": (),
+    "ctx.list": ("after", "limit"),
     "ctx.delete": ("ctx",),
     "ctx.restart": ("ctx",),
     "complete": ("ctx", "code", "cursor", "timeout"),

@@ -469,11 +469,18 @@ class AsyncClient:
         return pkgs
 
     async def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
-        reply = await self._call("ctx.list", request_timeout)
-        ctxs = reply.get("contexts")
-        if not isinstance(ctxs, list):
-            raise ProtocolError("ctx.list reply without contexts")
-        return [ContextInfo.from_msg(c) for c in ctxs]
+        out: List[ContextInfo] = []
+        fields: dict = {}
+        while True:  # page by page: a page ends before the daemon's cap
+            reply = await self._call("ctx.list", request_timeout, _fields=fields)
+            ctxs = reply.get("contexts")
+            if not isinstance(ctxs, list):
+                raise ProtocolError("ctx.list reply without contexts")
+            out += [ContextInfo.from_msg(c) for c in ctxs]
+            nxt = reply.get("next")
+            if not isinstance(nxt, str) or not ctxs:
+                return out
+            fields = {"after": nxt}
 
     async def delete_context(self, ctx: Any, request_timeout: Optional[float] = None) -> None:
         name = ctx_name(ctx)

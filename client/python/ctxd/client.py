@@ -555,11 +555,18 @@ class Client:
 
     def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
         """Every context, "default" included, sorted by name."""
-        reply = self._call("ctx.list", request_timeout)
-        ctxs = reply.get("contexts")
-        if not isinstance(ctxs, list):
-            raise ProtocolError("ctx.list reply without contexts")
-        return [ContextInfo.from_msg(c) for c in ctxs]
+        out: List[ContextInfo] = []
+        fields: dict = {}
+        while True:  # page by page: a page ends before the daemon's cap
+            reply = self._call("ctx.list", request_timeout, _fields=fields)
+            ctxs = reply.get("contexts")
+            if not isinstance(ctxs, list):
+                raise ProtocolError("ctx.list reply without contexts")
+            out += [ContextInfo.from_msg(c) for c in ctxs]
+            nxt = reply.get("next")
+            if not isinstance(nxt, str) or not ctxs:
+                return out
+            fields = {"after": nxt}
 
     FILE_CHUNK = 4 * 1024 * 1024
 
