@@ -404,3 +404,49 @@ def test_slow_client_backpressure_bounded_and_no_head_of_line(cl):
     assert rss_peak(router_pid) < 48 * 1024 * 1024, rss_peak(router_pid)
     slow.close()
     other.close()
+
+
+def test_load_many_clients_many_contexts_through_the_router(cl):
+    """The load test through the router: 12 clients at once (threads, a
+    connection each), 3 contexts each spread over the hosts, 20 rounds of
+    pipelined runs with output: every run gets exactly one terminal reply
+    (Conn.collect checks), its own output whole, and each context's state
+    counts every run of its own."""
+    import threading
+    clients, per, rounds = 12, 3, 20
+    errors = []
+
+    def one(ci):
+        try:
+            c = cl.client()
+            names = [f"ld{ci}x{j}" for j in range(per)]
+            ids = [c.send("ctx.create", name=n) for n in names]
+            got = c.collect(ids, timeout=120)
+            assert all(last(got[i])["t"] == "ok" for i in ids), [last(got[i]) for i in ids]
+            ids = [c.send("execute", ctx=n, code="n = 0") for n in names]
+            assert all(last(m)["status"] == "ok" for m in c.collect(ids, timeout=120).values())
+            for r in range(rounds):
+                runs = {c.send("execute", ctx=n, code=f"n += 1\nprint('{n}:' + 'x' * {r * 97})"): n
+                        for n in names}
+                got = c.collect(list(runs), timeout=120)
+                for rid, n in runs.items():
+                    assert last(got[rid])["status"] == "ok", got[rid][-1]
+                    out = b"".join(x["data"] for x in got[rid] if x["t"] == "stream")
+                    assert out == f"{n}:{'x' * (r * 97)}\n".encode(), (n, r, out[:80])
+            ids = {c.send("execute", ctx=n, code="print(n)"): n for n in names}
+            for rid, m in c.collect(list(ids), timeout=120).items():
+                assert b"".join(x["data"] for x in m if x["t"] == "stream") == f"{rounds}\n".encode()
+            ids = [c.send("ctx.delete", ctx=n) for n in names]
+            assert all(last(m)["t"] == "ok" for m in c.collect(ids, timeout=120).values())
+            c.quiet()
+            c.close()
+        except BaseException as e:  # reported by the main thread
+            errors.append(f"client {ci}: {e!r}"[:2000])
+
+    threads = [threading.Thread(target=one, args=(ci,)) for ci in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert not any(t.is_alive() for t in threads), "a client never finished"
+    assert not errors, "\n".join(errors)
