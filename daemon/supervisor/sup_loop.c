@@ -375,7 +375,7 @@ static bool serve_zmq(void)
  * sockets (serve_zmq), so no message waits behind a consumed edge. */
 void sup_loop_run(void)
 {
-    enum { MAX_EVENTS = 256 };
+    enum { MAX_EVENTS = 256, WAKE_MAX_MS = 1000 };
     struct epoll_event evs[MAX_EVENTS];
     uint64_t saved_gen = ~(uint64_t)0;
     ep_open();
@@ -410,7 +410,14 @@ void sup_loop_run(void)
             saved_gen = sup_ctx_table_gen();
             sup_persist_flush();
         }
-        int n = epoll_wait(epfd, evs, MAX_EVENTS, (int)(timeout > 60000 ? 60000 : timeout));
+        /* At most a second's sleep, also with nothing timed: a safety net
+         * under the edge-triggered ZMQ_FD, whose signal a send on another
+         * socket can take. A ZAP request (a tcp client's handshake) was
+         * seen waiting for good under ASan; the next turn's serve_zmq asks
+         * ZMQ_EVENTS of every socket, so nothing waits more than that. */
+        if (timeout < 0 || timeout > WAKE_MAX_MS)
+            timeout = WAKE_MAX_MS;
+        int n = epoll_wait(epfd, evs, MAX_EVENTS, (int)timeout);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
