@@ -12,7 +12,14 @@
  * (`route_dropped`; the run finishes, or is interrupted under
  * --on-disconnect interrupt). A client that reconnects with the same key
  * and id after messages were dropped gets one `gap` message (PROTOCOL.md
- * section 7) before its first reply. */
+ * section 7) before its first reply.
+ *
+ * The socket keeps libzmq's default (no ZMQ_ROUTER_HANDOVER): a connection
+ * that brings a routing id still bound to a live connection is ignored by
+ * libzmq until it reconnects, so a live client can never be pushed off its
+ * id, and a newcomer never receives what the live one's runs still send
+ * before its first message rebinds the id. The `disconnects` counter lets a
+ * client see that its old connection is gone before it reuses the id. */
 #include "sup_route.h"
 
 #include "sup_peer.h"
@@ -113,6 +120,7 @@ void sup_route_on_monitor(void)
         zmq_msg_close(&ev);
         if (num != ZMQ_EVENT_DISCONNECTED)
             continue;
+        sup_stats.disconnects++;
         for (size_t i = 0; i < NBUCKETS; i++)
             for (binding *b = buckets[i]; b; b = b->next)
                 if (b->alive && b->fd == fd)

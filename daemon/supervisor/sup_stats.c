@@ -147,6 +147,30 @@ void sup_stats_event(const char *fmt, ...)
     log_line("event=%s", msg);
 }
 
+/* The `stats` counters in the order they are sent (PROTOCOL.md section 5);
+ * the runs by status follow `runs`. */
+static const struct {
+    const char *name;
+    const uint64_t *value;
+} counter_fields[] = {
+    {"requests", &sup_stats.requests},
+    {"refused", &sup_stats.refused},
+    {"runs", &sup_stats.runs},
+    {"stdout_bytes", &sup_stats.stdout_bytes},
+    {"stderr_bytes", &sup_stats.stderr_bytes},
+    {"truncated_bytes", &sup_stats.truncated_bytes},
+    {"between_runs_bytes", &sup_stats.between_runs_bytes},
+    {"requests_unread", &sup_stats.requests_unread},
+    {"workers_spawned", &sup_stats.workers_spawned},
+    {"worker_deaths", &sup_stats.worker_deaths},
+    {"pip_runs", &sup_stats.pip_runs},
+    {"pip_failures", &sup_stats.pip_failures},
+    {"pip_cached", &sup_stats.pip_cached},
+    {"log_lines_lost", &sup_stats.log_lines_lost},
+    {"route_dropped", &sup_stats.route_dropped},
+    {"disconnects", &sup_stats.disconnects},
+};
+
 void sup_stats_put(proto_buf *b, size_t live, size_t busy, size_t queued)
 {
     proto_put_str(b, "uptime");
@@ -168,41 +192,17 @@ void sup_stats_put(proto_buf *b, size_t live, size_t busy, size_t queued)
     proto_put_str(b, "created");
     proto_put_uint(b, sup_stats.contexts_created);
     proto_put_str(b, "counters");
-    proto_put_map(b, 15 + SUP_NSTATUS);
-    proto_put_str(b, "requests");
-    proto_put_uint(b, sup_stats.requests);
-    proto_put_str(b, "refused");
-    proto_put_uint(b, sup_stats.refused);
-    proto_put_str(b, "runs");
-    proto_put_uint(b, sup_stats.runs);
-    for (int i = 0; i < SUP_NSTATUS; i++) {
-        char key[32];
-        snprintf(key, sizeof key, "runs_%s", status_names[i]);
-        proto_put_str(b, key);
-        proto_put_uint(b, sup_stats.by_status[i]);
+    size_t n = sizeof counter_fields / sizeof counter_fields[0];
+    proto_put_map(b, (uint32_t)(n + SUP_NSTATUS));
+    for (size_t i = 0; i < n; i++) {
+        if (i == 3) /* after requests, refused, runs: the runs by status */
+            for (int k = 0; k < SUP_NSTATUS; k++) {
+                char key[32];
+                snprintf(key, sizeof key, "runs_%s", status_names[k]);
+                proto_put_str(b, key);
+                proto_put_uint(b, sup_stats.by_status[k]);
+            }
+        proto_put_str(b, counter_fields[i].name);
+        proto_put_uint(b, *counter_fields[i].value);
     }
-    proto_put_str(b, "stdout_bytes");
-    proto_put_uint(b, sup_stats.stdout_bytes);
-    proto_put_str(b, "stderr_bytes");
-    proto_put_uint(b, sup_stats.stderr_bytes);
-    proto_put_str(b, "truncated_bytes");
-    proto_put_uint(b, sup_stats.truncated_bytes);
-    proto_put_str(b, "between_runs_bytes");
-    proto_put_uint(b, sup_stats.between_runs_bytes);
-    proto_put_str(b, "requests_unread");
-    proto_put_uint(b, sup_stats.requests_unread);
-    proto_put_str(b, "workers_spawned");
-    proto_put_uint(b, sup_stats.workers_spawned);
-    proto_put_str(b, "worker_deaths");
-    proto_put_uint(b, sup_stats.worker_deaths);
-    proto_put_str(b, "pip_runs");
-    proto_put_uint(b, sup_stats.pip_runs);
-    proto_put_str(b, "pip_failures");
-    proto_put_uint(b, sup_stats.pip_failures);
-    proto_put_str(b, "pip_cached");
-    proto_put_uint(b, sup_stats.pip_cached);
-    proto_put_str(b, "log_lines_lost");
-    proto_put_uint(b, sup_stats.log_lines_lost);
-    proto_put_str(b, "route_dropped");
-    proto_put_uint(b, sup_stats.route_dropped);
 }

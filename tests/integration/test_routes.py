@@ -3,7 +3,13 @@ sent the request (daemon/supervisor/sup_route.c): a client with another authoris
 that connects with the routing id of one that dropped gets nothing of the
 first client's run (dropped, counted in stats `route_dropped`); the same
 client reconnecting gets a `gap` message instead of a silent tail. Waits
-are bounded: the run's end is seen through a third client."""
+are bounded: the run's end is seen through a third client.
+
+A connection that brings a routing id still held by a live connection is
+ignored by libzmq (no ZMQ_ROUTER_HANDOVER: a live client is never pushed off
+its id), so a test that reuses an id first waits until the daemon has seen the
+old connection drop (`stats` `disconnects`), as PROTOCOL.md section 7 tells
+such clients to."""
 
 import signal
 import subprocess
@@ -76,6 +82,18 @@ def idle(watcher, n=[1000]):
     return all(i["state"] == "idle" for i in infos)
 
 
+def disconnects(watcher, n=[5000]):
+    n[0] += 1
+    return request(watcher, "stats", n[0])["counters"]["disconnects"]
+
+
+def drop(watcher, s):
+    """Closes s and waits until the daemon has seen its connection drop."""
+    before = disconnects(watcher)
+    s.close(0)
+    assert wait_until(lambda: disconnects(watcher) > before, RECV_TIMEOUT)
+
+
 def start_run(s):
     s.send(pack({"v": 1, "t": "execute", "id": 1, "code": RUN}))
     assert recv(s)["t"] == "accepted"
@@ -88,7 +106,7 @@ def test_other_key_reusing_a_routing_id_gets_nothing(curve):
     watcher = connect(keypair())
     a = connect(a_keys, b"client-x")
     start_run(a)
-    a.close(0)
+    drop(watcher, a)
     b = connect(b_keys, b"client-x")
     # b is served, but receives nothing of a's run
     got = []
@@ -107,7 +125,7 @@ def test_same_client_reconnecting_is_told_of_the_gap(curve):
     watcher = connect(keypair())
     a = connect(keys, b"client-y")
     start_run(a)
-    a.close(0)
+    drop(watcher, a)
     assert wait_until(lambda: idle(watcher), RECV_TIMEOUT)
     a2 = connect(keys, b"client-y")
     a2.send(pack({"v": 1, "t": "hello", "id": 5}))
@@ -123,9 +141,30 @@ def test_same_client_reconnecting_is_told_of_the_gap(curve):
 def test_reconnected_client_is_served_normally(curve):
     connect, keypair = curve
     keys = keypair()
+    watcher = connect(keypair())
     a = connect(keys, b"client-z")
     assert request(a, "hello", 1)["t"] == "ok"
-    a.close(0)
+    drop(watcher, a)
     a2 = connect(keys, b"client-z")
     r = request(a2, "execute", 2, code="6 * 7")
     assert r["t"] == "done" and r["status"] == "ok", r  # nothing was lost: no gap
+
+
+def test_live_client_keeps_its_id_against_a_newcomer(curve):
+    """Another key that connects with the routing id of a live client takes
+    nothing from it: the live client gets its whole run, the newcomer none
+    of it (libzmq ignores the newcomer while the id is held)."""
+    connect, keypair = curve
+    a = connect(keypair(), b"client-w")
+    start_run(a)
+    b = connect(keypair(), b"client-w")
+    b.send(pack({"v": 1, "t": "hello", "id": 3}))
+    lines = []
+    while True:
+        m = recv(a)
+        if m["t"] == "stream":
+            lines.append(m["data"])
+        if m["t"] == "done":
+            break
+    assert m["status"] == "ok" and b"".join(lines).split() == [b"%d" % i for i in range(1, 40)], lines
+    assert not b.poll(500)
