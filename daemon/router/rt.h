@@ -220,12 +220,17 @@ typedef struct rt_fl {
     char ctx[PROTO_MAX_NAME + 1]; /* host-side name it names (or creates) */
     char pinned[RT_INSTANCE + 1]; /* the host instance it was sent to */
     bool accepted;
+    uint32_t conn; /* the link's connection count when it was sent */
 } rt_fl;
 struct rt_link {
     struct rt_link *next_all;
     rt_client *client;
     rt_host *host;
     void *sock;
+    void *mon;          /* its DISCONNECTED events */
+    uint32_t conn;      /* connections seen to drop so far */
+    uint32_t cut;       /* requests with conn < cut end once the link is drained */
+    uint64_t cut_asked; /* the hello asked of the host for that end (0: none) */
     rt_outq out;
     rt_fl *fl;
     size_t nfl;

@@ -76,7 +76,7 @@ static void *open_ctl(rt_host *h)
     snprintf(mon, sizeof mon, "inproc://rt-mon-%d-%p", h->idx, s);
     zmq_socket_monitor(s, mon,
                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
     if (h->mon) {
         rt_loop_unwatch(h->mon);
         zmq_close(h->mon);
@@ -145,9 +145,11 @@ void rt_host_ctl(rt_host *h, const char *type, const char *ctx, bool pin, rt_ctl
     ctl_pending = r;
 }
 
-/* Ends the control requests waiting on h (fn gets NULL). */
+/* Ends the control requests waiting on h (fn gets NULL). They are taken
+ * off the list first: a callback may ask h again. */
 static void ctl_fail(rt_host *h)
 {
+    ctlreq *failed = NULL;
     ctlreq **p = &ctl_pending;
     while (*p) {
         ctlreq *r = *p;
@@ -156,6 +158,12 @@ static void ctl_fail(rt_host *h)
             continue;
         }
         *p = r->next;
+        r->next = failed;
+        failed = r;
+    }
+    while (failed) {
+        ctlreq *r = failed;
+        failed = r->next;
         if (r->fn)
             r->fn(r->arg, h, NULL);
         free(r);
@@ -309,7 +317,10 @@ void rt_host_read(rt_host *h)
     }
 }
 
-/* Handshake events of h's control socket. */
+/* Events of h's control socket: handshakes, and drops. A drop while the
+ * host lives (a reset connection) leaves what was asked on it unanswered:
+ * it ends now (fn gets NULL), and a hello goes out again at once, so the
+ * host is not taken for lost for a hello that could not be answered. */
 void rt_host_read_monitor(rt_host *h)
 {
     for (int budget = 0; budget < 64; budget++) {
@@ -330,6 +341,12 @@ void rt_host_read_monitor(rt_host *h)
         }
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             h->auth_error[0] = '\0';
+        } else if (event == ZMQ_EVENT_DISCONNECTED) {
+            if (h->state == RT_HOST_LIVE)
+                rt_log("host %s: the control connection dropped; reconnecting", h->endpoint);
+            ctl_fail(h);
+            h->ping_out = false;
+            h->ping_sent = 0;
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
                    event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
             if (!h->auth_error[0])

@@ -5,7 +5,18 @@
  * one (done died / aborted, or err lost). Backpressure as in the
  * supervisor: a link whose client has messages queued (its ZeroMQ queue
  * full) is not read, so the host's own bounded hold and then its worker's
- * pipe stop the writer; other clients of that host are not held up. */
+ * pipe stop the writer; other clients of that host are not held up.
+ *
+ * A link's connection can drop while its host lives (a reset, a NAT or a
+ * balancer losing state). ZeroMQ reconnects, but the host answers on the
+ * connection a request came in on, so what was in flight on the old one
+ * is never answered. A monitor sees each drop; once the replies that came
+ * before it are read, the host is asked `hello` pinned to its instance: a
+ * host that died (its connections drop too) is lost as before, and its
+ * runs end `died`. A host that answers lives: each request sent before
+ * the drop ends with `err unavailable` (its outcome unknown), and the
+ * catalog entry of a create, fork, delete or restart among them is
+ * settled by asking the host (`ctx.info` on the control socket). */
 #include "rt.h"
 
 #include "mem.h"
@@ -18,10 +29,40 @@
 
 static void *zctx;
 static rt_link *all;
+static uint64_t hello_seq; /* numbers the hellos asked for a link's drop */
 
 void rt_link_init(void *z)
 {
     zctx = z;
+}
+
+/* Closes l's socket and its monitor (the host lost, the client gone). */
+static void close_sock(rt_link *l)
+{
+    if (l->sock) {
+        rt_loop_unwatch(l->sock);
+        zmq_close(l->sock);
+    }
+    if (l->mon) {
+        rt_loop_unwatch(l->mon);
+        zmq_close(l->mon);
+    }
+    l->sock = l->mon = NULL;
+}
+
+/* The monitor that tells l's connection drops. */
+static void open_mon(rt_link *l)
+{
+    char ep[80];
+    snprintf(ep, sizeof ep, "inproc://rt-link-%p-%p", (void *)l, l->sock);
+    if (zmq_socket_monitor(l->sock, ep, ZMQ_EVENT_DISCONNECTED) < 0)
+        fatal("monitor a link: %s", zmq_strerror(errno));
+    l->mon = zmq_socket(zctx, ZMQ_PAIR);
+    int zero = 0;
+    zmq_setsockopt(l->mon, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_connect(l->mon, ep) < 0)
+        fatal("connect a link's monitor: %s", zmq_strerror(errno));
+    rt_loop_watch(l->mon);
 }
 
 static void open_sock(rt_link *l)
@@ -35,6 +76,7 @@ static void open_sock(rt_link *l)
     int64_t maxmsg = (int64_t)rt_cfg.max_request_bytes * 4 + (1 << 20);
     zmq_setsockopt(l->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     rt_host_curve(l->sock);
+    open_mon(l);
     if (zmq_connect(l->sock, l->host->endpoint) < 0)
         fatal("connect %s: %s", l->host->endpoint, zmq_strerror(errno));
     rt_loop_watch(l->sock);
@@ -76,6 +118,7 @@ void rt_link_forward(rt_client *c, rt_host *h, const proto_buf *req, const uint8
     f->kind = kind;
     snprintf(f->ctx, sizeof f->ctx, "%s", ctx ? ctx : "");
     snprintf(f->pinned, sizeof f->pinned, "%s", h->instance);
+    f->conn = l->conn;
     f->next = l->fl;
     l->fl = f;
     l->nfl++;
@@ -248,10 +291,129 @@ static bool readable(void *sock)
     return sock && zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN);
 }
 
+/* Counts l's connection drops (each moves the cut past what was sent). */
+static bool read_mon(rt_link *l)
+{
+    bool any = false;
+    for (int budget = 0; budget < 64 && readable(l->mon); budget++) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, l->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            break;
+        }
+        uint16_t num = 0;
+        if (zmq_msg_size(&ev) >= 2)
+            memcpy(&num, zmq_msg_data(&ev), 2);
+        while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, l->mon, ZMQ_DONTWAIT) >= 0)
+            ;
+        zmq_msg_close(&ev);
+        any = true;
+        if (num == ZMQ_EVENT_DISCONNECTED) {
+            l->conn++;
+            l->cut = l->conn;
+        }
+    }
+    return any;
+}
+
+typedef struct settle {
+    char ctx[PROTO_MAX_NAME + 1];
+    int tries;
+} settle;
+
+/* The host's answer to ctx.info for a context whose create, fork, delete
+ * or restart was in flight on a dropped connection: the catalog follows
+ * what the host has. */
+static void settle_cb(void *arg, rt_host *h, const proto_val *m)
+{
+    settle *st = arg;
+    rt_entry *e = rt_cat_get(st->ctx);
+    if (!m) { /* the control connection dropped too: asked again */
+        if (e && e->host == h->idx && h->state == RT_HOST_LIVE && ++st->tries < 8) {
+            rt_host_ctl(h, "ctx.info", st->ctx, true, settle_cb, st);
+            return;
+        }
+        free(st);
+        return;
+    }
+    if (e && e->host == h->idx && e->state != RT_CTX_LOST) {
+        const proto_val *info = proto_map_get(m, "ctx");
+        if (proto_str_eq(proto_map_get(m, "t"), "ok") && info && info->kind == PROTO_MAP) {
+            e->state = RT_CTX_LIVE;
+            e->incarnation = get_uint(info, "incarnation");
+            rt_cat_save(e);
+        } else if (proto_str_eq(proto_map_get(m, "code"), "unknown_context")) {
+            rt_cat_del(st->ctx);
+        }
+    }
+    free(st);
+}
+
+/* Ends what was sent on l before its last connection drop, oldest first:
+ * `err unavailable`, and the catalog settled for what it may have changed. */
+static void end_cut(rt_link *l)
+{
+    rt_fl *rev = NULL;
+    for (rt_fl **p = &l->fl; *p;) {
+        rt_fl *f = *p;
+        if (f->conn >= l->cut) {
+            p = &f->next;
+            continue;
+        }
+        *p = f->next;
+        l->nfl--;
+        f->next = rev;
+        rev = f;
+    }
+    l->cut = 0;
+    l->cut_asked = 0;
+    while (rev) {
+        rt_fl *f = rev;
+        rev = f->next;
+        if (f->kind != RT_FL_INTERNAL) {
+            proto_buf b;
+            proto_buf_init(&b);
+            rt_msg_err(&b, f->re, f->re_len, "unavailable",
+                       "the connection to host %s dropped with this request in flight: its "
+                       "outcome is unknown (the host was not lost; ask again)",
+                       l->host->endpoint);
+            rt_out_deliver(l->client, &l->out, &b);
+            proto_buf_free(&b);
+        }
+        if (f->ctx[0] && f->kind != RT_FL_OTHER && f->kind != RT_FL_EXECUTE) {
+            settle *st = mem_calloc(1, sizeof *st);
+            snprintf(st->ctx, sizeof st->ctx, "%s", f->ctx);
+            rt_host_ctl(l->host, "ctx.info", st->ctx, true, settle_cb, st);
+        }
+        free(f);
+    }
+}
+
+/* The answer to the hello asked after links to h dropped: the same
+ * instance is live, so what those links lost ends now. No answer (the
+ * control connection dropped as well): asked again. A refusal for another
+ * instance: rt_host lost h, which ended everything. */
+static void cut_cb(void *arg, rt_host *h, const proto_val *m)
+{
+    uint64_t seq = (uint64_t)(uintptr_t)arg;
+    bool live = m && proto_str_eq(proto_map_get(m, "t"), "ok") && h->state == RT_HOST_LIVE;
+    for (rt_link *l = all; l; l = l->next_all) {
+        if (l->host != h || !l->cut || !l->cut_asked || l->cut_asked > seq)
+            continue;
+        if (live)
+            end_cut(l);
+        else
+            l->cut_asked = 0;
+    }
+}
+
 bool rt_link_serve(void)
 {
     bool any = false;
     for (rt_link *l = all; l; l = l->next_all) {
+        if (l->mon && read_mon(l))
+            any = true;
         for (int budget = 0; budget < 64; budget++) {
             if (l->out.head || rt_out_held(l->client) >= RT_CLIENT_HELD || !readable(l->sock))
                 break;
@@ -264,6 +426,14 @@ bool rt_link_serve(void)
             any = true;
             on_message(l, zmq_msg_data(&msg), zmq_msg_size(&msg));
             zmq_msg_close(&msg);
+        }
+        /* The replies that came before the drop are read: is the host
+         * alive (then the rest of the old connection is not answered)? */
+        if (l->cut && !l->cut_asked && l->sock && !l->out.head &&
+            rt_out_held(l->client) < RT_CLIENT_HELD && !readable(l->sock)) {
+            l->cut_asked = ++hello_seq;
+            rt_host_ctl(l->host, "hello", NULL, true, cut_cb, (void *)(uintptr_t)hello_seq);
+            any = true;
         }
     }
     return any;
@@ -335,11 +505,9 @@ void rt_link_host_lost(rt_host *h, const char *cause)
             free(f);
         }
         l->nfl = 0;
-        if (l->sock) {
-            rt_loop_unwatch(l->sock);
-            zmq_close(l->sock);
-        }
-        l->sock = NULL;
+        l->cut = 0;
+        l->cut_asked = 0;
+        close_sock(l);
     }
 }
 
@@ -352,10 +520,7 @@ void rt_link_close_client(rt_client *c)
             continue;
         }
         *p = l->next_all;
-        if (l->sock) {
-            rt_loop_unwatch(l->sock);
-            zmq_close(l->sock);
-        }
+        close_sock(l);
         while (l->fl) {
             rt_fl *f = l->fl;
             l->fl = f->next;

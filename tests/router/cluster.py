@@ -182,6 +182,14 @@ class Cluster:
         sh("ip", "netns", "exec", f"{self.tag}br", "ip", "link", "set", f"p{i}",
            "down" if cut else "up")
 
+    def reset_links(self, i):
+        """Resets every TCP connection from the test's namespace (the
+        routers) to host i, the host itself left running: a broken cable
+        for an instant, as a NAT or a load balancer dropping state does.
+        `ss -K` aborts the router's end and sends the host a reset; both
+        ends' ZeroMQ then reconnect."""
+        sh("ss", "-K", "dst", self.host_ip(i), "dport", "=", ":7100")
+
     # ---- processes ----------------------------------------------------
     def spawn(self, args, log, env=None):
         f = open(os.path.join(self.tmp, log), "ab")

@@ -450,3 +450,59 @@ def test_load_many_clients_many_contexts_through_the_router(cl):
         t.join(600)
     assert not any(t.is_alive() for t in threads), "a client never finished"
     assert not errors, "\n".join(errors)
+
+
+def test_links_reset_while_the_host_lives(cl):
+    """The router's connections to a live host are reset (every link and
+    the control connection): each request in flight on them still gets
+    exactly one terminal reply, `err unavailable` when its outcome is
+    unknown, at once rather than never; the host is not taken for lost;
+    its contexts keep their state; a create in flight ends known either
+    way (reachable, or its name free); the ctx.list of the moment ends."""
+    c = cl.client()
+    assert last(c.req("ctx.create", name="blink"))["t"] == "ok"
+    assert last(c.req("execute", ctx="blink", code="z = 5"))["status"] == "ok"
+    h = host_of(c, "blink")
+    instance = cl.host_state("r1", h)["instance"]
+    run = c.send("execute", ctx="blink", code="print('a', flush=True)\nimport time\ntime.sleep(3)")
+    deadline = time.monotonic() + 30
+    while not any(x["t"] == "stream" for x in c.msgs[run]):
+        assert c.s.poll(int((deadline - time.monotonic()) * 1000)), c.msgs[run]
+        import msgpack
+        m = msgpack.unpackb(c.s.recv(), raw=False)
+        c.msgs[m["re"]].append(m)
+    # a create placed on that host, in flight when the cable breaks
+    creates = []
+    for k in range(12):
+        creates.append((f"bl{k}", c.send("ctx.create", name=f"bl{k}")))
+    listing = c.send("ctx.list")
+    cl.reset_links(h)
+    got = c.collect([run, listing] + [r for _, r in creates], timeout=30)
+    d = last(got[run])
+    assert (d["t"] == "err" and d["code"] == "unavailable") or d["t"] == "done", d
+    if d["t"] == "err":
+        assert cl.host_endpoint(h) in d["message"], d
+    assert last(got[listing])["t"] in ("ok", "err"), got[listing]
+    c.quiet()
+    # not lost: the same instance, the state is there
+    r = c.req("execute", ctx="blink", code="print(z)")
+    assert last(r)["status"] == "ok", r
+    assert b"".join(x["data"] for x in r if x["t"] == "stream") == b"5\n"
+    assert cl.host_state("r1", h)["instance"] == instance
+    assert cl.host_state("r1", h)["state"] == "live"
+    # each create ends known: made and reachable, or its name free to make
+    for name, rid in creates:
+        if last(got[rid])["t"] == "ok":
+            assert last(c.req("execute", ctx=name, code="1"))["status"] == "ok"
+        else:
+            assert last(got[rid])["code"] == "unavailable", got[rid]
+
+            def settled():
+                r = last(c.req("execute", ctx=name, code="1"))
+                return r["t"] == "done" or r["code"] == "unknown_context"
+            wait_for(settled, f"{name}: the create's outcome known")
+            r = last(c.req("execute", ctx=name, code="1"))
+            if r["t"] == "err":
+                assert last(c.req("ctx.create", name=name))["t"] == "ok"
+        assert last(c.req("ctx.delete", ctx=name))["t"] == "ok"
+    c.close()
