@@ -9,6 +9,7 @@
 #include "sup_linger.h"
 #include "sup_log.h"
 #include "sup_outmem.h"
+#include "sup_park.h"
 #include "sup_peer.h"
 #include "sup_pkgs.h"
 #include "sup_policy.h"
@@ -76,6 +77,54 @@ static bool changes_overflow;
 static void dispatch(sup_ctx *c);
 static void worker_broken(sup_ctx *c, const char *why);
 static void drop_new_rd(sup_ctx *c);
+
+/* Parks the worker's pipe read ends (sup_park.h): they are read only
+ * after its death, and an idle context then holds three descriptors (its
+ * channel, its pidfd, the park). Left as they are when parking fails. */
+static void park_pipes(sup_ctx *c)
+{
+    if (c->out_rd[0] < 0 || c->out_rd[1] < 0)
+        return;
+    int park = sup_park(c->out_rd, 2);
+    if (park < 0)
+        return;
+    for (int s = 0; s < 2; s++) {
+        close(c->out_rd[s]);
+        c->out_rd[s] = -1;
+    }
+    if (c->out_park >= 0)
+        close(c->out_park);
+    c->out_park = park;
+}
+
+/* Takes the parked read ends back (the worker died: what it left in its
+ * pipes is read now). */
+static void unpark_pipes(sup_ctx *c)
+{
+    if (c->out_park < 0)
+        return;
+    int fds[2];
+    sup_unpark(c->out_park, fds, 2);
+    c->out_park = -1;
+    for (int s = 0; s < 2; s++) {
+        if (c->out_rd[s] >= 0)
+            close(c->out_rd[s]);
+        c->out_rd[s] = fds[s];
+    }
+}
+
+/* Closes the worker's pipe read ends, parked or not. */
+static void close_pipes(sup_ctx *c)
+{
+    for (int s = 0; s < 2; s++) {
+        if (c->out_rd[s] >= 0)
+            close(c->out_rd[s]);
+        c->out_rd[s] = -1;
+    }
+    if (c->out_park >= 0)
+        close(c->out_park);
+    c->out_park = -1;
+}
 
 /* The link of c that list l threads through. */
 static sup_ctx_link *link_of(const ctx_list *l, sup_ctx *c)
@@ -495,17 +544,14 @@ static int start_worker(sup_ctx *c, bool use_zygote, proto_error *err)
     }
     c->fd = fd;
     watch_chan(c);
+    park_pipes(c);
     if (rc == 1) {
         c->spawning = true;
         return 0;
     }
     if (take_pid(c, pid, err) < 0) {
         close_chan(c);
-        int *fds[] = {&c->out_rd[0], &c->out_rd[1]};
-        for (size_t i = 0; i < 2; i++) {
-            close(*fds[i]);
-            *fds[i] = -1;
-        }
+        close_pipes(c);
         sup_cgroup_release(c->cgroup);
         return -1;
     }
@@ -579,12 +625,10 @@ static void discard_worker(sup_ctx *c, const char *status, const char *cause)
     kill_worker(c);
     sup_cgroup_release(c->cgroup);
     close_chan(c);
-    int *fds[] = {&c->out_rd[0], &c->out_rd[1], &c->pidfd};
-    for (size_t i = 0; i < 3; i++) {
-        if (*fds[i] >= 0)
-            close(*fds[i]);
-        *fds[i] = -1;
-    }
+    close_pipes(c);
+    if (c->pidfd >= 0)
+        close(c->pidfd);
+    c->pidfd = -1;
     if (c->outmem_fd >= 0)
         close(c->outmem_fd);
     c->outmem_fd = -1;
@@ -740,6 +784,7 @@ static void relay_leftover_output(sup_ctx *c)
     /* At most a pipe's worth (1 MiB): a process that outlived the worker
      * (it left the process group) may still be writing. */
     uint8_t chunk[PROTO_STREAM_CHUNK];
+    unpark_pipes(c);
     for (int s = 0; s < 2 && c->running; s++) {
         ssize_t n;
         size_t left = (size_t)1 << 20;
@@ -828,12 +873,7 @@ void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held)
     (void)held; /* the exec path below makes new descriptors anyway */
     c->spawning = false;
     close_chan(c);
-    int *fds[] = {&c->out_rd[0], &c->out_rd[1]};
-    for (size_t i = 0; i < 2; i++) {
-        if (*fds[i] >= 0)
-            close(*fds[i]);
-        *fds[i] = -1;
-    }
+    close_pipes(c);
     sup_cgroup_release(c->cgroup);
     proto_error err;
     char cause[400];
@@ -927,13 +967,13 @@ static void take_new_pipes(sup_ctx *c)
     struct stat st[2];
     if (c->nnew_rd == 2 && fstat(c->new_rd[0], &st[0]) == 0 && S_ISFIFO(st[0].st_mode) &&
         fstat(c->new_rd[1], &st[1]) == 0 && S_ISFIFO(st[1].st_mode)) {
+        close_pipes(c);
         for (int s = 0; s < 2; s++) {
-            if (c->out_rd[s] >= 0)
-                close(c->out_rd[s]);
             c->out_rd[s] = c->new_rd[s];
             fcntl(c->out_rd[s], F_SETFL, fcntl(c->out_rd[s], F_GETFL) | O_NONBLOCK);
         }
         c->nnew_rd = 0;
+        park_pipes(c);
     }
     drop_new_rd(c);
 }
@@ -1701,7 +1741,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
     c->ident = ident;
     c->created = sup_unix_now();
     sup_stats.contexts_created++;
-    c->fd = c->out_rd[0] = c->out_rd[1] = c->pidfd = c->outmem_fd = -1;
+    c->fd = c->out_rd[0] = c->out_rd[1] = c->out_park = c->pidfd = c->outmem_fd = -1;
     c->creating = true;
     if (spawn(c, err) < 0) {
         c->env = NULL; /* still the caller's on failure */
@@ -1755,6 +1795,8 @@ sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidf
     pss_want(c);
     c->out_rd[0] = out_rd[0];
     c->out_rd[1] = out_rd[1];
+    c->out_park = -1;
+    park_pipes(c);
     c->outmem_fd = -1;
     c->incarnation = 1;
     c->execution_count = src->execution_count;

@@ -124,6 +124,9 @@ typedef struct sup_ctx {
     /* Read ends of the worker's stdout/stderr pipes (the worker reads them
      * too): raw output still in them when a worker dies is not lost. */
     int out_rd[2];
+    /* Where out_rd wait, parked (sup_park.c), while the worker lives: one
+     * descriptor instead of two; -1 when they are not parked. */
+    int out_park;
     /* The worker's output memory (sup_outmem.c), mapped read-only, NULL
      * when it sent none; the memfd received with the channel's bytes until
      * `ready` maps it; the stream bytes of whole frames received from this
