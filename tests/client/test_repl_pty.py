@@ -347,11 +347,11 @@ def test_input_and_getpass_read_the_terminal(daemon, repl):
     r = repl("-c", "asks")
     r.expect(prompt(1))
     r.line("name = input('your name? ')")
-    r.expect(r"your name\? $")
+    r.expect(r"\nyour name\? $")  # the prompt, not the echo of the line typed
     r.line("Ada")
     r.expect(prompt(2))
     r.line("import getpass; secret = getpass.getpass('secret: ')")
-    r.expect(r"secret: $")
+    r.expect(r"\nsecret: $")
     r.line("hunter2")
     r.expect(prompt(3))
     assert "hunter2" not in r.text  # no echo
