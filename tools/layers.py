@@ -38,8 +38,11 @@ RULES = {
     # ctxd-router speaks the protocol to both sides: nothing of either daemon
     "daemon/router": ({"daemon/worker", "daemon/supervisor", "daemon/sandbox",
                        "daemon/channel"}, {"Python.h", "sbx.h"}),
+    # the ZAP handler both daemons run: libzmq only
+    "daemon/zap": ({"daemon/worker", "daemon/supervisor", "daemon/sandbox",
+                    "daemon/channel", "daemon/router"}, {"Python.h", "sbx.h"}),
 }
-FOLDERS = ["proto", "daemon/channel", "daemon/sandbox", "daemon/supervisor",
+FOLDERS = ["proto", "daemon/channel", "daemon/zap", "daemon/sandbox", "daemon/supervisor",
            "daemon/worker", "daemon/router", "client", "tools/ctx"]
 
 

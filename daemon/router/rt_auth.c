@@ -7,6 +7,7 @@
 #include "rt.h"
 
 #include "mem.h"
+#include "zap.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -108,14 +109,9 @@ int rt_auth_setup(void *zctx, void *curve_router)
         return -1;
     if (!curve_router)
         return 0;
-    zap = zmq_socket(zctx, ZMQ_REP);
-    int zero = 0, one = 1;
-    zmq_setsockopt(zap, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_bind(zap, "inproc://zeromq.zap.01") < 0)
+    zap = zap_open(zctx, curve_router, secret);
+    if (!zap)
         return -1;
-    zmq_setsockopt(curve_router, ZMQ_CURVE_SERVER, &one, sizeof one);
-    zmq_setsockopt(curve_router, ZMQ_CURVE_SECRETKEY, secret, RT_KEY_Z85);
-    zmq_setsockopt(curve_router, ZMQ_ZAP_DOMAIN, "ctxd", 4);
     fprintf(stderr, "ctxd-router: CurveZMQ; public key %s (%s/router.pub)\n", public,
             rt_cfg.state_dir);
     return 0;
@@ -126,75 +122,16 @@ void *rt_auth_zap(void)
     return zap;
 }
 
-/* Whether a 32-byte key is in STATE_DIR/authorized_keys (read each time,
- * so keys are added and removed live). */
-static bool key_authorized(const uint8_t key[32])
+/* Answers one ZAP request (daemon/zap) against STATE_DIR/authorized_keys:
+ * the User-Id is the client key, which rt_req.c reads from each message to
+ * find the client's tenant. */
+void rt_auth_handle(void)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/authorized_keys", rt_cfg.state_dir);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return false;
-    char line[512];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *s = line;
-        while (isspace((unsigned char)*s))
-            s++;
-        if (*s == '#' || strlen(s) < RT_KEY_Z85)
-            continue;
-        char z85[RT_KEY_Z85 + 1];
-        memcpy(z85, s, RT_KEY_Z85);
-        z85[RT_KEY_Z85] = '\0';
-        uint8_t raw[32];
-        found = zmq_z85_decode(raw, z85) && memcmp(raw, key, 32) == 0;
-    }
-    fclose(f);
-    return found;
-}
-
-/* Answers one ZAP request (RFC 27): the User-Id is the client key, which
- * rt_req.c reads from each message to find the client's tenant. */
-void rt_auth_handle(void)
-{
-    zmq_msg_t frames[8];
-    int n = 0, more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, zap, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            if (n == 0)
-                return;
-            break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 8)
-            frames[n++] = m;
-        else
-            zmq_msg_close(&m);
-    }
-    bool ok = false;
-    char keytext[RT_KEY_Z85 + 1] = "?";
-    if (n >= 7 && zmq_msg_size(&frames[5]) == 5 &&
-        memcmp(zmq_msg_data(&frames[5]), "CURVE", 5) == 0 && zmq_msg_size(&frames[6]) == 32) {
-        zmq_z85_encode(keytext, zmq_msg_data(&frames[6]), 32);
-        ok = key_authorized(zmq_msg_data(&frames[6]));
-    }
-    if (!ok)
-        rt_log("refused a client with key %s: not in authorized_keys", keytext);
-    const char *reason = ok ? "OK" : "client key not authorized";
-    zmq_send(zap, "1.0", 3, ZMQ_SNDMORE);
-    if (n >= 2)
-        zmq_send(zap, zmq_msg_data(&frames[1]), zmq_msg_size(&frames[1]), ZMQ_SNDMORE);
-    else
-        zmq_send(zap, "", 0, ZMQ_SNDMORE);
-    zmq_send(zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
-    zmq_send(zap, reason, strlen(reason), ZMQ_SNDMORE);
-    zmq_send(zap, ok ? keytext : "", ok ? RT_KEY_Z85 : 0, ZMQ_SNDMORE);
-    zmq_send(zap, "", 0, 0);
-    for (int i = 0; i < n; i++)
-        zmq_msg_close(&frames[i]);
+    zap_verdict v;
+    if (zap_serve(zap, path, &v) && !v.ok)
+        rt_log("refused a client from %s with key %s: %s", v.addr, v.key, v.reason);
 }
 
 /* The tenant of a client key, from --tenants (lines "KEY TENANT"; a tenant

@@ -7,6 +7,7 @@
 #include "sup_config.h"
 
 #include "mem.h"
+#include "zap.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -203,17 +204,11 @@ int sup_auth_setup(void *zctx, void *curve_router)
 {
     if (make_state_dir() < 0 || load_server_keys() < 0)
         return -1;
-    zap = zmq_socket(zctx, ZMQ_REP);
-    int zero = 0;
-    zmq_setsockopt(zap, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_bind(zap, "inproc://zeromq.zap.01") < 0) {
+    zap = zap_open(zctx, curve_router, server_secret);
+    if (!zap) {
         fprintf(stderr, "ctxd: cannot start the ZAP handler: %s\n", zmq_strerror(errno));
         return -1;
     }
-    int one = 1;
-    zmq_setsockopt(curve_router, ZMQ_CURVE_SERVER, &one, sizeof one);
-    zmq_setsockopt(curve_router, ZMQ_CURVE_SECRETKEY, server_secret, KEY_Z85);
-    zmq_setsockopt(curve_router, ZMQ_ZAP_DOMAIN, "ctxd", 4);
     fprintf(stderr, "ctxd: tcp endpoints use CurveZMQ; server public key %s (%s/server.pub)\n",
             server_public, state_dir);
     return 0;
@@ -224,84 +219,22 @@ void *sup_auth_zap_socket(void)
     return zap;
 }
 
-/* True if the 32-byte client key is listed in the authorized keys file. The
- * file is read on every handshake so keys can be added or removed live. */
-static bool key_authorized(const uint8_t key[32])
+/* The authorized keys file: --authorized-keys, else STATE_DIR/authorized_keys. */
+static void keys_path(char *path, size_t size)
 {
-    char path[PATH_MAX + 32];
     if (sup_cfg.authorized_keys)
-        snprintf(path, sizeof path, "%s", sup_cfg.authorized_keys);
+        snprintf(path, size, "%s", sup_cfg.authorized_keys);
     else
-        snprintf(path, sizeof path, "%s/authorized_keys", state_dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    char line[512];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *s = line;
-        while (isspace((unsigned char)*s))
-            s++;
-        if (*s == '#' || strlen(s) < KEY_Z85)
-            continue;
-        char z85[KEY_Z85 + 1];
-        memcpy(z85, s, KEY_Z85);
-        z85[KEY_Z85] = '\0';
-        uint8_t raw[32];
-        found = zmq_z85_decode(raw, z85) && memcmp(raw, key, 32) == 0;
-    }
-    fclose(f);
-    return found;
+        snprintf(path, size, "%s/authorized_keys", state_dir);
 }
 
-/* Answers one ZAP request: frames version, request id, domain, address,
- * identity, mechanism, credentials. */
+/* Answers one ZAP request (daemon/zap): a refusal is said on stderr. */
 void sup_auth_handle(void)
 {
-    zmq_msg_t frames[8];
-    int n = 0, more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, zap, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            if (n == 0)
-                return;
-            break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 8)
-            frames[n++] = m;
-        else
-            zmq_msg_close(&m);
-    }
-    bool ok = false;
-    char reason[128] = "malformed ZAP request";
-    char keytext[KEY_Z85 + 1] = "?";
-    if (n >= 7 && zmq_msg_size(&frames[5]) == 5 &&
-        memcmp(zmq_msg_data(&frames[5]), "CURVE", 5) == 0 && zmq_msg_size(&frames[6]) == 32) {
-        const uint8_t *key = zmq_msg_data(&frames[6]);
-        zmq_z85_encode(keytext, key, 32);
-        ok = key_authorized(key);
-        snprintf(reason, sizeof reason, ok ? "OK" : "client key not authorized");
-    }
-    if (!ok) {
-        char addr[64] = "";
-        if (n >= 4)
-            snprintf(addr, sizeof addr, "%.*s", (int)zmq_msg_size(&frames[3]),
-                     (const char *)zmq_msg_data(&frames[3]));
-        fprintf(stderr, "ctxd: refused a client from %s with key %s: %s\n", addr, keytext, reason);
-    }
-    const char *version = "1.0";
-    zmq_send(zap, version, 3, ZMQ_SNDMORE);
-    if (n >= 2)
-        zmq_send(zap, zmq_msg_data(&frames[1]), zmq_msg_size(&frames[1]), ZMQ_SNDMORE);
-    else
-        zmq_send(zap, "", 0, ZMQ_SNDMORE);
-    zmq_send(zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
-    zmq_send(zap, reason, strlen(reason), ZMQ_SNDMORE);
-    zmq_send(zap, ok ? keytext : "", ok ? KEY_Z85 : 0, ZMQ_SNDMORE);
-    zmq_send(zap, "", 0, 0);
-    for (int i = 0; i < n; i++)
-        zmq_msg_close(&frames[i]);
+    char path[PATH_MAX + 32];
+    keys_path(path, sizeof path);
+    zap_verdict v;
+    if (zap_serve(zap, path, &v) && !v.ok)
+        fprintf(stderr, "ctxd: refused a client from %s with key %s: %s\n", v.addr, v.key,
+                v.reason);
 }
