@@ -128,6 +128,8 @@ void rt_cat_del(const char *name);
 void rt_cat_save(const rt_entry *e);
 /* Calls fn for every entry (fn may change, not delete, it). */
 void rt_cat_each(void (*fn)(rt_entry *e, void *arg), void *arg);
+/* Changes an entry's state: the counts (stats) follow; never assign it. */
+void rt_cat_set_state(rt_entry *e, int state);
 size_t rt_cat_count(int state);
 /* Loads the catalog from etcd; *done is set when it has been read. */
 void rt_cat_load(bool *done);
@@ -202,7 +204,9 @@ void rt_host_restarted(rt_host *h, const char *pinned);
 /* ---- rt_link ----------------------------------------------------------- */
 /* RT_FL_INTERNAL: the router's own request on a client's link (a tenant's
  * `default` made before the request that named it): its reply is not the
- * client's. */
+ * client's. RT_FL_SETTLE: the router's own ctx.info after the link's
+ * connection dropped with a create, fork, delete or restart of that
+ * context in flight (rt_link.c); not the client's either. */
 enum {
     RT_FL_OTHER,
     RT_FL_EXECUTE,
@@ -210,7 +214,8 @@ enum {
     RT_FL_FORK,
     RT_FL_DELETE,
     RT_FL_RESTART,
-    RT_FL_INTERNAL
+    RT_FL_INTERNAL,
+    RT_FL_SETTLE
 };
 typedef struct rt_fl {
     struct rt_fl *next;

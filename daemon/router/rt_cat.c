@@ -106,6 +106,13 @@ void rt_cat_each(void (*fn)(rt_entry *e, void *arg), void *arg)
             fn(e, arg);
 }
 
+void rt_cat_set_state(rt_entry *e, int state)
+{
+    counts[e->state]--;
+    e->state = state;
+    counts[state]++;
+}
+
 size_t rt_cat_count(int state)
 {
     return counts[state];

@@ -181,7 +181,7 @@ static void lose_entry(rt_entry *e, void *arg)
     lose *l = arg;
     if (e->host != l->h->idx || e->state == RT_CTX_LOST)
         return;
-    e->state = RT_CTX_LOST;
+    rt_cat_set_state(e, RT_CTX_LOST);
     snprintf(e->cause, sizeof e->cause, "%s", l->cause);
     rt_cat_save(e);
     l->n++;
@@ -227,7 +227,7 @@ static void stale_entry(rt_entry *e, void *arg)
     stale *st = arg;
     if (e->host != st->h->idx || e->state == RT_CTX_LOST || strcmp(e->instance, st->instance) == 0)
         return;
-    e->state = RT_CTX_LOST;
+    rt_cat_set_state(e, RT_CTX_LOST);
     snprintf(e->cause, sizeof e->cause, "host %s restarted (instance %.8s is gone, now %.8s)",
              st->h->endpoint, e->instance, st->instance);
     rt_cat_save(e);

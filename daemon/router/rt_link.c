@@ -16,7 +16,9 @@
  * runs end `died`. A host that answers lives: each request sent before
  * the drop ends with `err unavailable` (its outcome unknown), and the
  * catalog entry of a create, fork, delete or restart among them is
- * settled by asking the host (`ctx.info` on the control socket). */
+ * settled by asking the host `ctx.info` on the same link: behind anything
+ * of the old connection's that ZeroMQ still held unsent (it goes out on the
+ * new connection first), so the answer sees what the host will have. */
 #include "rt.h"
 
 #include "mem.h"
@@ -29,6 +31,12 @@
 
 static void *zctx;
 static rt_link *all;
+
+/* The router's own requests on a link: their replies are not the client's. */
+static bool own(int kind)
+{
+    return kind == RT_FL_INTERNAL || kind == RT_FL_SETTLE;
+}
 static uint64_t hello_seq; /* numbers the hellos asked for a link's drop */
 
 void rt_link_init(void *z)
@@ -103,8 +111,9 @@ void rt_link_forward(rt_client *c, rt_host *h, const proto_buf *req, const uint8
 {
     rt_link *l = get_link(c, h);
     if (zmq_send(l->sock, req->data, req->len, ZMQ_DONTWAIT) < 0) {
-        rt_reply_err(c, re, re_len, "busy", "host %s takes no more requests now (%s)", h->endpoint,
-                     zmq_strerror(errno));
+        if (!own(kind))
+            rt_reply_err(c, re, re_len, "busy", "host %s takes no more requests now (%s)",
+                         h->endpoint, zmq_strerror(errno));
         if (kind == RT_FL_CREATE || kind == RT_FL_FORK) {
             rt_entry *e = rt_cat_get(ctx);
             if (e && e->state == RT_CTX_PENDING)
@@ -150,7 +159,7 @@ static void apply(rt_link *l, const rt_fl *f, const proto_val *m, const char *t)
         if (!e || e->state != RT_CTX_PENDING || e->host != l->host->idx)
             break;
         if (ok) {
-            e->state = RT_CTX_LIVE;
+            rt_cat_set_state(e, RT_CTX_LIVE);
             e->incarnation = info && info->kind == PROTO_MAP ? get_uint(info, "incarnation") : 1;
             rt_cat_save(e);
         } else {
@@ -165,9 +174,20 @@ static void apply(rt_link *l, const rt_fl *f, const proto_val *m, const char *t)
     }
     case RT_FL_RESTART:
         if (e && ok && info && info->kind == PROTO_MAP) {
-            e->state = RT_CTX_LIVE;
+            rt_cat_set_state(e, RT_CTX_LIVE);
             e->incarnation = get_uint(info, "incarnation");
             rt_cat_save(e);
+        }
+        break;
+    case RT_FL_SETTLE: /* what the host has, after a dropped connection */
+        if (!e || e->host != l->host->idx || e->state == RT_CTX_LOST)
+            break;
+        if (ok && info && info->kind == PROTO_MAP) {
+            rt_cat_set_state(e, RT_CTX_LIVE);
+            e->incarnation = get_uint(info, "incarnation");
+            rt_cat_save(e);
+        } else if (proto_str_eq(proto_map_get(m, "code"), "unknown_context")) {
+            rt_cat_del(f->ctx);
         }
         break;
     case RT_FL_EXECUTE:
@@ -260,10 +280,10 @@ static void on_message(rt_link *l, const uint8_t *data, size_t len)
     bool terminal = strcmp(t, "done") == 0 || strcmp(t, "ok") == 0 || strcmp(t, "err") == 0;
     proto_buf out;
     proto_buf_init(&out);
-    /* The router's own request (RT_FL_INTERNAL): nothing for the client. */
-    if (f->kind != RT_FL_INTERNAL && rewrite(l, f, m, t, &out)) {
+    /* The router's own request: nothing for the client. */
+    if (!own(f->kind) && rewrite(l, f, m, t, &out)) {
         rt_out_deliver(l->client, &l->out, &out);
-    } else if (f->kind != RT_FL_INTERNAL) {
+    } else if (!own(f->kind)) {
         proto_buf raw = {(uint8_t *)data, len, len};
         rt_out_deliver(l->client, &l->out, &raw);
     }
@@ -317,37 +337,32 @@ static bool read_mon(rt_link *l)
     return any;
 }
 
-typedef struct settle {
-    char ctx[PROTO_MAX_NAME + 1];
-    int tries;
-} settle;
-
-/* The host's answer to ctx.info for a context whose create, fork, delete
- * or restart was in flight on a dropped connection: the catalog follows
- * what the host has. */
-static void settle_cb(void *arg, rt_host *h, const proto_val *m)
+/* Asks l's host ctx.info for ctx on l itself (RT_FL_SETTLE): the answer
+ * comes after anything of the dropped connection's that was still queued,
+ * and the catalog follows it (apply). */
+static void settle(rt_link *l, const char *ctx)
 {
-    settle *st = arg;
-    rt_entry *e = rt_cat_get(st->ctx);
-    if (!m) { /* the control connection dropped too: asked again */
-        if (e && e->host == h->idx && h->state == RT_HOST_LIVE && ++st->tries < 8) {
-            rt_host_ctl(h, "ctx.info", st->ctx, true, settle_cb, st);
-            return;
-        }
-        free(st);
-        return;
-    }
-    if (e && e->host == h->idx && e->state != RT_CTX_LOST) {
-        const proto_val *info = proto_map_get(m, "ctx");
-        if (proto_str_eq(proto_map_get(m, "t"), "ok") && info && info->kind == PROTO_MAP) {
-            e->state = RT_CTX_LIVE;
-            e->incarnation = get_uint(info, "incarnation");
-            rt_cat_save(e);
-        } else if (proto_str_eq(proto_map_get(m, "code"), "unknown_context")) {
-            rt_cat_del(st->ctx);
-        }
-    }
-    free(st);
+    static uint64_t n;
+    char id[48];
+    snprintf(id, sizeof id, "ctxd-router:settle:%llu", (unsigned long long)++n);
+    proto_buf b, re;
+    proto_buf_init(&b);
+    proto_buf_init(&re);
+    proto_put_map(&b, 5);
+    proto_put_str(&b, "v");
+    proto_put_uint(&b, PROTO_VERSION);
+    proto_put_str(&b, "t");
+    proto_put_str(&b, "ctx.info");
+    proto_put_str(&b, "id");
+    proto_put_str(&b, id);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, ctx);
+    proto_put_str(&b, "instance");
+    proto_put_str(&b, l->host->instance);
+    proto_put_str(&re, id);
+    rt_link_forward(l->client, l->host, &b, re.data, re.len, RT_FL_SETTLE, ctx);
+    proto_buf_free(&b);
+    proto_buf_free(&re);
 }
 
 /* Ends what was sent on l before its last connection drop, oldest first:
@@ -371,7 +386,7 @@ static void end_cut(rt_link *l)
     while (rev) {
         rt_fl *f = rev;
         rev = f->next;
-        if (f->kind != RT_FL_INTERNAL) {
+        if (!own(f->kind)) {
             proto_buf b;
             proto_buf_init(&b);
             rt_msg_err(&b, f->re, f->re_len, "unavailable",
@@ -381,11 +396,8 @@ static void end_cut(rt_link *l)
             rt_out_deliver(l->client, &l->out, &b);
             proto_buf_free(&b);
         }
-        if (f->ctx[0] && f->kind != RT_FL_OTHER && f->kind != RT_FL_EXECUTE) {
-            settle *st = mem_calloc(1, sizeof *st);
-            snprintf(st->ctx, sizeof st->ctx, "%s", f->ctx);
-            rt_host_ctl(l->host, "ctx.info", st->ctx, true, settle_cb, st);
-        }
+        if (f->ctx[0] && f->kind != RT_FL_OTHER && f->kind != RT_FL_EXECUTE)
+            settle(l, f->ctx); /* a settle that was cut is asked again */
         free(f);
     }
 }
@@ -500,7 +512,7 @@ void rt_link_host_lost(rt_host *h, const char *cause)
                 if (e && e->state != RT_CTX_LIVE)
                     rt_cat_del(f->ctx);
             }
-            if (f->kind != RT_FL_INTERNAL)
+            if (!own(f->kind))
                 end_lost(l, f, cause);
             free(f);
         }

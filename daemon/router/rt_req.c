@@ -128,7 +128,7 @@ static rt_entry *live_entry(req *r, const char *name)
     }
     rt_host *h = &rt_hosts[e->host];
     if (e->state != RT_CTX_LOST && h->state == RT_HOST_LIVE && strcmp(h->instance, e->instance)) {
-        e->state = RT_CTX_LOST;
+        rt_cat_set_state(e, RT_CTX_LOST);
         snprintf(e->cause, sizeof e->cause, "host %s restarted (instance %.8s is gone)",
                  h->endpoint, e->instance);
         rt_cat_save(e);
@@ -585,6 +585,7 @@ static const kind kinds[] = {
     {"ctx.delete", do_ctx_required},
     {"ctx.restart", do_ctx_required},
     {"ctx.renew", do_ctx_required},
+    {"ctx.info", do_ctx_required},
 };
 
 static void handle(rt_client *c, const uint8_t *data, size_t len)

@@ -845,6 +845,22 @@ static void do_renew(const proto_val *msg, const sup_peer *peer)
     proto_buf_free(&b);
 }
 
+/* ctx.info {ctx}: one context's INFO, without listing them all (the
+ * router asks it to learn what a dropped connection left undecided). */
+static void do_info(const proto_val *msg, const sup_peer *peer)
+{
+    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    if (!c)
+        return;
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 1);
+    proto_put_str(&b, "ctx");
+    sup_ctx_put_info(&b, c);
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+}
+
 static void do_restart(const proto_val *msg, const sup_peer *peer)
 {
     const proto_val *name = get(msg, "ctx");
@@ -1032,6 +1048,7 @@ static const request_kind request_kinds[] = {
     {"ctx.delete", FIELDS(ctx_req_fields), do_delete},
     {"ctx.restart", FIELDS(ctx_req_fields), do_restart},
     {"ctx.renew", FIELDS(ctx_req_fields), do_renew},
+    {"ctx.info", FIELDS(ctx_req_fields), do_info},
     {"ctx.fork", FIELDS(fork_fields), do_fork},
     {"pip.install", FIELDS(pip_install_fields), do_pip_install},
     {"complete", FIELDS(complete_fields), sup_query_complete},

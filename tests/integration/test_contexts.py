@@ -264,3 +264,19 @@ def test_list_pages(client):
     assert [c["name"] for c in r["contexts"]][0] == "pg-c", r
     assert client.ok("ctx.list", after="zzz")["contexts"] == []
     client.err("ctx.list", "bad_field", limit="2")
+
+
+def test_ctx_info_is_one_contexts_listing(client):
+    """ctx.info gives one context's INFO as ctx.list shows it; a missing or
+    bad name is refused."""
+    client.ok("ctx.create", name="one")
+    client.execute("x = 1", ctx="one")
+    info = client.ok("ctx.info", ctx="one")["ctx"]
+    listed = [c for c in client.ok("ctx.list")["contexts"] if c["name"] == "one"][0]
+    assert info["name"] == "one" and info["execution_count"] == 1
+    assert info.keys() == listed.keys()
+    assert {k: v for k, v in info.items() if k != "pss"} == \
+        {k: v for k, v in listed.items() if k != "pss"}
+    client.err("ctx.info", "unknown_context", ctx="none-such")
+    client.err("ctx.info", "bad_name", ctx="../x")
+    client.err("ctx.info", "bad_field")

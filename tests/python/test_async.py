@@ -129,6 +129,7 @@ def test_contexts(endpoint, tmp_path):
             assert info.cwd == str(tmp_path)
             await c.execute("v = 5", ctx=info)
             assert "w" in [i.name for i in await c.list_contexts()]
+            assert (await c.context_info("w")).execution_count == 1
             fresh = await c.restart_context("w")
             assert fresh.incarnation == 2
             assert (await c.execute("v", ctx="w")).error.ename == "NameError"

@@ -179,6 +179,10 @@ def test_contexts(client, tmp_path):
     assert names == sorted(names) and "work" in names
     listed = {c.name: c for c in client.list_contexts()}["work"]
     assert listed.execution_count == 2 and listed.rss > 0 and listed.pss > 0
+    one = client.context_info("work")  # ctx.info: the same, without the list
+    assert (one.name, one.execution_count, one.incarnation) == ("work", 2, 1)
+    with pytest.raises(ctxd.NotFoundError):
+        client.context_info("none-such")
     fresh = client.restart_context("work")
     assert fresh.incarnation == 2 and fresh.execution_count == 0
     assert client.execute("here", ctx="work").error.ename == "NameError"

@@ -468,6 +468,12 @@ class AsyncClient:
             raise ProtocolError("pip.install reply without packages")
         return pkgs
 
+    async def context_info(self, ctx: Any, request_timeout: Optional[float] = None) -> ContextInfo:
+        reply = await self._call("ctx.info", request_timeout, ctx=ctx_name(ctx))
+        if not isinstance(reply.get("ctx"), dict):
+            raise ProtocolError("ctx.info reply without ctx")
+        return ContextInfo.from_msg(reply["ctx"])
+
     async def list_contexts(self, request_timeout: Optional[float] = None) -> List[ContextInfo]:
         out: List[ContextInfo] = []
         fields: dict = {}

@@ -568,6 +568,13 @@ class Client:
                 return out
             fields = {"after": nxt}
 
+    def context_info(self, ctx: Any, request_timeout: Optional[float] = None) -> ContextInfo:
+        """One context (`ctx.info`); UnknownContextError when there is none."""
+        reply = self._call("ctx.info", request_timeout, ctx=ctx_name(ctx))
+        if not isinstance(reply.get("ctx"), dict):
+            raise ProtocolError("ctx.info reply without ctx")
+        return ContextInfo.from_msg(reply["ctx"])
+
     FILE_CHUNK = 4 * 1024 * 1024
 
     def put_file(self, ctx: Any, path: str, source: Any,
