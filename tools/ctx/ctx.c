@@ -313,8 +313,12 @@ static void print_main_help(FILE *f)
     fprintf(f, "usage: ctx [--endpoint EP] [--json] COMMAND [ARGS]\n\n"
                "Runs Python code in persistent interpreters (contexts) kept alive by the\n"
                "ctxd daemon: globals survive from one run to the next.\n\ncommands:\n");
+    int width = 0; /* the longest name sets the column */
     for (size_t i = 0; i < ctx_cmd_count; i++)
-        fprintf(f, "  %-10s %s\n", ctx_cmd_table[i].name, ctx_cmd_table[i].summary);
+        if ((int)strlen(ctx_cmd_table[i].name) > width)
+            width = (int)strlen(ctx_cmd_table[i].name);
+    for (size_t i = 0; i < ctx_cmd_count; i++)
+        fprintf(f, "  %-*s  %s\n", width, ctx_cmd_table[i].name, ctx_cmd_table[i].summary);
     fprintf(f,
             "\nRun 'ctx help COMMAND' or 'ctx COMMAND --help' for a command's options.\n\n%s\n%s",
             ctx_global_help, ctx_exit_help);
