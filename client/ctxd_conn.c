@@ -131,6 +131,32 @@ uint64_t ctxd_conn_envelope(ctxd_client *c, proto_buf *b, const char *type, uint
     return id;
 }
 
+/* Most control requests carry only string fields: one builder for them. */
+int ctxd_conn_str_request(ctxd_client *c, const char *type, bool live, msg_in **out, ...)
+{
+    va_list ap;
+    uint32_t n = 0;
+    va_start(ap, out);
+    for (const char *k = va_arg(ap, const char *); k; k = va_arg(ap, const char *))
+        n += va_arg(ap, const char *) != NULL;
+    va_end(ap);
+    proto_buf b;
+    proto_buf_init(&b);
+    uint64_t id = ctxd_conn_envelope(c, &b, type, n);
+    va_start(ap, out);
+    for (const char *k = va_arg(ap, const char *); k; k = va_arg(ap, const char *)) {
+        const char *v = va_arg(ap, const char *);
+        if (v) {
+            proto_put_str(&b, k);
+            proto_put_str(&b, v);
+        }
+    }
+    va_end(ap);
+    int r = ctxd_conn_roundtrip(c, &b, id, live, out);
+    proto_buf_free(&b);
+    return r;
+}
+
 /* Writes a NUL-terminated env map from caller pairs; rejects NULL entries. */
 int ctxd_conn_put_env(ctxd_client *c, proto_buf *b, const ctxd_kv *env, size_t n)
 {

@@ -210,6 +210,10 @@ long ctxd_conn_liveness_due_ms(const ctxd_client *c);
  * in *out (free with ctxd_conn_msg_free), or a negative code. live: no
  * deadline, but liveness checks (pip, fork, queries). */
 int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool live, msg_in **out);
+/* A request whose fields are strings: pairs of name and value, ended by a
+ * NULL name; a pair whose value is NULL is left out. Sent and waited for
+ * as ctxd_conn_roundtrip. */
+int ctxd_conn_str_request(ctxd_client *c, const char *type, bool live, msg_in **out, ...);
 
 /* ---- ctxd_run.c: the run list ------------------------------------------ */
 

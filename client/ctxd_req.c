@@ -341,18 +341,8 @@ int ctxd_ctx_fork(ctxd_client *c, const char *src, const char *name, ctxd_ctx_in
         return c->last_rc;
     if (!src)
         return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "ctx.fork needs the context to clone");
-    proto_buf b;
     msg_in *m = NULL;
-    proto_buf_init(&b);
-    uint64_t id = ctxd_conn_envelope(c, &b, "ctx.fork", 1 + (name != NULL));
-    proto_put_str(&b, "ctx");
-    proto_put_str(&b, src);
-    if (name) {
-        proto_put_str(&b, "name");
-        proto_put_str(&b, name);
-    }
-    int r = ctxd_conn_roundtrip(c, &b, id, true, &m);
-    proto_buf_free(&b);
+    int r = ctxd_conn_str_request(c, "ctx.fork", true, &m, "ctx", src, "name", name, NULL);
     if (r < 0)
         return r;
     r = parse_ctx_reply(c, m, out);

@@ -60,20 +60,10 @@ int ctxd_ctx_snapshot(ctxd_client *c, const char *ctx, const char *name, ctxd_sn
         return c->last_rc;
     if (!ctx)
         return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "ctx.snapshot needs a context");
-    proto_buf b;
     msg_in *m = NULL;
-    proto_buf_init(&b);
-    uint64_t id = ctxd_conn_envelope(c, &b, "ctx.snapshot", 1 + (name != NULL));
-    proto_put_str(&b, "ctx");
-    proto_put_str(&b, ctx);
-    if (name) {
-        proto_put_str(&b, "name");
-        proto_put_str(&b, name);
-    }
     /* No deadline: it waits behind the context's runs, and a large state
      * takes its time to write. */
-    int r = ctxd_conn_roundtrip(c, &b, id, true, &m);
-    proto_buf_free(&b);
+    int r = ctxd_conn_str_request(c, "ctx.snapshot", true, &m, "ctx", ctx, "name", name, NULL);
     if (r < 0)
         return r;
     ctxd_snapshot s;
@@ -93,16 +83,9 @@ int ctxd_ctx_restore(ctxd_client *c, const char *ctx, const char *snapshot, uint
         return c->last_rc;
     if (!ctx || !snapshot)
         return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "ctx.restore needs a context and a snapshot");
-    proto_buf b;
     msg_in *m = NULL;
-    proto_buf_init(&b);
-    uint64_t id = ctxd_conn_envelope(c, &b, "ctx.restore", 2);
-    proto_put_str(&b, "ctx");
-    proto_put_str(&b, ctx);
-    proto_put_str(&b, "snapshot");
-    proto_put_str(&b, snapshot);
-    int r = ctxd_conn_roundtrip(c, &b, id, true, &m);
-    proto_buf_free(&b);
+    int r =
+        ctxd_conn_str_request(c, "ctx.restore", true, &m, "ctx", ctx, "snapshot", snapshot, NULL);
     if (r < 0)
         return r;
     const proto_val *n = proto_map_get(m->root, "restored");
@@ -118,16 +101,8 @@ int ctxd_ctx_snapshots(ctxd_client *c, const char *ctx, const ctxd_snapshot **ou
     static const proto_field fields[] = {{"snapshots", PF_ARRAY, true, 0}};
     if (ctxd_conn_begin(c) < 0)
         return c->last_rc;
-    proto_buf b;
     msg_in *m = NULL;
-    proto_buf_init(&b);
-    uint64_t id = ctxd_conn_envelope(c, &b, "ctx.snapshots", ctx != NULL);
-    if (ctx) {
-        proto_put_str(&b, "ctx");
-        proto_put_str(&b, ctx);
-    }
-    int r = ctxd_conn_roundtrip(c, &b, id, false, &m);
-    proto_buf_free(&b);
+    int r = ctxd_conn_str_request(c, "ctx.snapshots", false, &m, "ctx", ctx, NULL);
     if (r < 0)
         return r;
     r = ctxd_conn_check(c, "ctx.snapshots reply", m->root, fields, 1);
@@ -150,14 +125,8 @@ int ctxd_snapshot_delete(ctxd_client *c, const char *snapshot)
         return c->last_rc;
     if (!snapshot)
         return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "ctx.snapshot_delete needs a snapshot");
-    proto_buf b;
     msg_in *m = NULL;
-    proto_buf_init(&b);
-    uint64_t id = ctxd_conn_envelope(c, &b, "ctx.snapshot_delete", 1);
-    proto_put_str(&b, "snapshot");
-    proto_put_str(&b, snapshot);
-    int r = ctxd_conn_roundtrip(c, &b, id, false, &m);
-    proto_buf_free(&b);
+    int r = ctxd_conn_str_request(c, "ctx.snapshot_delete", false, &m, "snapshot", snapshot, NULL);
     if (r < 0)
         return r;
     ctxd_conn_msg_free(m);
