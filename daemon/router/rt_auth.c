@@ -155,7 +155,7 @@ const char *rt_auth_tenant(const char *key)
         for (size_t i = 0; ok && i < n; i++)
             ok = isalnum((unsigned char)t[i]) || t[i] == '_' || t[i] == '-';
         if (ok)
-            snprintf(tenant, sizeof tenant, "%s", t);
+            snprintf(tenant, sizeof tenant, "%.32s", t); /* n <= 32 */
         else
             rt_log("tenants file: bad tenant name '%s' ignored", t);
         break;
