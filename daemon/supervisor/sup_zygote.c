@@ -389,6 +389,7 @@ double sup_zygote_tick(double now)
             k--;
         }
     }
+    flush_queue(); /* what sup_zygote_spawn queued */
     if (z.state == Z_DEAD && z.pid == 0 && now >= z.restart_at)
         start();
     if (z.state == Z_STARTING) {
@@ -559,7 +560,13 @@ int sup_zygote_spawn(struct sup_ctx *owner, const char *name, const char *cwd, c
     for (size_t i = 0; i < nenv; i++)
         proto_put_bin(&r->msg, env[i], strlen(env[i]));
     nqueue++;
-    flush_queue();
+    /* Sent by the next turn's tick, not here: a send that fails (the
+     * zygote just died) ends requests through answers->failed, which
+     * starts workers by exec; inside this call it would start this very
+     * context's worker while its caller is still setting it up (the
+     * caller then overwrote the new worker's channel with the old one,
+     * and the create was never answered). */
+    sup_timer_moved();
     return 0;
 }
 

@@ -145,6 +145,36 @@ def test_killed_zygote_is_restarted_and_creation_keeps_working(make_daemon):
     assert zygote_pid(d) == z2
 
 
+def test_creates_sent_as_the_zygote_dies_are_all_answered(make_daemon):
+    """Creates that reach the supervisor after the zygote died but before
+    it noticed: sending to the zygote fails, and each such create is
+    started by exec and answered. The failure reaches the context from the
+    event loop, never from inside the spawn call that queued it: there it
+    once restarted the context's worker while its caller was still setting
+    it up, and the create was never answered. Another client keeps the
+    supervisor busy with pipelined requests, so the creates are read in the
+    same turns as the zygote's death, before its hang-up is handled."""
+    d = make_daemon("--preload", PRELOAD)
+    c, busy = d.client(), d.client()
+    for round_ in range(6):  # a zygote that keeps dying young restarts later each time
+        assert wait_until(lambda: zygote_pid(d) is not None and
+                          c.ok("hello")["preloads"]["loaded"] == [PRELOAD], 20)
+        c.ok("ctx.create", name=f"warm{round_}")  # the zygote serves
+        z = zygote_pid(d)
+        hellos = [busy.send("hello") for _ in range(3000)]
+        os.kill(z, signal.SIGKILL)
+        rids = [c.send("ctx.create", name=f"z{round_}-{k}") for k in range(4)]
+        for rid in rids:
+            term = c.collect(rid, 30)[-1]
+            assert term["t"] == "ok", term
+        for rid in hellos:
+            busy.collect(rid, 30)
+        c.ok("ctx.delete", ctx=f"warm{round_}")
+        for k in range(4):
+            assert c.execute("1 + 1", ctx=f"z{round_}-{k}").text == "2"
+            c.ok("ctx.delete", ctx=f"z{round_}-{k}")
+
+
 def test_zygote_dies_with_the_daemon(make_daemon):
     d = make_daemon()
     z = zygote_pid(d)
