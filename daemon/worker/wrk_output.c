@@ -57,6 +57,7 @@ static int pipe_rd[OUT_NSTREAMS] = {-1, -1};
  * code closes fd 1 or 2. */
 static int pipe_keep[OUT_NSTREAMS] = {-1, -1};
 static int wake_fd = -1;
+static bool flusher_started; /* start_flusher: at the worker's first run */
 /* Read ends of replaced pipes (both streams), owned by the flusher; new ones
  * are handed over in stale_new (under out_mu) and pipes_gen tells the
  * flusher to look again at pipe_rd and stale_new. */
@@ -476,6 +477,20 @@ void wrk_output_init(bool supervised)
         fatal("pthread_atfork failed");
     registered = true;
 
+    flusher_started = false; /* a forked copy has none (threads do not fork) */
+}
+
+/* Starts the flusher thread, once per worker, at its first run: a new
+ * worker stays single-threaded until then, so the copy-on-write faults of
+ * its set-up (hundreds of pages shared with the zygote) flush only this
+ * CPU's TLB; with a second thread alive each fault also interrupts the
+ * other CPU, which made a worker's set-up several times slower on a VM.
+ * Nothing needs it before: no user code has run, so nothing writes. */
+static void start_flusher(void)
+{
+    if (flusher_started)
+        return;
+    flusher_started = true;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -628,6 +643,7 @@ static atomic_ullong run_gen = 1;
 
 void wrk_output_begin_run(const proto_buf *start)
 {
+    start_flusher();
     atomic_fetch_add(&run_gen, 1);
     wrk_chan_lock();
     for (int s = 0; s < OUT_NSTREAMS; s++)
