@@ -253,6 +253,14 @@ bool rt_link_flush(void);
  * closes its links. */
 void rt_link_host_lost(rt_host *h, const char *cause);
 void rt_link_close_client(rt_client *c);
+/* Ids of the router's own requests on a client's link begin with this; a
+ * client may not use them (rt_req.c refuses them), so a reply is never
+ * taken for the wrong one. */
+#define RT_OWN_ID "ctxd-router:"
+/* Sends the router's own request {type, id, field: ctx, instance} to h on
+ * c's link, tracked as kind (RT_FL_INTERNAL or RT_FL_SETTLE). */
+void rt_link_own(rt_client *c, rt_host *h, const char *type, const char *id, const char *field,
+                 const char *ctx, int kind);
 
 /* ---- rt_req ------------------------------------------------------------ */
 void rt_req_handle(int sock, const uint8_t *route, size_t route_len, const char *key,

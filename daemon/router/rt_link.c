@@ -337,14 +337,9 @@ static bool read_mon(rt_link *l)
     return any;
 }
 
-/* Asks l's host ctx.info for ctx on l itself (RT_FL_SETTLE): the answer
- * comes after anything of the dropped connection's that was still queued,
- * and the catalog follows it (apply). */
-static void settle(rt_link *l, const char *ctx)
+void rt_link_own(rt_client *c, rt_host *h, const char *type, const char *id, const char *field,
+                 const char *ctx, int kind)
 {
-    static uint64_t n;
-    char id[48];
-    snprintf(id, sizeof id, "ctxd-router:settle:%llu", (unsigned long long)++n);
     proto_buf b, re;
     proto_buf_init(&b);
     proto_buf_init(&re);
@@ -352,17 +347,28 @@ static void settle(rt_link *l, const char *ctx)
     proto_put_str(&b, "v");
     proto_put_uint(&b, PROTO_VERSION);
     proto_put_str(&b, "t");
-    proto_put_str(&b, "ctx.info");
+    proto_put_str(&b, type);
     proto_put_str(&b, "id");
     proto_put_str(&b, id);
-    proto_put_str(&b, "ctx");
+    proto_put_str(&b, field);
     proto_put_str(&b, ctx);
     proto_put_str(&b, "instance");
-    proto_put_str(&b, l->host->instance);
+    proto_put_str(&b, h->instance);
     proto_put_str(&re, id);
-    rt_link_forward(l->client, l->host, &b, re.data, re.len, RT_FL_SETTLE, ctx);
+    rt_link_forward(c, h, &b, re.data, re.len, kind, ctx);
     proto_buf_free(&b);
     proto_buf_free(&re);
+}
+
+/* Asks l's host ctx.info for ctx on l itself (RT_FL_SETTLE): the answer
+ * comes after anything of the dropped connection's that was still queued,
+ * and the catalog follows it (apply). */
+static void settle(rt_link *l, const char *ctx)
+{
+    static uint64_t n;
+    char id[48];
+    snprintf(id, sizeof id, RT_OWN_ID "settle:%llu", (unsigned long long)++n);
+    rt_link_own(l->client, l->host, "ctx.info", id, "ctx", ctx, RT_FL_SETTLE);
 }
 
 /* Ends what was sent on l before its last connection drop, oldest first:

@@ -219,27 +219,8 @@ static void do_named(req *r, bool required)
         }
         e = rt_cat_put(name, h->idx, h->instance, RT_CTX_LIVE);
         rt_cat_save(e);
-        if (r->c->tenant[0]) { /* a host makes only its own `default` */
-            proto_buf b;
-            proto_buf_init(&b);
-            proto_put_map(&b, 5);
-            proto_put_str(&b, "v");
-            proto_put_uint(&b, PROTO_VERSION);
-            proto_put_str(&b, "t");
-            proto_put_str(&b, "ctx.create");
-            proto_put_str(&b, "id");
-            proto_put_str(&b, "ctxd-router:default");
-            proto_put_str(&b, "name");
-            proto_put_str(&b, name);
-            proto_put_str(&b, "instance");
-            proto_put_str(&b, h->instance);
-            proto_buf reb;
-            proto_buf_init(&reb);
-            proto_put_str(&reb, "ctxd-router:default");
-            rt_link_forward(r->c, h, &b, reb.data, reb.len, RT_FL_INTERNAL, name);
-            proto_buf_free(&reb);
-            proto_buf_free(&b);
-        }
+        if (r->c->tenant[0]) /* a host makes only its own `default` */
+            rt_link_own(r->c, h, "ctx.create", RT_OWN_ID "default", "name", name, RT_FL_INTERNAL);
     }
     if (!(e = live_entry(r, name)))
         return;
@@ -622,6 +603,13 @@ static void handle(rt_client *c, const uint8_t *data, size_t len)
     }
     if (ok < 0) {
         rt_reply_err(c, r.re, r.re_len, err.code, "%s", err.msg);
+        proto_doc_free(&doc);
+        return;
+    }
+    if (env.id && env.id->kind == PROTO_STR && env.id->n >= strlen(RT_OWN_ID) &&
+        memcmp(env.id->as.s, RT_OWN_ID, strlen(RT_OWN_ID)) == 0) {
+        rt_reply_err(c, r.re, r.re_len, "bad_request",
+                     "ids beginning '%s' are the router's own: use another id", RT_OWN_ID);
         proto_doc_free(&doc);
         return;
     }

@@ -129,6 +129,22 @@ def test_never_creates_a_context_a_request_names(cl):
     c.close()
 
 
+def test_the_routers_own_ids_are_refused_to_clients(cl):
+    """Ids beginning 'ctxd-router:' mark the router's own requests on a
+    client's link (a settle after a dropped connection, a tenant's
+    default): a client that sends one is refused, so no reply of its can be
+    taken for the router's and change the catalog."""
+    c = cl.client()
+    for rid in ("ctxd-router:settle:1", "ctxd-router:default"):
+        c.s.send(msgpack.packb({"v": 1, "t": "ctx.create", "id": rid, "name": "forged"}))
+        assert c.s.poll(30000)
+        m = msgpack.unpackb(c.s.recv(), raw=False)
+        assert m["t"] == "err" and m["code"] == "bad_request" and m["re"] == rid, m
+    assert last(c.req("ctx.list"))["t"] == "ok"
+    assert all("forged" not in direct_names(cl, i) for i in range(3))
+    c.close()
+
+
 def test_fork_stays_on_its_host(cl):
     c = cl.client()
     assert last(c.req("ctx.create", name="src"))["t"] == "ok"
