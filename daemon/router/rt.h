@@ -200,6 +200,12 @@ void rt_host_ctl(rt_host *h, const char *type, const char *ctx, bool pin, rt_ctl
  * that is still the instance the router believes in, the host restarted:
  * lost now, and asked for its new instance. */
 void rt_host_restarted(rt_host *h, const char *pinned);
+/* The catalog is read (from etcd): hosts already live are reconciled with
+ * it, as a host's first hello does when the catalog is there first. */
+void rt_host_catalog_loaded(void);
+/* Deletes on live host h the context of entry e, which the catalog found
+ * lost there (a restarted host's table may have made it again, empty). */
+void rt_host_fence(rt_host *h, const rt_entry *e);
 
 /* ---- rt_link ----------------------------------------------------------- */
 /* RT_FL_INTERNAL: the router's own request on a client's link (a tenant's

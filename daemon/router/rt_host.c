@@ -218,20 +218,46 @@ static void fence_entry(rt_entry *e, void *arg)
 
 typedef struct stale {
     rt_host *h;
-    const char *instance;
     size_t n;
 } stale;
 
 static void stale_entry(rt_entry *e, void *arg)
 {
     stale *st = arg;
-    if (e->host != st->h->idx || e->state == RT_CTX_LOST || strcmp(e->instance, st->instance) == 0)
+    if (e->host != st->h->idx || e->state == RT_CTX_LOST ||
+        strcmp(e->instance, st->h->instance) == 0)
         return;
     rt_cat_set_state(e, RT_CTX_LOST);
     snprintf(e->cause, sizeof e->cause, "host %s restarted (instance %.8s is gone, now %.8s)",
-             st->h->endpoint, e->instance, st->instance);
+             st->h->endpoint, e->instance, st->h->instance);
     rt_cat_save(e);
     st->n++;
+}
+
+/* Contexts the catalog records on an earlier instance of h (a live host)
+ * were lost while no router watched: marked lost, and deleted there. Runs
+ * when both are known: h's instance (its first hello) and the catalog (a
+ * router reading etcd may get a host's hello first). */
+static void reconcile(rt_host *h)
+{
+    stale st = {h, 0};
+    rt_cat_each(stale_entry, &st);
+    if (st.n)
+        rt_log("host %s: %zu contexts of an earlier instance lost", h->endpoint, st.n);
+    rt_cat_each(fence_entry, h);
+}
+
+void rt_host_catalog_loaded(void)
+{
+    for (size_t i = 0; i < rt_nhosts; i++)
+        if (rt_hosts[i].state == RT_HOST_LIVE)
+            reconcile(&rt_hosts[i]);
+}
+
+void rt_host_fence(rt_host *h, const rt_entry *e)
+{
+    if (h->state == RT_HOST_LIVE && e->host == h->idx && e->state == RT_CTX_LOST)
+        ctl_send(h, "ctx.delete", e->name, h->instance);
 }
 
 /* A hello answer: the host's instance decides what it is now. */
@@ -255,20 +281,13 @@ static void on_hello(rt_host *h, const proto_val *m, const uint8_t *raw, size_t 
                  h->endpoint, h->instance, now_inst);
         rt_host_lost(h, cause);
     }
-    if (h->state == RT_HOST_UNKNOWN) {
-        /* First sight (a router that just started): contexts the catalog
-         * (etcd) records on another instance of this host were lost while
-         * no router watched. */
-        stale st = {h, now_inst, 0};
-        rt_cat_each(stale_entry, &st);
-        if (st.n)
-            rt_log("host %s: %zu contexts of an earlier instance lost", h->endpoint, st.n);
-    }
+    /* First sight (a router that just started) or back after a loss:
+     * what the catalog lost there is deleted there. */
     bool fencing = h->state == RT_HOST_LOST || h->state == RT_HOST_UNKNOWN;
     snprintf(h->instance, sizeof h->instance, "%s", now_inst);
-    if (fencing)
-        rt_cat_each(fence_entry, h);
     h->state = RT_HOST_LIVE;
+    if (fencing)
+        reconcile(h);
     rt_log("host %s live: instance %s%s", h->endpoint, h->instance,
            fencing ? " (the contexts lost there deleted)" : "");
 }

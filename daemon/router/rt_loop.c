@@ -199,6 +199,7 @@ void rt_loop_run(void)
 {
     bool loaded = false, gate = false;
     double start = rt_now();
+    bool reconciled = false;
     rt_cat_load(&loaded);
     struct epoll_event evs[64];
     while (!stopping) {
@@ -206,6 +207,10 @@ void rt_loop_run(void)
         rt_host_tick(now);
         rt_req_tick(now);
         rt_etcd_io();
+        if (loaded && !reconciled) {
+            reconciled = true;
+            rt_host_catalog_loaded();
+        }
         if (!gate && loaded) {
             bool all = true;
             for (size_t i = 0; i < rt_nhosts; i++)

@@ -132,6 +132,7 @@ static rt_entry *live_entry(req *r, const char *name)
         snprintf(e->cause, sizeof e->cause, "host %s restarted (instance %.8s is gone)",
                  h->endpoint, e->instance);
         rt_cat_save(e);
+        rt_host_fence(h, e);
     }
     if (e->state == RT_CTX_LOST) {
         reply_lost(r, e);

@@ -37,15 +37,19 @@ CELLS = [
 
 _TIME = re.compile(r"\d+(?:\.\d+)?\s*(?:ns|µs|us|ms|s)\b")
 _ADDR = re.compile(r"\b0x[0-9a-fA-F]+")
+# %timeit's own warning when one run was much slower than another: it
+# depends on the machine's load, on either kernel.
+_SLOWEST = re.compile(r"^The slowest run took .*\n", re.M)
 
 
 def _norm_text(t):
-    return _ADDR.sub("0x…", _TIME.sub("T", t))
+    return _ADDR.sub("0x…", _TIME.sub("T", _SLOWEST.sub("", t)))
 
 
 def normalise(outputs):
     """Per cell: consecutive streams of one name joined; text/plain and
-    stream text with timings and addresses replaced; images as their MIME
+    stream text with timings and addresses replaced (and %timeit's
+    slowest-run warning dropped); images as their MIME
     type only; errors as (ename, evalue)."""
     out = []
     for o in outputs:

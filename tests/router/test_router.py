@@ -8,6 +8,7 @@ machine lacks root, network namespaces or etcd.
 
 import hashlib
 import os
+import signal
 import sys
 import time
 
@@ -362,6 +363,36 @@ def test_router_restart_keeps_the_catalog_in_etcd(cl):
     wait_for(lambda: f"gone{k}" not in direct_names(cl, gone_host), "the stale context deleted")
     # lost contexts stay lost across the restart
     r = last(c.req("execute", ctx="k0", code="1"))
+    assert r["t"] == "err" and r["code"] == "lost", r
+    c.close()
+
+
+def test_catalog_read_after_the_hosts_answered_still_fences(cl):
+    """A router whose etcd answers after the hosts do (etcd is stopped while
+    the router starts) still finds a restarted host's old contexts lost, and
+    deletes them there, with no client asking. CI once saw a router that
+    checked the catalog only at a host's first hello, while it was empty."""
+    c = cl.client()
+    assert last(c.req("ctx.create", name="late0"))["t"] == "ok"
+    h = host_of(c, "late0")
+    c.close()
+    cl.stop_router("r1")
+    cl.kill_host(h)
+    cl.start_host(h)
+    assert "late0" in direct_names(cl, h)  # its table made it again, empty
+    start = len(cl.log("r1.log"))
+    os.kill(cl.etcd.pid, signal.SIGSTOP)
+    try:
+        cl.start_router("r1")
+        wait_for(lambda: cl.log("r1.log")[start:].count(" live: instance ") >= cl.nhosts,
+                 "every host live while etcd is stopped")
+        assert "read from etcd" not in cl.log("r1.log")[start:]
+    finally:
+        os.kill(cl.etcd.pid, signal.SIGCONT)
+    wait_for(lambda: "late0" not in direct_names(cl, h), "the stale context deleted")
+    cl.wait_router("r1")
+    c = cl.client()
+    r = last(c.req("execute", ctx="late0", code="1"))
     assert r["t"] == "err" and r["code"] == "lost", r
     c.close()
 
