@@ -180,9 +180,11 @@ typedef struct sup_ctx {
     char *restored_from;
     /* The worker's PSS (bytes) as last read from smaps_rollup, which costs
      * ~0.3 ms a worker: INFO reads it again only when stale (see
-     * sup_ctx_info_budget); pss_at: monotonic time of that read, 0 never. */
+     * sup_ctx_info_budget); pss_at: monotonic time of that read, 0 never
+     * or out of date; pss_read_at: of the last read, kept when out of date
+     * (the tick reads a worker at most once per PSS_MIN_GAP). */
     uint64_t pss;
-    double pss_at;
+    double pss_at, pss_read_at;
 } sup_ctx;
 
 /* A run that is not an execute (ctx.fork: sup_fork.c; complete, inspect,

@@ -324,15 +324,21 @@ static void ep_open(void)
 }
 
 /* The zygote's descriptor changes when it is restarted, maybe to the same
- * number: asked each turn, MOD fails with ENOENT for a descriptor not
- * watched yet. The old one's registration went when it was closed (never
- * removed by number here: a worker channel may have that number now).
- * Level-triggered. */
+ * number: asked each turn (registered again only for a new zygote: a
+ * system call per turn otherwise), MOD fails with ENOENT for a descriptor
+ * not watched yet. The old one's registration went when it was closed
+ * (never removed by number here: a worker channel may have that number
+ * now). Level-triggered. */
 static void watch_zygote(void)
 {
+    static int watched_fd = -1;
+    static unsigned watched_start;
     int zfd = sup_zygote_fd();
-    if (zfd < 0)
+    unsigned start = sup_zygote_starts();
+    if (zfd < 0 || (zfd == watched_fd && start == watched_start))
         return;
+    watched_fd = zfd;
+    watched_start = start;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_ZYGOTE};
     if (epoll_ctl(epfd, EPOLL_CTL_MOD, zfd, &ev) < 0 && errno == ENOENT &&
         epoll_ctl(epfd, EPOLL_CTL_ADD, zfd, &ev) < 0)

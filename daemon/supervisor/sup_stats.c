@@ -169,6 +169,7 @@ static const struct {
     {"log_lines_lost", &sup_stats.log_lines_lost},
     {"route_dropped", &sup_stats.route_dropped},
     {"disconnects", &sup_stats.disconnects},
+    {"pss_reads", &sup_stats.pss_reads},
 };
 
 void sup_stats_put(proto_buf *b, size_t live, size_t busy, size_t queued)

@@ -582,6 +582,11 @@ int sup_zygote_fd(void)
     return z.state == Z_STARTING || z.state == Z_READY ? z.fd : -1;
 }
 
+unsigned sup_zygote_starts(void)
+{
+    return z.starts;
+}
+
 /* An answer to the oldest request sent. */
 static void take_answer(const proto_val *m)
 {

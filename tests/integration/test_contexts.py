@@ -149,6 +149,24 @@ def test_rss_follows_memory_use(client):
     assert client.execute("del big", ctx="mem").status == "ok"
 
 
+def test_back_to_back_runs_do_not_each_read_pss(client):
+    """A context running short runs back to back gets its PSS read from
+    the kernel (0.3 ms of the supervisor's CPU, more than the run) at most
+    once a second, not after every run; the list still shows a figure."""
+    client.ok("ctx.create", name="busy")
+    assert client.execute("x = 0", ctx="busy").status == "ok"
+    time.sleep(1.2)  # the new worker's first read is behind us
+    before = client.request("stats")["counters"]["pss_reads"]
+    t0 = time.monotonic()
+    for _ in range(200):
+        assert client.execute("x += 1", ctx="busy").status == "ok"
+    elapsed = time.monotonic() - t0
+    reads = client.request("stats")["counters"]["pss_reads"] - before
+    # once per PSS_MIN_GAP (1 s) at most, plus the one at the start
+    assert reads <= elapsed / 1.0 + 2, (reads, elapsed)
+    assert client.info("busy")["pss"] > 0
+
+
 def test_delete_kills_worker_and_children(client):
     client.ok("ctx.create", name="del")
     pid = client.info("del")["pid"]

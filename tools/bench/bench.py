@@ -35,8 +35,10 @@ thousand):
             supervisor's descriptors per context and which limit binds; PSS
             per idle context including the zygote's and supervisor's shares
             (goal <= 1.5 MiB). --compare BUILD runs it for that build too.
-  cpu       the supervisor's instructions per x = 1 (valgrind --tool=
-            callgrind: the difference of two runs, so start-up cancels)
+  cpu       CPU per x = 1 in the supervisor and a worker (/proc); the
+            supervisor's instructions per x = 1, exact, by ptrace
+            single-stepping (ctxd-icount) and, where valgrind can run it,
+            callgrind: the difference of two runs, so start-up cancels
 --quick runs every figure with few samples (a smoke test, used by ctest).
 """
 
@@ -109,7 +111,10 @@ class Daemon:
         self.sock = os.path.join(tmp, name + ".sock")
         self.endpoint = "ipc://" + self.sock
         self.log_path = os.path.join(tmp, name + ".log")
+        # A state directory of its own: nothing of a run stays in root's
+        # /var/lib/ctxd, and no context of an earlier run comes back.
         args = [*wrap, os.path.join(build, "daemon", "ctxd"), "--listen", self.endpoint,
+                "--state-dir", os.path.join(tmp, name + ".state"),
                 "--max-contexts", str(max_contexts), *extra]
         if preload:
             args += ["--preload", preload]
@@ -814,13 +819,14 @@ class Bench:
         self.d.c.req("ctx.delete", ctx="cpu")
         log(f"cpu: {n} x = 1: supervisor {f['supervisor_cpu_per_x1'] * 1e6:.0f} us, worker "
             f"{f['worker_cpu_per_x1'] * 1e6:.0f} us CPU each (/proc, clock ticks)")
+        builds = [("new", self.build)]
+        if self.a.compare:
+            builds.append(("old", os.path.abspath(self.a.compare)))
+        self.icount(f, builds)
         if not shutil.which("valgrind"):
             log("cpu: valgrind not installed (sh tools/setup.sh bench installs it)")
             return
         n1, n2 = self.n(100, 20), self.n(1100, 120)
-        builds = [("new", self.build)]
-        if self.a.compare:
-            builds.append(("old", os.path.abspath(self.a.compare)))
         for tag, build in builds:
             irs = []
             for n in (n1, n2):
@@ -847,6 +853,46 @@ class Bench:
             f[f"{tag}_instructions_per_x1"] = (irs[1] - irs[0]) / (n2 - n1)
             log(f"cpu[{tag}]: {f[f'{tag}_instructions_per_x1']:.0f} supervisor instructions "
                 "per x = 1")
+
+    def icount(self, f, builds):
+        """The supervisor's instructions per x = 1, exact, by ptrace
+        single-stepping (tools/bench/icount.c): on a daemon of each build,
+        ctxd-icount counts every thread of the supervisor while a client
+        makes N1, then N2 round trips; the difference over N2 - N1 cancels
+        the client's connection. Repeated, the median is kept: what varies
+        is work that follows the wall clock (the loop's 1 s bound, timers),
+        which stepping stretches a thousandfold."""
+        exe = os.path.join(self.build, "tools", "bench", "ctxd-icount")
+        if not os.access(exe, os.X_OK) or os.geteuid() != 0:
+            log("cpu: ctxd-icount needs root and a build of tools/bench: not counted")
+            return
+        n1, n2, reps = self.n(4, 1), self.n(16, 3), self.n(3, 1)
+        for tag, build in builds:
+            d = Daemon(build, self.tmp, preload=None, name=f"ic-{tag}")
+            per = []
+            try:
+                d.c.req("ctx.create", name="ic")
+                cbench(build, "rtt", d.endpoint, "ic", 50, 0)  # warm: first runs, allocations
+                for _ in range(reps):
+                    counts = []
+                    for n in (n1, n2):
+                        ic = subprocess.Popen([exe, str(d.pid)], stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, text=True)
+                        try:
+                            if not ic.stdout.readline().startswith("attached"):
+                                raise RuntimeError("ctxd-icount did not attach")
+                            cbench(build, "rtt", d.endpoint, "ic", n, 0)
+                        finally:
+                            ic.stdin.close()
+                            out = ic.stdout.read()
+                            ic.wait()
+                        counts.append(int(out.split("instructions ")[1].split()[0]))
+                    per.append((counts[1] - counts[0]) / (n2 - n1))
+            finally:
+                d.stop()
+            f[f"{tag}_icount_per_x1"] = per
+            log(f"cpu[{tag}]: {pct(per, .5):.0f} supervisor instructions per x = 1 "
+                f"(ptrace count, all threads; runs {[round(x) for x in per]})")
 
     # ---------------------------------------------------------------------------
     def run(self):
@@ -1107,6 +1153,16 @@ def make_table(res):
     if r.get("callgrind_unavailable"):
         rows.append(("9 cpu", "supervisor instructions per x = 1 (callgrind)", "not counted", "",
                      "", "", "valgrind: " + r["callgrind_unavailable"][:60]))
+    for tag in ("new", "old"):
+        if r.get(f"{tag}_icount_per_x1"):
+            per = r[f"{tag}_icount_per_x1"]
+            spread = (max(per) - min(per)) / pct(per, .5) * 100 if len(per) > 1 else 0
+            ratio = ""
+            if tag == "old" and r.get("new_icount_per_x1"):
+                ratio = f"new/old {pct(r['new_icount_per_x1'], .5) / pct(per, .5):.2f}x"
+            rows.append(("9 cpu", f"supervisor instructions per x = 1 ({tag}, ptrace count)",
+                         f"{pct(per, .5):.0f}", "", ratio, "(exact count)",
+                         f"median of {len(per)}, spread {spread:.0f}%"))
     for tag in ("new", "old"):
         if r.get(f"{tag}_instructions_per_x1"):
             rows.append(("9 cpu", f"supervisor instructions per x = 1 ({tag}, callgrind)",
