@@ -188,12 +188,10 @@ class AsyncClient:
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
             apply_curve(sock, self.endpoint, self._server_key, self._client_key)
-            # A dropped connection loses what was in flight on it: the
-            # reader watches the monitor and ends those requests. Monitored
-            # before connecting: libzmq does not retry a connection whose
-            # handshake failed, so an event missed then never comes again.
-            self._mon = sock.get_monitor_socket(MONITOR_EVENTS)
             sock.connect(self.endpoint)
+            # A dropped connection loses what was in flight on it: the
+            # reader watches the monitor and ends those requests.
+            self._mon = sock.get_monitor_socket(MONITOR_EVENTS)
         except zmq.ZMQError as e:
             if sock is not None:
                 sock.close(0)

@@ -183,13 +183,10 @@ class Client:
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
             apply_curve(sock, self.endpoint, self._server_key, self._client_key)
+            sock.connect(self.endpoint)
             # A dropped connection loses what was in flight on it: the
             # monitor tells the I/O thread, which ends those requests.
-            # Monitored before connecting: libzmq does not retry a
-            # connection whose handshake failed, so an event missed then
-            # never comes again.
             self._mon = sock.get_monitor_socket(MONITOR_EVENTS)
-            sock.connect(self.endpoint)
         except zmq.ZMQError as e:
             self._zctx.destroy(0)
             raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
