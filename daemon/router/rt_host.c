@@ -211,9 +211,7 @@ void rt_host_lost(rt_host *h, const char *cause)
  * partition they are still the old ones, which nobody may reach now). */
 static void fence_entry(rt_entry *e, void *arg)
 {
-    rt_host *h = arg;
-    if (e->host == h->idx && e->state == RT_CTX_LOST)
-        ctl_send(h, "ctx.delete", e->name, h->instance);
+    rt_host_fence(arg, e);
 }
 
 typedef struct stale {

@@ -516,7 +516,8 @@ static int take_pid(sup_ctx *c, pid_t pid, proto_error *err)
         return -1;
     }
     c->pid = pid;
-    pss_want(c); /* another process */
+    c->pss_read_at = 0; /* another process: measured at once */
+    pss_want(c);
     sup_log("spawned ctx=%s pid=%d incarnation=%u", c->name, (int)pid, c->incarnation);
     return 0;
 }

@@ -331,13 +331,11 @@ static void ep_open(void)
  * now). Level-triggered. */
 static void watch_zygote(void)
 {
-    static int watched_fd = -1;
-    static unsigned watched_start;
+    static unsigned watched_start; /* a zygote's socket is one per start */
     int zfd = sup_zygote_fd();
     unsigned start = sup_zygote_starts();
-    if (zfd < 0 || (zfd == watched_fd && start == watched_start))
+    if (zfd < 0 || start == watched_start)
         return;
-    watched_fd = zfd;
     watched_start = start;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_ZYGOTE};
     if (epoll_ctl(epfd, EPOLL_CTL_MOD, zfd, &ev) < 0 && errno == ENOENT &&

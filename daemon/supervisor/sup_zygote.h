@@ -36,9 +36,9 @@ int sup_zygote_spawn(struct sup_ctx *owner, const char *name, const char *cwd, c
 void sup_zygote_cancel(const struct sup_ctx *owner);
 /* The zygote's socket while it starts or serves (poll it), else -1. */
 int sup_zygote_fd(void);
-/* How many times a zygote was started: with sup_zygote_fd, tells a watcher
- * whether the socket is still the one it registered (a new one may reuse
- * the number). */
+/* How many times a zygote was started: each start has its own socket, so
+ * this tells a watcher whether sup_zygote_fd is still the socket it
+ * registered (a new one may reuse the number). */
 unsigned sup_zygote_starts(void);
 void sup_zygote_on_readable(void);
 /* Why the last sup_zygote_spawn that did not return 0 failed. */

@@ -859,9 +859,9 @@ class Bench:
         single-stepping (tools/bench/icount.c): on a daemon of each build,
         ctxd-icount counts every thread of the supervisor while a client
         (connected before) makes N1, then N2 round trips; the difference
-        over N2 - N1 cancels attaching and detaching. Repeated, the median is kept: what varies
-        is work that follows the wall clock (the loop's 1 s bound, timers),
-        which stepping stretches a thousandfold."""
+        over N2 - N1 cancels attaching and detaching. Repeated, the median
+        is kept: what varies is work that follows the wall clock (the
+        loop's 1 s bound, timers), which stepping stretches a thousandfold."""
         exe = os.path.join(self.build, "tools", "bench", "ctxd-icount")
         if not os.access(exe, os.X_OK) or os.geteuid() != 0:
             log("cpu: ctxd-icount needs root and a build of tools/bench: not counted")
