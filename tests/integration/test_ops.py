@@ -336,3 +336,55 @@ def test_curve_clients_ctx_and_python(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
+
+
+
+def test_refused_handshakes_in_a_row_each_end_with_authentication_error(tmp_path):
+    """Many clients refused in a row, sync and asyncio, each get
+    AuthenticationError (never a timeout: a lost monitor event, a send left
+    blocking on a connection with no peer) and leave no I/O thread behind.
+    Under load this failed within a few hundred tries before the clients
+    monitored before connecting, never blocked in a send, and gave each
+    asyncio client its own ZeroMQ context."""
+    import asyncio
+    import sys
+    import threading
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+    import ctxd as ctxd_pkg
+    import ctxd.aio as ctxd_aio
+    ctx_bin = os.environ.get("CTXD_CTX_BIN", os.path.join(os.path.dirname(CTXD_BIN), "..",
+                                                          "tools", "ctx"))
+    port = free_port()
+    state = tmp_path / "state"
+    proc = subprocess.Popen([CTXD_BIN, "--listen", f"tcp://127.0.0.1:{port}",
+                             "--state-dir", str(state)], stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        assert wait_until(lambda: (state / "server.pub").exists(), 10)
+        key = tmp_path / "client.key"
+        r = subprocess.run([ctx_bin, "keygen", str(key)], capture_output=True, text=True,
+                           timeout=10)
+        assert r.returncode == 0, r.stderr
+        public = r.stdout.strip()
+        ep = f"tcp://127.0.0.1:{port}"
+        # unlisted (the daemon refuses the key), then a wrong server key
+        keys = [str(state / "server.pub"), public]
+        for i in range(300):
+            with pytest.raises(ctxd_pkg.AuthenticationError):
+                ctxd_pkg.Client(ep, server_key=keys[i % 2], client_key=str(key),
+                                request_timeout=60)
+
+        async def refused():
+            for i in range(300):
+                c = ctxd_aio.AsyncClient(ep, server_key=keys[i % 2], client_key=str(key),
+                                         request_timeout=60)
+                with pytest.raises(ctxd_pkg.AuthenticationError):
+                    await c.connect()
+                await c.close()
+
+        asyncio.run(refused())
+        left = [t for t in threading.enumerate() if t.name == "ctxd-client-io" and t.is_alive()]
+        assert not left, "an I/O thread is stuck"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)

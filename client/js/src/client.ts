@@ -268,6 +268,10 @@ export class Client {
   private readonly pending = new Map<number, Entry>();
   private nextId = 1;
   private closed = false;
+  /** What the last failed CurveZMQ handshake said (null: none failed since
+   * the last good one). libzmq never retries that connection, so requests
+   * made after it fail at once instead of waiting out their timeout. */
+  private authError: string | null = null;
   private outq: Buffer[] = [];
   private sending = false;
   private readonly requestTimeout: number;
@@ -294,9 +298,9 @@ export class Client {
     }
     // A failed CurveZMQ handshake ends what waits with AuthenticationError;
     // that connection carried nothing, so its disconnect is not a drop.
-    let handshakeFailed = false;
     const authFailed = (message: string) => {
-      handshakeFailed = true;
+      this.authError = message;
+      this.outq = []; // their requests end here; nothing will carry them
       if (this.pending.size) this.failAll(new AuthenticationError(message));
     };
     const wrongKey = (what: string) =>
@@ -306,11 +310,11 @@ export class Client {
     this.sock.events.on("handshake:error:protocol", (ev) => authFailed(wrongKey(`protocol error ${ev.error.code}`)));
     this.sock.events.on("handshake:error:other", (ev) => authFailed(wrongKey(`no detail: ${ev.error.message}`)));
     this.sock.events.on("handshake", () => {
-      handshakeFailed = false;
+      this.authError = null;
     });
     // A dropped connection loses what was in flight on it (PROTOCOL.md section 2).
     this.sock.events.on("disconnect", () => {
-      if (!handshakeFailed && this.pending.size)
+      if (this.authError === null && this.pending.size)
         this.failAll(new DisconnectedError(`the connection to ctxd at ${this.endpoint} dropped with ${this.pending.size} request(s) in flight; their outcome is unknown`));
     });
     try {
@@ -401,6 +405,7 @@ export class Client {
   /** Registers a request and sends it; returns its id. */
   private request(kind: Kind, t: string, fields: Record<string, Value>, deliver: (m: Msg) => void, fail: (e: Error) => void, ctx = "default"): number {
     if (this.closed) throw new ClosedError("the client is closed");
+    if (this.authError !== null) throw new AuthenticationError(this.authError);
     const id = this.nextId++;
     const data = encode(buildRequest(t, id, fields));
     if (this.maxRequest && data.length > this.maxRequest)

@@ -43,6 +43,10 @@ test("tcp:// with CurveZMQ: an authorized key runs code, another is refused", as
           /refused this client's key/.test(e.message));
       await assert.rejects(Client.connect(d.endpoint, { serverKey: other.publicKey, requestTimeout: 5 }),
         (e) => e instanceof AuthenticationError && /handshake failed/.test(e.message));
+      // many in a row: each refusal is reported (never a wait for the timeout)
+      for (let i = 0; i < 200; i++)
+        await assert.rejects(Client.connect(d.endpoint, i % 2 ? { clientKey: other.secretKey, requestTimeout: 60 } :
+          { serverKey: other.publicKey, requestTimeout: 60 }), (e) => e instanceof AuthenticationError);
     } finally {
       delete process.env.CTXD_SERVER_KEY;
       delete process.env.CTXD_CLIENT_KEY;

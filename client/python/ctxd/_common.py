@@ -731,6 +731,15 @@ _HANDSHAKE_FAILED = (_EVENT_HANDSHAKE_FAILED_NO_DETAIL, _EVENT_HANDSHAKE_FAILED_
 MONITOR_EVENTS = (_EVENT_DISCONNECTED | _EVENT_HANDSHAKE_SUCCEEDED
                   | _EVENT_HANDSHAKE_FAILED_NO_DETAIL | _EVENT_HANDSHAKE_FAILED_PROTOCOL
                   | _EVENT_HANDSHAKE_FAILED_AUTH)
+_monitors = itertools.count(1)
+
+
+def monitor_addr() -> str:
+    """A fresh inproc endpoint for a socket monitor. pyzmq's default names
+    it after the socket's descriptor, which a later socket reuses; a name
+    never used before rules out a new monitor meeting an old one's
+    endpoint (its events, such as a failed handshake, would be lost)."""
+    return f"inproc://ctxd-monitor-{os.getpid()}-{next(_monitors)}"
 
 
 def monitor_event(frames):

@@ -14,6 +14,7 @@ that waits for a run interrupts the run in the daemon.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import os
 import time
@@ -40,6 +41,7 @@ from ._common import (
     ctx_name,
     exec_fields,
     MONITOR_EVENTS,
+    monitor_addr,
     parse_hello,
     parse_completeness,
     parse_completion,
@@ -53,21 +55,15 @@ from ._errors import (ClosedError, CtxdError, CtxdTimeoutError, ProtocolError, R
                       UnreachableError)
 from ._proto import decode_message
 
-# One ZeroMQ context for every AsyncClient of this process (made again in a
-# forked child), never terminated: a client that is never closed must not
-# make the process hang, and pyzmq's Context.__del__ terminates a context
-# (blocking while a socket of it is still open) when the garbage collector
-# meets it before the sockets of the same reference cycle. At exit pyzmq
-# skips that; the sockets are closed by close() or by their own __del__.
-_zctx: Optional[zmq.asyncio.Context] = None
-_zctx_pid = 0
-
-
-def _context() -> zmq.asyncio.Context:
-    global _zctx, _zctx_pid
-    if _zctx is None or _zctx_pid != os.getpid():
-        _zctx, _zctx_pid = zmq.asyncio.Context(), os.getpid()
-    return _zctx
+# Each AsyncClient has its own ZeroMQ context, as each Client has: with one
+# context shared by many clients, a CurveZMQ handshake refused by the daemon
+# was at times never reported by libzmq (no monitor event, the connection
+# left half-closed), so the caller waited out its timeout instead of getting
+# AuthenticationError. The contexts of open clients are held here: pyzmq's
+# Context.__del__ terminates a context (blocking while a socket of it is
+# still open) when the garbage collector meets it before its sockets, so a
+# context is terminated only by close(), after its sockets.
+_contexts: set = set()
 
 
 # Longest sleep of the reader, so a run submitted while nothing else is in
@@ -167,6 +163,9 @@ class AsyncClient:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._sock = None
         self._mon = None
+        self._zctx: Optional[zmq.asyncio.Context] = None
+        self._zctx_pid = os.getpid()
+        self._backlog: collections.deque = collections.deque()
         self._reader: Optional[asyncio.Task] = None
         self._closed = False
         self._connecting: Optional[asyncio.Future] = None
@@ -183,20 +182,26 @@ class AsyncClient:
         probe(self.endpoint)
         sock = None
         try:
-            sock = _context().socket(zmq.DEALER)
+            self._zctx, self._zctx_pid = zmq.asyncio.Context(), os.getpid()
+            _contexts.add(self._zctx)
+            sock = self._zctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
             apply_curve(sock, self.endpoint, self._server_key, self._client_key)
-            sock.connect(self.endpoint)
             # A dropped connection loses what was in flight on it: the
-            # reader watches the monitor and ends those requests.
-            self._mon = sock.get_monitor_socket(MONITOR_EVENTS)
+            # reader watches the monitor and ends those requests. Monitored
+            # before connecting: libzmq does not retry a connection whose
+            # handshake failed, so an event missed then would never come.
+            self._mon = sock.get_monitor_socket(MONITOR_EVENTS, monitor_addr())
+            sock.connect(self.endpoint)
         except zmq.ZMQError as e:
             if sock is not None:
                 sock.close(0)
+            self._end_context()
             raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
         self._sock = sock
+        self._backlog.clear()
         self._loop = asyncio.get_running_loop()
         self._reader = asyncio.ensure_future(self._read_loop())
         try:
@@ -230,7 +235,18 @@ class AsyncClient:
             if sock is not None:
                 sock.close(0)
         self._mon = self._sock = None
+        self._end_context()
+        self._backlog.clear()
         self._loop = None
+
+    def _end_context(self) -> None:
+        """Terminates this client's ZeroMQ context once its sockets are
+        closed (they linger 0, so it does not wait)."""
+        if self._zctx is not None:
+            _contexts.discard(self._zctx)
+            if self._zctx_pid == os.getpid():  # not a forked parent's
+                self._zctx.term()
+            self._zctx = None
 
     async def close(self) -> None:
         """Stops the reader and closes the socket; waiting calls raise
@@ -256,12 +272,37 @@ class AsyncClient:
 
     # ---- I/O ---------------------------------------------------------------------
 
-    async def _send(self, data: bytes) -> None:
-        await self._sock.send(data)
+    def _send(self, data: bytes) -> None:
+        """Queues bytes and sends what ZeroMQ takes now. Never waits: a
+        DEALER whose connection failed its handshake has no peer, and an
+        awaited send would then wait forever. What is left, the reader
+        retries each turn (at least once a second); its request is still
+        bounded by its timeout or the liveness check."""
+        self._backlog.append(data)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Sends the backlog, in order, until ZeroMQ would block."""
+        if self._core.auth_error is not None:
+            # Those requests ended with AuthenticationError, and libzmq
+            # never retries this connection.
+            self._backlog.clear()
+        while self._backlog and self._sock is not None:
+            # With NOBLOCK, and no send of ours ever left waiting, pyzmq
+            # tries the send at once and returns a finished future (sending
+            # through pyzmq's asyncio socket, not a plain one, keeps it
+            # re-checking the reader's poll: a plain send could swallow the
+            # wake-up of a reply that came meanwhile).
+            f = self._sock.send(self._backlog[0], zmq.NOBLOCK)
+            if f.done() and f.exception() is not None:
+                if isinstance(f.exception(), zmq.Again):
+                    return
+                raise f.exception()
+            self._backlog.popleft()
 
     def _send_soon(self, datas: List[bytes]) -> None:
         for data in datas:
-            asyncio.ensure_future(self._send(data))
+            self._send(data)
 
     async def _read_loop(self) -> None:
         due: Optional[float] = None
@@ -293,10 +334,11 @@ class AsyncClient:
                             except ProtocolError:
                                 pass  # cannot be matched to a request
                         for data in self._core.route(msg) if msg is not None else ():
-                            await self._send(data)
+                            self._send(data)
                 out, due = self._core.tick(time.monotonic())
                 for data in out:
-                    await self._send(data)
+                    self._send(data)
+                self._flush()
         except asyncio.CancelledError:
             raise
         except zmq.ZMQError as e:
@@ -312,7 +354,7 @@ class AsyncClient:
             fields.update(_fields)
         q: asyncio.Queue = asyncio.Queue()
         rid, data = self._core.request(_kind, q, t, **fields)
-        await self._send(data)
+        self._send(data)
         wait = self._core.request_timeout if timeout is None else timeout
         try:
             msg = await (asyncio.wait_for(q.get(), wait) if wait and wait > 0 else q.get())
@@ -330,7 +372,7 @@ class AsyncClient:
 
     async def _cancel(self, rid: int, detach: bool) -> None:
         for data in self._core.cancel(rid, detach):
-            await self._send(data)
+            self._send(data)
 
     def _cancel_nowait(self, rid: int) -> None:
         if not self._closed:
@@ -354,7 +396,7 @@ class AsyncClient:
                              argv=argv, file=file, syntax=syntax)
         q: asyncio.Queue = asyncio.Queue()
         rid, data = self._core.request("exec", q, "execute", route_ctx=fields["ctx"], **fields)
-        await self._send(data)
+        self._send(data)
         cbs = {"stdout": on_stdout, "stderr": on_stderr, "result": on_result,
                "error": on_error, "accepted": on_accepted, "display": on_display,
                "clear_output": on_clear_output, "input": on_input}

@@ -41,6 +41,7 @@ from ._common import (
     ctx_name,
     exec_fields,
     MONITOR_EVENTS,
+    monitor_addr,
     parse_hello,
     parse_completeness,
     parse_completion,
@@ -183,10 +184,13 @@ class Client:
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
             apply_curve(sock, self.endpoint, self._server_key, self._client_key)
-            sock.connect(self.endpoint)
             # A dropped connection loses what was in flight on it: the
             # monitor tells the I/O thread, which ends those requests.
-            self._mon = sock.get_monitor_socket(MONITOR_EVENTS)
+            # Monitored before connecting: libzmq does not retry a
+            # connection whose handshake failed, so an event missed then
+            # would never come again.
+            self._mon = sock.get_monitor_socket(MONITOR_EVENTS, monitor_addr())
+            sock.connect(self.endpoint)
         except zmq.ZMQError as e:
             self._zctx.destroy(0)
             raise UnreachableError(f"cannot connect to {self.endpoint!r}: {e}") from None
@@ -214,6 +218,10 @@ class Client:
         self._wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(5)
+            if self._thread.is_alive():
+                # A ZeroMQ socket is not thread-safe: closing it under the
+                # I/O thread would crash the process. Left to the exit.
+                return
         self._mon.close(0)
         self._sock.close(0)
         self._zctx.term()
@@ -243,10 +251,18 @@ class Client:
         poller.register(self._sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
         poller.register(self._mon, zmq.POLLIN)
+        # Bytes ZeroMQ would not take yet. Sends never block this thread: a
+        # DEALER whose connection failed its handshake has no peer, and a
+        # blocking send would then wait forever, deaf to the monitor.
+        backlog: collections.deque = collections.deque()
+        writing = False  # the socket is polled for POLLOUT
         due: Optional[float] = None
         failure: Optional[CtxdError] = None
         try:
             while True:
+                if bool(backlog) != writing:
+                    writing = bool(backlog)
+                    poller.modify(self._sock, zmq.POLLIN | (zmq.POLLOUT if writing else 0))
                 ms = None if due is None else max(0, int(due * 1000) + 1)
                 try:
                     events = dict(poller.poll(ms))
@@ -260,15 +276,18 @@ class Client:
                             pass
                     except BlockingIOError:
                         pass
+                if self._mon in events:
+                    self._drain_monitor()
                 with self._lock:
                     if self._closed:
                         break
-                    out = list(self._out)
+                    backlog.extend(self._out)
                     self._out.clear()
-                for data in out:
-                    self._sock.send(data)
-                if self._mon in events:
-                    self._drain_monitor()
+                    if self._core.auth_error is not None:
+                        # Their requests ended with AuthenticationError and
+                        # libzmq never retries this connection.
+                        backlog.clear()
+                self._flush(backlog)
                 while True:
                     try:
                         frames = self._sock.recv_multipart(zmq.NOBLOCK)
@@ -281,18 +300,27 @@ class Client:
                     except ProtocolError:
                         continue  # cannot be matched to a request
                     with self._lock:
-                        out = self._core.route(msg)
-                    for data in out:
-                        self._sock.send(data)
+                        backlog.extend(self._core.route(msg))
                 with self._lock:
                     out, due = self._core.tick(time.monotonic())
-                for data in out:
-                    self._sock.send(data)
+                backlog.extend(out)
+                self._flush(backlog)
         except zmq.ZMQError as e:
             failure = UnreachableError(f"ZeroMQ failure on {self.endpoint}: {e}")
         finally:
             with self._lock:
                 self._core.fail_all(failure or ClosedError("the client was closed"))
+
+    def _flush(self, backlog: collections.deque) -> None:
+        """Sends what ZeroMQ takes now, in order (I/O thread); the rest
+        waits for POLLOUT. A request whose bytes wait is still bounded by
+        its timeout or the liveness check."""
+        while backlog:
+            try:
+                self._sock.send(backlog[0], zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            backlog.popleft()
 
     def _drain_monitor(self) -> None:
         """Reads the monitor's events (I/O thread): a disconnect ends the
