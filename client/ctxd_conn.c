@@ -181,12 +181,21 @@ int ctxd_conn_send(ctxd_client *c, const proto_buf *b)
         return ctxd_conn_fail(c, CTXD_EREFUSED, "too_large",
                               "request of %zu bytes exceeds the daemon's max_request_bytes (%llu)",
                               b->len, (unsigned long long)c->max_request_bytes);
+    /* The last handshake failed and no good one followed (the monitor's
+     * events are read first): say so at once rather than wait for a peer
+     * that may never come. */
+    if (c->handshake_failed && ctxd_conn_auth_failed(c))
+        return CTXD_EAUTH;
     for (;;) {
         if (zmq_send(c->sock, b->data, b->len, 0) >= 0)
             return 0;
         int e = zmq_errno();
         if (e == EINTR)
             continue;
+        /* A connection whose handshake failed leaves the DEALER no peer:
+         * the send waited out SNDTIMEO, and the monitor says why. */
+        if (e == EAGAIN && ctxd_conn_auth_failed(c))
+            return CTXD_EAUTH;
         if (e == EAGAIN)
             return ctxd_conn_fail(c, CTXD_EUNREACHABLE, NULL, "cannot send to %s within %g s",
                                   c->endpoint, c->timeout);
