@@ -36,6 +36,10 @@ class Daemon:
         self.log_path = tmp_path / "ctxd.log"
 
     def start(self, extra_args=()):
+        # Its own state directory: the catalogue, keys and snapshots of one
+        # test never meet another's (nor a run's on the same machine before).
+        if "--state-dir" not in extra_args:
+            extra_args = ("--state-dir", str(self.dir / "state"), *extra_args)
         cmd = [CTXD_BIN, "--listen", self.endpoint, *extra_args]
         if CTXD_WORKER_BIN:
             cmd += ["--worker", CTXD_WORKER_BIN]

@@ -411,6 +411,10 @@ class Daemon:
     def start(self, extra_args=(), cwd=None):
         self.log = open(self.log_path, "wb")
         self.cwd = str(cwd or self.tmp)
+        # Its own state directory: the catalogue, keys and snapshots of one
+        # test never meet another's (nor a run's on the same machine before).
+        if "--state-dir" not in extra_args:
+            extra_args = ("--state-dir", str(self.tmp / "state"), *extra_args)
         self.proc = subprocess.Popen([CTXD_BIN, "--listen", self.endpoint, *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, cwd=self.cwd,

@@ -39,7 +39,10 @@ class Env:
         self.tmp = tempfile.mkdtemp(prefix="ctxd-kernel-test-")
         self.endpoint = f"ipc://{self.tmp}/ctxd.sock"
         self.log = open(os.path.join(self.tmp, "ctxd.log"), "wb")
-        self.proc = subprocess.Popen([CTXD_BIN, "--listen", self.endpoint],
+        # Its own state directory: the catalogue, keys and snapshots of one
+        # test never meet another's (nor a run's on the same machine before).
+        self.proc = subprocess.Popen([CTXD_BIN, "--listen", self.endpoint, "--state-dir",
+                                      os.path.join(self.tmp, "state")],
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=self.tmp)
         for _ in range(500):
             if os.path.exists(f"{self.tmp}/ctxd.sock"):

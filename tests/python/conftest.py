@@ -42,7 +42,11 @@ class Daemon:
         self.stopped_by_test = False
 
     def start(self, *args):
+        # Its own state directory: the catalogue, keys and snapshots of one
+        # test never meet another's (nor a run's on the same machine before).
         cmd = [CTXD_BIN, "--listen", self.endpoint]
+        if "--state-dir" not in args:
+            cmd += ["--state-dir", str(self.dir / "state")]
         if CTXD_WORKER_BIN:
             cmd += ["--worker", CTXD_WORKER_BIN]
         self.log = open(self.log_path, "wb")
