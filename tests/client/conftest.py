@@ -38,8 +38,10 @@ class Daemon:
     def start(self, extra_args=()):
         # Its own state directory: the catalogue, keys and snapshots of one
         # test never meet another's (nor a run's on the same machine before).
+        # Beside the socket's directory, not in it: what a sandbox may see of
+        # that directory stays as it was.
         if "--state-dir" not in extra_args:
-            extra_args = ("--state-dir", str(self.dir / "state"), *extra_args)
+            extra_args = ("--state-dir", str(self.dir.parent / (self.dir.name + "-state")), *extra_args)
         cmd = [CTXD_BIN, "--listen", self.endpoint, *extra_args]
         if CTXD_WORKER_BIN:
             cmd += ["--worker", CTXD_WORKER_BIN]

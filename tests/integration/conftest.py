@@ -413,8 +413,10 @@ class Daemon:
         self.cwd = str(cwd or self.tmp)
         # Its own state directory: the catalogue, keys and snapshots of one
         # test never meet another's (nor a run's on the same machine before).
+        # Beside the socket's directory, not in it: what a sandbox may see of
+        # that directory stays as it was.
         if "--state-dir" not in extra_args:
-            extra_args = ("--state-dir", str(self.tmp / "state"), *extra_args)
+            extra_args = ("--state-dir", str(self.tmp.parent / (self.tmp.name + "-state")), *extra_args)
         self.proc = subprocess.Popen([CTXD_BIN, "--listen", self.endpoint, *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, cwd=self.cwd,

@@ -41,8 +41,10 @@ class Env:
         self.log = open(os.path.join(self.tmp, "ctxd.log"), "wb")
         # Its own state directory: the catalogue, keys and snapshots of one
         # test never meet another's (nor a run's on the same machine before).
+        # Beside the socket's directory, not in it: what a sandbox may see of
+        # that directory stays as it was.
         self.proc = subprocess.Popen([CTXD_BIN, "--listen", self.endpoint, "--state-dir",
-                                      os.path.join(self.tmp, "state")],
+                                      self.tmp + "-state"],
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=self.tmp)
         for _ in range(500):
             if os.path.exists(f"{self.tmp}/ctxd.sock"):

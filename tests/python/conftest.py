@@ -44,9 +44,11 @@ class Daemon:
     def start(self, *args):
         # Its own state directory: the catalogue, keys and snapshots of one
         # test never meet another's (nor a run's on the same machine before).
+        # Beside the socket's directory, not in it: what a sandbox may see of
+        # that directory stays as it was.
         cmd = [CTXD_BIN, "--listen", self.endpoint]
         if "--state-dir" not in args:
-            cmd += ["--state-dir", str(self.dir / "state")]
+            cmd += ["--state-dir", str(self.dir.parent / (self.dir.name + "-state"))]
         if CTXD_WORKER_BIN:
             cmd += ["--worker", CTXD_WORKER_BIN]
         self.log = open(self.log_path, "wb")
