@@ -2,6 +2,7 @@
 caps, idle reaping, vanished clients, shutdown, a second daemon on the same
 endpoint, CurveZMQ on tcp://, the 0700 socket directory, and a worker that
 breaks its channel protocol."""
+import contextlib
 import json
 import os
 import signal
@@ -339,19 +340,10 @@ def test_curve_clients_ctx_and_python(tmp_path):
 
 
 
-def test_refused_handshakes_in_a_row_each_end_with_authentication_error(tmp_path):
-    """Many clients refused in a row, sync and asyncio, each get
-    AuthenticationError (never a timeout: a lost monitor event, a send left
-    blocking on a connection with no peer) and leave no I/O thread behind.
-    Under load this failed within a few hundred tries before the clients
-    monitored before connecting, never blocked in a send, and gave each
-    asyncio client its own ZeroMQ context."""
-    import asyncio
-    import sys
-    import threading
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
-    import ctxd as ctxd_pkg
-    import ctxd.aio as ctxd_aio
+@contextlib.contextmanager
+def _curve_daemon(tmp_path):
+    """A daemon on tcp:// with CurveZMQ and a client key made by `ctx keygen`
+    (not yet authorized): yields (port, state dir, key file, public key)."""
     ctx_bin = os.environ.get("CTXD_CTX_BIN", os.path.join(os.path.dirname(CTXD_BIN), "..",
                                                           "tools", "ctx"))
     port = free_port()
@@ -365,7 +357,26 @@ def test_refused_handshakes_in_a_row_each_end_with_authentication_error(tmp_path
         r = subprocess.run([ctx_bin, "keygen", str(key)], capture_output=True, text=True,
                            timeout=10)
         assert r.returncode == 0, r.stderr
-        public = r.stdout.strip()
+        yield port, state, key, r.stdout.strip()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+
+
+def test_refused_handshakes_in_a_row_each_end_with_authentication_error(tmp_path):
+    """Many clients refused in a row, sync and asyncio, each get
+    AuthenticationError (never a timeout: a lost monitor event, a send left
+    blocking on a connection with no peer) and leave no I/O thread behind.
+    Under load this failed within a few hundred tries before the clients
+    monitored before connecting, never blocked in a send, and gave each
+    asyncio client its own ZeroMQ context."""
+    import asyncio
+    import sys
+    import threading
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+    import ctxd as ctxd_pkg
+    import ctxd.aio as ctxd_aio
+    with _curve_daemon(tmp_path) as (port, state, key, public):
         ep = f"tcp://127.0.0.1:{port}"
         # unlisted (the daemon refuses the key), then a wrong server key
         keys = [str(state / "server.pub"), public]
@@ -385,6 +396,3 @@ def test_refused_handshakes_in_a_row_each_end_with_authentication_error(tmp_path
         asyncio.run(refused())
         left = [t for t in threading.enumerate() if t.name == "ctxd-client-io" and t.is_alive()]
         assert not left, "an I/O thread is stuck"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
