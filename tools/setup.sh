@@ -33,10 +33,11 @@ python3-jupyter-kernel-test python3-nbclient systemd"
 [ "$mode" = test ] && PACKAGES="$PACKAGES etcd-server iproute2 mmdebstrap"
 # (a kubectl from elsewhere, e.g. google-cloud-sdk's, conflicts with the package)
 [ "$mode" = test ] && ! command -v kubectl >/dev/null && PACKAGES="$PACKAGES kubernetes-client"
-# Only for the benchmark (ctxd side by side with ipykernel; valgrind: the
-# supervisor's instructions per request, figure 9).
+# Only for the benchmark (ctxd side by side with ipykernel; valgrind and
+# linux-perf: the supervisor's instructions and system calls per request,
+# figure 9).
 [ "$mode" = bench ] && PACKAGES="$PACKAGES python3-ipykernel python3-jupyter-client
-python3-numpy python3-matplotlib valgrind etcd-server iproute2"
+python3-numpy python3-matplotlib valgrind linux-perf etcd-server iproute2"
 
 install_missing() {
     missing=""

@@ -375,9 +375,9 @@ void sup_ctx_set_after_ok(void (*fn)(sup_ctx *c))
 
 /* Messages of one context go out in order: once one is held back by a slow
  * client, the ones after it queue behind it. */
-static void ctx_send(sup_ctx *c, const sup_peer *peer, const proto_buf *body)
+static void ctx_send(sup_ctx *c, const sup_peer *peer, proto_buf *body)
 {
-    int rc = c->pending.head ? -1 : sup_send(peer, body);
+    int rc = c->pending.head ? -1 : sup_send_take(peer, body);
     if (rc < 0) {
         sup_outq_push(&c->pending, peer, body);
         arm(c);
@@ -1048,6 +1048,7 @@ static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n)
     if (keep) {
         proto_buf b;
         proto_buf_init(&b);
+        proto_buf_reserve(&b, keep + 128); /* one allocation, no regrowth */
         sup_msg_begin(&b, "stream", &r->peer, 2);
         proto_put_str(&b, "name");
         proto_put_str(&b, names[stream]);

@@ -62,9 +62,12 @@ static void send_gap(int sock, const uint8_t *route, size_t len, uint64_t droppe
     proto_buf_free(&b);
 }
 
-/* Receives one client message (all its frames) and hands it on. A message
- * with more than one body frame is a client error, answered as such. */
-static void read_client(int sock)
+/* Receives client messages (all the frames of each) and hands them on, up
+ * to a budget. A message with more than one body frame is a client error,
+ * answered as such. True when it stopped because none was left: that last
+ * receive processed the socket's commands after every send the handling
+ * made, which is a look (see serve_zmq). */
+static bool read_client(int sock)
 {
     void *router = routers[sock];
     for (int budget = 0; budget < 256; budget++) {
@@ -72,7 +75,7 @@ static void read_client(int sock)
         zmq_msg_init(&route);
         if (zmq_msg_recv(&route, router, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&route);
-            return;
+            return true;
         }
         zmq_msg_init(&body);
         bool have_body = zmq_msg_more(&route) && zmq_msg_recv(&body, router, 0) >= 0;
@@ -97,6 +100,7 @@ static void read_client(int sock)
         zmq_msg_close(&body);
         zmq_msg_close(&route);
     }
+    return false;
 }
 
 static void read_signals(void)
@@ -293,9 +297,8 @@ static void ep_add_zmq(void *sock, uint64_t tag)
     ep_add(fd, tag, EPOLLIN);
 }
 
-/* Whether a ZeroMQ socket has a message to read now. ZMQ_FD only signals
- * changes, and a send can take the signal; so this is asked of every
- * socket each turn, not only when its descriptor fired. */
+/* Whether a ZeroMQ socket has a message to read now (a look: it processes
+ * the socket's commands, so it costs system calls on an idle socket). */
 static bool zmq_readable(void *sock)
 {
     if (!sock)
@@ -343,28 +346,75 @@ static void watch_zygote(void)
         fatal("epoll_ctl add zygote: %s", strerror(errno));
 }
 
-/* Serves every ZeroMQ socket holding messages, pass after pass, until a
- * pass finds none: handling one may send on another (which can take its
- * ZMQ_FD signal), so only a pass with no message, hence no send, makes the
- * edge safe to wait for. False when the passes ran out with messages left:
- * the loop does not sleep. */
+/* The ZeroMQ sockets serve_zmq looks at: the routers (indexed as routers[]),
+ * the route monitor and the ZAP handler's. */
+enum { Z_MON = NSOCKS, Z_ZAP, NZ };
+/* A socket to look at: its ZMQ_FD fired, or it was used (a send or a
+ * receive processes its commands, which can take the signal of a message
+ * that came meanwhile), since a look last found it empty. Every socket is
+ * due at the start and after a second's sleep. */
+static bool zmq_due[NZ] = {true, true, true, true};
+
+/* The ZeroMQ socket of each fixed epoll tag, -1 for the others. */
+static const int zmq_of_tag[EV_NFIXED] = {
+    [EV_SIGNAL] = -1, [EV_ROUTER0] = 0, [EV_ROUTER1] = 1,
+    [EV_ZAP] = Z_ZAP, [EV_ZYGOTE] = -1, [EV_MONITOR] = Z_MON,
+};
+
+/* Marks every socket due: the safety net under ZMQ_FD's edges. */
+static void zmq_all_due(void)
+{
+    for (int i = 0; i < NZ; i++)
+        zmq_due[i] = true;
+}
+
+/* Serves the monitor or ZAP socket (sock, its handler) while it holds
+ * messages, at most 64; True if it read any. The look that finds it empty
+ * comes after every use, so it is then not due. */
+static bool serve_side(int z, void *sock, void (*handle)(void))
+{
+    if (!zmq_due[z] || !sock)
+        return false;
+    int i = 0;
+    while (i < 64 && zmq_readable(sock)) {
+        handle();
+        i++;
+    }
+    if (i < 64)
+        zmq_due[z] = false;
+    return i > 0;
+}
+
+/* Serves the ZeroMQ sockets that are due, pass after pass, until a pass
+ * reads nothing: handling a message may send on another socket. Only due
+ * sockets are looked at: a look at an idle socket costs two system calls
+ * (libzmq polls its mailbox and checks getpid), and three sockets looked at
+ * twice a turn were most of a request's system calls. False when the passes
+ * ran out with messages left: the loop does not sleep. */
 static bool serve_zmq(void)
 {
-    void *mon = sup_route_monitor(), *zap = sup_auth_zap_socket();
     for (int pass = 0; pass < 8; pass++) {
         bool any = false;
-        for (int s = 0; s < NSOCKS; s++)
-            if (zmq_readable(routers[s])) {
-                any = true;
-                read_client(s);
-            }
-        for (int i = 0; i < 64 && zmq_readable(mon); i++) {
-            any = true;
-            sup_route_on_monitor();
+        for (int s = 0; s < NSOCKS; s++) {
+            if (sup_send_take_used(s))
+                zmq_due[s] = true;
+            if (!zmq_due[s] || !routers[s])
+                continue;
+            /* A receive that finds nothing is itself the look, after the
+             * sends of the handling of what it read. */
+            bool drained = read_client(s);
+            (void)sup_send_take_used(s);
+            zmq_due[s] = !drained;
+            any |= !drained; /* the budget ran out: come back */
         }
-        for (int i = 0; i < 64 && zmq_readable(zap); i++) {
-            any = true;
-            sup_auth_handle();
+        any |= serve_side(Z_MON, sup_route_monitor(), sup_route_on_monitor);
+        any |= serve_side(Z_ZAP, sup_auth_zap_socket(), sup_auth_handle);
+        /* Sent on by a later handler: look again. */
+        for (int s = 0; s < NSOCKS; s++) {
+            if (sup_send_take_used(s)) {
+                zmq_due[s] = true;
+                any = true;
+            }
         }
         if (!any)
             return true;
@@ -382,11 +432,16 @@ void sup_loop_run(void)
     enum { MAX_EVENTS = 256, WAKE_MAX_MS = 1000 };
     struct epoll_event evs[MAX_EVENTS];
     uint64_t saved_gen = ~(uint64_t)0;
+    double all_due_at = 0;
     ep_open();
     while (!stopping) {
         /* Timers first: they can change what is read (a flushed backlog
          * resumes reading its worker). */
         double now = sup_now();
+        if (now - all_due_at >= WAKE_MAX_MS / 1000.0) {
+            zmq_all_due(); /* the safety net under ZMQ_FD's edges */
+            all_due_at = now;
+        }
         double next = sup_ctx_tick(now);
         double snap_next = sup_snap_tick(now); /* interval autosnapshots */
         if (snap_next > 0 && (next == 0 || snap_next < next))
@@ -417,8 +472,8 @@ void sup_loop_run(void)
         /* At most a second's sleep, also with nothing timed: a safety net
          * under the edge-triggered ZMQ_FD, whose signal a send on another
          * socket can take. A ZAP request (a tcp client's handshake) was
-         * seen waiting for good under ASan; the next turn's serve_zmq asks
-         * ZMQ_EVENTS of every socket, so nothing waits more than that. */
+         * seen waiting for good under ASan; every second serve_zmq looks at
+         * every socket, so nothing waits more than that. */
         if (timeout < 0 || timeout > WAKE_MAX_MS)
             timeout = WAKE_MAX_MS;
         int n = epoll_wait(epfd, evs, MAX_EVENTS, (int)timeout);
@@ -443,8 +498,9 @@ void sup_loop_run(void)
                 uint32_t e = evs[i].events;
                 sup_ctx_chan_event(c, e & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP),
                                    e & EPOLLOUT);
+            } else if (tag < EV_NFIXED && zmq_of_tag[tag] >= 0) {
+                zmq_due[zmq_of_tag[tag]] = true; /* served by serve_zmq */
             }
-            /* ZeroMQ sockets: served by serve_zmq whatever fired */
         }
         if (zygote)
             sup_zygote_on_readable();

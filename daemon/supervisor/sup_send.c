@@ -14,6 +14,7 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,19 +30,72 @@ void sup_send_router(int sock, void *router)
     routers[sock] = router;
 }
 
-int sup_send(const sup_peer *peer, const proto_buf *body)
+/* Bodies at least this large are handed to ZeroMQ rather than copied
+ * (stream frames of 64 KiB: one copy and one allocation less each). */
+#define TAKE_MIN (8 * 1024)
+
+/* ZeroMQ's release of a body it was handed (from its I/O thread). */
+static void free_body(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Sends the body frame: a large body's buffer is handed over (body is left
+ * empty) when take is set, else copied. */
+static void send_body(void *router, proto_buf *body, bool take)
+{
+    int rc;
+    if (take && body->len >= TAKE_MIN) {
+        zmq_msg_t msg;
+        if (zmq_msg_init_data(&msg, body->data, body->len, free_body, NULL) != 0)
+            fatal("zmq_msg_init_data: %s", zmq_strerror(errno));
+        proto_buf_init(body); /* ZeroMQ owns the data now, whatever happens */
+        rc = zmq_msg_send(&msg, router, ZMQ_DONTWAIT);
+        if (rc < 0)
+            zmq_msg_close(&msg);
+    } else {
+        rc = zmq_send(router, body->data, body->len, ZMQ_DONTWAIT);
+    }
+    /* The routing frame went out, so the body cannot fail on HWM. */
+    if (rc < 0)
+        sup_log("send to client failed: %s", zmq_strerror(errno));
+}
+
+/* Per listening socket: sent on since sup_send_take_used last asked. */
+static bool used[2];
+
+bool sup_send_take_used(int sock)
+{
+    bool u = used[sock];
+    used[sock] = false;
+    return u;
+}
+
+/* sup_send and sup_send_take: the routing frame, then the body. */
+static int send_to(const sup_peer *peer, proto_buf *body, bool take)
 {
     void *router = routers[peer->sock];
+    used[peer->sock] = true; /* even a failed send processes its commands */
     if (!sup_route_ok(peer)) /* its connection is gone: not to whoever holds the id now */
         return 1;
     if (zmq_send(router, peer->route, peer->route_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         /* EHOSTUNREACH: the client is gone; its events are dropped. */
         return errno == EAGAIN ? -1 : 1;
     }
-    /* The routing frame went out, so the body cannot fail on HWM. */
-    if (zmq_send(router, body->data, body->len, ZMQ_DONTWAIT) < 0)
-        sup_log("send to client failed: %s", zmq_strerror(errno));
+    send_body(router, body, take);
     return 0;
+}
+
+int sup_send(const sup_peer *peer, const proto_buf *body)
+{
+    proto_buf copy = *body; /* never taken: only read */
+    return send_to(peer, &copy, false);
+}
+
+int sup_send_take(const sup_peer *peer, proto_buf *body)
+{
+    return send_to(peer, body, true);
 }
 
 typedef struct sup_outmsg {

@@ -140,6 +140,97 @@ def test_raw_output_before_sigkill_has_no_hole(client):
         assert r.stdout == want
 
 
+def test_queued_buffers_before_sigkill_have_no_hole(client):
+    # A writer whose 64 KiB buffer fills hands it to the flusher thread and
+    # goes on in the other one; killed before the flusher sent it, the
+    # supervisor recovers it from the output memory, in order, once.
+    for i in range(4):
+        r = client.execute("import os, signal, sys\n"
+                           "for k in range(40000):\n"
+                           "    sys.stdout.write('%07d\\n' % k)\n"
+                           "os.kill(os.getpid(), signal.SIGKILL)")
+        assert r.status == "died", r.done
+        want = b"".join(b"%07d\n" % k for k in range(40000))
+        assert len(r.stdout) == len(want), (i, len(r.stdout))
+        assert r.stdout == want
+
+
+def test_queued_buffer_recovered_when_killed_under_backpressure(make_daemon, tmp_path):
+    # The client reads nothing, so a send blocks: at times the flusher's,
+    # sending a buffer the writer queued, with the writer's next buffer full
+    # behind it. A thread of the run then kills the worker. Every buffer is
+    # recovered from the output memory: what arrives is an exact prefix of
+    # what was written, without a hole. Which send blocks varies, so the
+    # scene is played several times.
+    d = make_daemon("--max-client-held", "1M")
+    slow = d.client(rcvhwm=2)
+    for round_ in range(8):
+        flag = tmp_path / f"pid{round_}"
+        code = ("import os, signal, sys, threading, time\n"
+                f"open({str(flag)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+                f"os.rename({str(flag)!r} + '.tmp', {str(flag)!r})\n"
+                "n = [0]\n"
+                "def killer():\n"
+                "    last = -1\n"
+                "    while n[0] != last:  # until the writer has stalled\n"
+                "        last = n[0]\n"
+                "        time.sleep(0.3)\n"
+                "    os.kill(os.getpid(), signal.SIGKILL)\n"
+                "threading.Thread(target=killer, daemon=True).start()\n"
+                "for k in range(3_000_000):\n"
+                "    sys.stdout.write('%07d\\n' % k)\n"
+                "    n[0] = k + 1\n")
+        rid = slow.submit(code)
+        assert wait_until(flag.exists, 60)
+        pid = int(flag.read_text())
+
+        def gone():
+            try:
+                os.kill(pid, 0)
+                return False
+            except ProcessLookupError:
+                return True
+        assert wait_until(gone, 120)
+        r = slow.wait(rid, 300)
+        assert r.status == "died", r.done
+        out = r.stdout
+        assert len(out) > 1 << 20 and len(out) % 8 == 0, (round_, len(out))
+        k = len(out) // 8
+        want = b"".join(b"%07d\n" % i for i in range(k))
+        if out != want:
+            first = next(i for i in range(k) if out[8 * i:8 * i + 8] != want[8 * i:8 * i + 8])
+            raise AssertionError(f"round {round_}: hole or disorder at line {first} of {k}")
+
+
+def test_threads_printing_around_large_writes_keep_every_line(client):
+    # Threads fill buffers (queued for the flusher) while the main thread
+    # sends large writes through the other buffer: every line arrives whole,
+    # each thread's in its order, and each large write in one piece.
+    code = ("import sys, threading\n"
+            "def talk(t):\n"
+            "    for k in range(20000):\n"
+            "        sys.stdout.write('t%d %06d\\n' % (t, k))\n"
+            "ts = [threading.Thread(target=talk, args=(t,)) for t in range(3)]\n"
+            "for t in ts: t.start()\n"
+            "for j in range(20):\n"
+            "    sys.stdout.write('\\n' + chr(65 + j) * 300000 + '\\n')\n"
+            "for t in ts: t.join()\n")
+    r = client.execute(code)
+    assert r.status == "ok", r.done
+    lines = r.stdout.split(b"\n")
+    seen = {0: 0, 1: 0, 2: 0}
+    big = []
+    for line in lines:
+        if line.startswith(b"t"):
+            t, k = line[1:].split(b" ")
+            assert int(k) == seen[int(t)], (t, k, seen)
+            seen[int(t)] += 1
+        elif line:
+            big.append(line)
+    assert seen == {0: 20000, 1: 20000, 2: 20000}
+    assert big == [bytes([65 + j]) * 300000 for j in range(20)]
+
+
 # ---- item 3: a slow reader does not turn a timeout into a kill --------------
 
 def test_timeout_lands_while_client_is_slow(daemon):

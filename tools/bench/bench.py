@@ -38,7 +38,9 @@ thousand):
   cpu       CPU per x = 1 in the supervisor and a worker (/proc); the
             supervisor's instructions per x = 1, exact, by ptrace
             single-stepping (ctxd-icount) and, where valgrind can run it,
-            callgrind: the difference of two runs, so start-up cancels
+            callgrind: the difference of two runs, so start-up cancels;
+            the supervisor's system calls per x = 1 per thread (perf stat on
+            the syscall tracepoints)
 --quick runs every figure with few samples (a smoke test, used by ctest).
 """
 
@@ -823,6 +825,7 @@ class Bench:
         if self.a.compare:
             builds.append(("old", os.path.abspath(self.a.compare)))
         self.icount(f, builds)
+        self.syscalls(f, builds)
         if not shutil.which("valgrind"):
             log("cpu: valgrind not installed (sh tools/setup.sh bench installs it)")
             return
@@ -896,6 +899,57 @@ class Bench:
             f[f"{tag}_icount_per_x1"] = per
             log(f"cpu[{tag}]: {pct(per, .5):.0f} supervisor instructions per x = 1 "
                 f"(ptrace count, all threads; runs {[round(x) for x in per]})")
+
+    def syscalls(self, f, builds):
+        """The supervisor's system calls per x = 1, per thread (its loop and
+        libzmq's I/O thread), counted by the kernel's syscall tracepoints
+        (perf stat) over N round trips of the C client: a count, not a time,
+        so it compares builds exactly where a system call costs ~1 us (as on
+        this VM) and timings drown in noise."""
+        perf = shutil.which("perf")
+        if not perf or os.geteuid() != 0:
+            log("cpu: perf (linux-perf) and root are needed to count system calls: not counted")
+            return
+        n = self.n(2000, 100)
+        for tag, build in builds:
+            d = Daemon(build, self.tmp, preload=None, name=f"sc-{tag}")
+            out = os.path.join(self.tmp, f"sc-{tag}.txt")
+            try:
+                d.c.req("ctx.create", name="sc")
+                cbench(build, "rtt", d.endpoint, "sc", 50, 0)  # warm
+                rtt = os.path.join(build, "tools", "bench", "ctxd-bench")
+                p = subprocess.run([perf, "stat", "-e", "syscalls:sys_enter_*", "-p", str(d.pid),
+                                    "--per-thread", "-x,", "-o", out, "--", rtt, "rtt",
+                                    d.endpoint, "sc", str(n), "0"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                if p.returncode != 0:
+                    log(f"cpu: perf stat failed: {p.stderr.strip()[:200]}")
+                    return
+            finally:
+                d.stop()
+            per = {}
+            with open(out) as fh:
+                for line in fh:
+                    parts = line.strip().split(",")
+                    # thread-tid,count,unit,event,...
+                    if len(parts) < 4 or not parts[3].startswith("syscalls:sys_enter_"):
+                        continue
+                    try:
+                        c = int(parts[1])
+                    except ValueError:
+                        continue
+                    thread = "io" if "ZMQbg" in parts[0] else "loop"
+                    if "Reaper" in parts[0]:
+                        thread = "reaper"
+                    name = parts[3][len("syscalls:sys_enter_"):]
+                    d2 = per.setdefault(thread, {})
+                    d2[name] = d2.get(name, 0) + c / n
+            f[f"{tag}_syscalls_per_x1"] = per
+            for thread in ("loop", "io"):
+                calls = per.get(thread, {})
+                top = sorted(calls.items(), key=lambda kv: -kv[1])[:6]
+                log(f"cpu[{tag}]: supervisor {thread} thread: {sum(calls.values()):.1f} system "
+                    f"calls per x = 1 ({', '.join(f'{k} {v:.1f}' for k, v in top)})")
 
     # ---------------------------------------------------------------------------
     def run(self):
@@ -1166,6 +1220,17 @@ def make_table(res):
             rows.append(("9 cpu", f"supervisor instructions per x = 1 ({tag}, ptrace count)",
                          f"{pct(per, .5):.0f}", "", ratio, "(exact count)",
                          f"median of {len(per)}, spread {spread:.0f}%"))
+    for tag in ("new", "old"):
+        sc = r.get(f"{tag}_syscalls_per_x1")
+        if sc:
+            loop, io = (sum(sc.get(t, {}).values()) for t in ("loop", "io"))
+            ratio = ""
+            if tag == "old" and r.get("new_syscalls_per_x1"):
+                nsc = r["new_syscalls_per_x1"]
+                nl, ni = (sum(nsc.get(t, {}).values()) for t in ("loop", "io"))
+                ratio = f"new/old {(nl + ni) / (loop + io):.2f}x" if loop + io else ""
+            rows.append(("9 cpu", f"supervisor system calls per x = 1 ({tag}): loop / I/O thread",
+                         f"{loop:.1f} / {io:.1f}", "", ratio, "(count)", "perf stat tracepoints"))
     for tag in ("new", "old"):
         if r.get(f"{tag}_instructions_per_x1"):
             rows.append(("9 cpu", f"supervisor instructions per x = 1 ({tag}, callgrind)",
