@@ -27,11 +27,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#include <x86intrin.h>
-#define HAVE_TSC 1
-#endif
 
 #include "mem.h"
 #include "wrk_chan.h"
@@ -94,15 +89,6 @@ static uint64_t nonce = 0x9e3779b97f4a7c15ULL;
 static atomic_bool running;
 /* The flusher has been told that a buffer is non-empty and will flush it. */
 static atomic_bool armed;
-/* Per stream, the buffer that is not taking writes (out_mu): free, queued
- * by a writer whose buffer filled (described by the send_* fields of the
- * output memory) for the flusher to send while the writer goes on, or in
- * use by the holder of the channel lock. Only that holder makes it busy,
- * and it is free again before the lock is released. */
-enum { OTHER_FREE, OTHER_QUEUED, OTHER_BUSY };
-static int other_state[OUT_NSTREAMS];
-/* A writer queued a buffer: the flusher sends it at once. */
-static atomic_bool queued_wake;
 /* Set in forked children: writes go straight to the pipes. */
 static atomic_bool forked;
 /* A pipe chunk of the stream has been read but not yet sent (set under the
@@ -110,9 +96,8 @@ static atomic_bool forked;
 static atomic_bool pumping[OUT_NSTREAMS];
 
 /* When a Python-level write last looked for unread raw data, per stream
- * (GIL), in the units of raw_clock; os.write to fd 1 or 2 has written since
- * (set by the wrapper). */
-static unsigned long long last_raw_check[OUT_NSTREAMS];
+ * (GIL); os.write to fd 1 or 2 has written since (set by the wrapper). */
+static long long last_raw_check[OUT_NSTREAMS];
 static atomic_bool raw_written[OUT_NSTREAMS];
 /* Frame headers, built by whoever holds the channel lock. */
 static proto_buf frame;
@@ -168,72 +153,36 @@ static void send_stream_locked(int s, const uint8_t *p, size_t n)
     }
 }
 
-/* Sends the buffer a writer queued (out_mu held on entry and on return,
- * released while sending); the other buffer stays busy for the caller. */
-static void send_queued_mu(int s)
-{
-    chan_outmem_stream *m = &om->s[s];
-    other_state[s] = OTHER_BUSY;
-    uint32_t idx = m->send_idx, len = m->send_len;
-    pthread_mutex_unlock(&out_mu);
-    send_stream_locked(s, m->buf[idx], len);
-    pthread_mutex_lock(&out_mu);
-    OM_SET(m->send_len, 0);
-}
-
-/* Makes the other buffer of stream s the caller's (out_mu held, the channel
- * lock held): a buffer a writer queued in it is sent first. */
-static void take_other_mu(int s)
-{
-    if (other_state[s] == OTHER_QUEUED)
-        send_queued_mu(s);
-    other_state[s] = OTHER_BUSY;
-}
-
-/* Sends the buffer a writer queued, if any: the flusher's work when woken
- * by a writer whose buffer filled. */
-static void send_queued_locked(int s)
-{
-    pthread_mutex_lock(&out_mu);
-    if (other_state[s] == OTHER_QUEUED) {
-        send_queued_mu(s);
-        other_state[s] = OTHER_FREE;
-    }
-    pthread_mutex_unlock(&out_mu);
-}
-
-/* Sends stream s's Python-level data: a queued buffer, then the buffer
- * taking writes, which becomes the buffer being sent (sequence numbers
- * taken) while the other one takes new writes, so writers can go on
- * appending while the data is written. Dropped when no run is active. */
+/* Sends stream s's Python-level buffer: it becomes the buffer being sent
+ * (sequence numbers taken) and the other buffer takes new writes, so writers
+ * can go on appending while the data is written. Dropped when no run is
+ * active. */
 static void flush_pending_locked(int s)
 {
     chan_outmem_stream *m = &om->s[s];
     pthread_mutex_lock(&out_mu);
-    take_other_mu(s); /* ours until the end: no writer queues */
     uint32_t len = m->pend_len, idx = m->pend_idx;
-    bool live = atomic_load(&running);
-    if (len > 0) {
-        if (live) {
-            OM_SET(m->send_seq, m->taken);
-            OM_SET(m->send_idx, idx);
-            OM_SET(m->send_len, len);
-        }
-        OM_SET(m->pend_len, 0);
-        OM_SET(m->pend_idx, idx ^ 1);
-        if (live)
-            OM_SET(m->taken, m->taken + len);
+    if (len == 0) {
+        pthread_mutex_unlock(&out_mu);
+        return;
     }
+    bool live = atomic_load(&running);
+    if (live) {
+        OM_SET(m->send_seq, m->taken);
+        OM_SET(m->send_idx, idx);
+        OM_SET(m->send_len, len);
+    }
+    OM_SET(m->pend_len, 0);
+    OM_SET(m->pend_idx, idx ^ 1);
+    if (live)
+        OM_SET(m->taken, m->taken + len);
     pthread_mutex_unlock(&out_mu);
-    if (len > 0 && live)
+    if (live) {
         send_stream_locked(s, m->buf[idx], len);
-    else if (len > 0)
-        atomic_fetch_add(&between_bytes, len);
-    pthread_mutex_lock(&out_mu);
-    if (len > 0 && live)
         OM_SET(m->send_len, 0);
-    other_state[s] = OTHER_FREE;
-    pthread_mutex_unlock(&out_mu);
+    } else {
+        atomic_fetch_add(&between_bytes, len);
+    }
 }
 
 /* Reads one chunk (at most max bytes) from stream s's pipe and forwards it,
@@ -395,12 +344,6 @@ static void *flusher_main(void *arg)
                 timed = true;
                 deadline = now_ns() + FLUSH_DELAY_NS;
             }
-        }
-        if (atomic_exchange(&queued_wake, false)) {
-            wrk_chan_lock();
-            send_queued_locked(OUT_STDOUT);
-            send_queued_locked(OUT_STDERR);
-            wrk_chan_unlock();
         }
         for (int s = 0; s < OUT_NSTREAMS; s++) {
             if (pfd[s].revents) {
@@ -595,7 +538,6 @@ void wrk_output_restart(void)
         atomic_store(&pumping[s], false);
         atomic_store(&raw_written[s], false);
         last_raw_check[s] = 0;
-        other_state[s] = OTHER_FREE;
     }
     if (wake_fd >= 0)
         close(wake_fd);
@@ -622,7 +564,6 @@ void wrk_output_restart(void)
     frame.len = 0;
     atomic_store(&running, false);
     atomic_store(&armed, false);
-    atomic_store(&queued_wake, false);
     atomic_store(&forked, false);
     wrk_output_init(true);
 }
@@ -712,11 +653,6 @@ void wrk_output_begin_run(const proto_buf *start)
     for (int s = 0; s < OUT_NSTREAMS; s++) {
         atomic_fetch_add(&between_bytes, om->s[s].pend_len);
         OM_SET(om->s[s].pend_len, 0);
-        if (other_state[s] == OTHER_QUEUED) { /* cannot happen: queued only in runs */
-            atomic_fetch_add(&between_bytes, om->s[s].send_len);
-            OM_SET(om->s[s].send_len, 0);
-            other_state[s] = OTHER_FREE;
-        }
     }
     pthread_mutex_unlock(&out_mu);
     unsigned long long between = atomic_exchange(&between_bytes, 0);
@@ -765,14 +701,8 @@ void wrk_output_end_run(const proto_buf *tail)
     wrk_chan_write_locked(tail->data, tail->len);
     pthread_mutex_lock(&out_mu);
     atomic_store(&running, false);
-    /* What other threads wrote since the flush above is dropped. */
-    for (int s = 0; s < OUT_NSTREAMS; s++) {
+    for (int s = 0; s < OUT_NSTREAMS; s++)
         OM_SET(om->s[s].pend_len, 0);
-        if (other_state[s] == OTHER_QUEUED) {
-            OM_SET(om->s[s].send_len, 0);
-            other_state[s] = OTHER_FREE;
-        }
-    }
     pthread_mutex_unlock(&out_mu);
     wrk_chan_unlock();
 }
@@ -826,47 +756,6 @@ static void send_now_nogil(int s, bool drain)
     PyEval_RestoreThread(ts);
 }
 
-/* RAW_CHECK_NS in time-stamp-counter ticks once measured (0: not yet, or no
- * invariant counter: the clock is read instead), and the pair of readings
- * it is measured from. Inherited by forked workers. */
-static unsigned long long raw_check_ticks;
-static unsigned long long cal_ticks;
-static long long cal_ns;
-
-/* A reading of the clock forward_unread_raw compares: the time-stamp counter
- * where it is invariant (a third of clock_gettime's cost on this kind of VM,
- * and a print makes two writes), else the monotonic clock in nanoseconds.
- * The counter's rate is measured against the clock over the first 20 ms of
- * writes; until then the clock is used. */
-static unsigned long long raw_clock(void)
-{
-#ifdef HAVE_TSC
-    if (raw_check_ticks)
-        return __rdtsc();
-#endif
-    long long now = now_ns();
-#ifdef HAVE_TSC
-    unsigned long long t = __rdtsc();
-    if (cal_ns == 0) {
-        unsigned a, b, c, d;
-        /* CPUID 0x80000007 EDX bit 8: the counter runs at a constant rate
-         * in every state, on every CPU. */
-        if (__get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8)))
-            cal_ns = now, cal_ticks = t;
-        else
-            cal_ns = -1;
-    } else if (cal_ns > 0 && now - cal_ns >= 20 * 1000 * 1000 && t > cal_ticks) {
-        /* Rounded down: a check is never later than RAW_CHECK_NS. */
-        raw_check_ticks = (unsigned long long)((unsigned __int128)(t - cal_ticks) * RAW_CHECK_NS /
-                                               (unsigned long long)(now - cal_ns));
-        if (raw_check_ticks == 0)
-            cal_ns = -1; /* a counter that hardly moves: keep the clock */
-        memset(last_raw_check, 0, sizeof last_raw_check);
-    }
-#endif
-    return (unsigned long long)now;
-}
-
 /* Forwards raw output that was written before this Python-level write but
  * not yet sent, so the write cannot overtake it (os.write(1, ...) then
  * print(), os.system('ls') then print('done')). That output is either
@@ -879,19 +768,19 @@ static unsigned long long raw_clock(void)
  * for os.write and Python-level writes, however close) and otherwise at
  * most every RAW_CHECK_NS: raw output of C code or of other processes (a
  * subprocess that has ended) is ordered before a Python-level write made
- * that long after the previous check. A reading behind the last one (a
- * counter read on another CPU) counts as due. */
+ * that long after the previous check. */
 static void forward_unread_raw(int s)
 {
-    unsigned long long now = raw_clock();
-    /* A load first: the exchange is a locked instruction, and rarely needed. */
+    long long now = 0;
+    /* A load first: the exchange is a locked instruction, and rarely needed
+     * (the flag is set and read under the GIL). */
     if (!(atomic_load_explicit(&raw_written[s], memory_order_relaxed) &&
           atomic_exchange(&raw_written[s], false))) {
-        unsigned long long period = raw_check_ticks ? raw_check_ticks : RAW_CHECK_NS;
-        if (now >= last_raw_check[s] && now - last_raw_check[s] < period)
+        now = now_ns();
+        if (now - last_raw_check[s] < RAW_CHECK_NS)
             return;
     }
-    last_raw_check[s] = now;
+    last_raw_check[s] = now ? now : now_ns();
     int avail = 0;
     if (ioctl(pipe_rd[s], FIONREAD, &avail) < 0)
         return;
@@ -909,12 +798,9 @@ static void send_large_nogil(int s, const char *p, size_t n)
     drain_pipe_locked(s);
     flush_pending_locked(s);
     chan_outmem_stream *m = &om->s[s];
-    pthread_mutex_lock(&out_mu);
-    take_other_mu(s); /* a writer may have queued since the flush */
-    pthread_mutex_unlock(&out_mu);
     while (n > 0 && atomic_load(&running)) {
         size_t k = n < CHAN_OUTMEM_AREA ? n : CHAN_OUTMEM_AREA;
-        uint32_t idx = m->pend_idx ^ 1;
+        uint32_t idx = m->pend_idx ^ 1; /* free while the channel lock is held */
         memcpy(m->buf[idx], p, k);
         OM_SET(m->send_seq, m->taken);
         OM_SET(m->send_idx, idx);
@@ -925,9 +811,6 @@ static void send_large_nogil(int s, const char *p, size_t n)
         p += k;
         n -= k;
     }
-    pthread_mutex_lock(&out_mu);
-    other_state[s] = OTHER_FREE;
-    pthread_mutex_unlock(&out_mu);
     wrk_chan_unlock();
     PyEval_RestoreThread(ts);
 }
@@ -957,24 +840,9 @@ static void out_write(int s, const char *p, size_t n)
     }
     forward_unread_raw(s);
     chan_outmem_stream *m = &om->s[s];
-    bool queued = false;
     pthread_mutex_lock(&out_mu);
     while (m->pend_len + n > CHAN_OUTMEM_AREA) {
-        /* Full-size frames: the full buffer is queued for the flusher to
-         * send while this writer goes on in the other one; when that one
-         * is still being sent, the writer sends (and so waits) itself. */
-        if (other_state[s] == OTHER_FREE && atomic_load(&running)) {
-            uint32_t idx = m->pend_idx, len = m->pend_len;
-            OM_SET(m->send_seq, m->taken);
-            OM_SET(m->send_idx, idx);
-            OM_SET(m->send_len, len);
-            OM_SET(m->pend_len, 0);
-            OM_SET(m->pend_idx, idx ^ 1);
-            OM_SET(m->taken, m->taken + len);
-            other_state[s] = OTHER_QUEUED;
-            queued = true;
-            break;
-        }
+        /* Send what is there first, so frames are full-size. */
         pthread_mutex_unlock(&out_mu);
         send_now_nogil(s, false);
         pthread_mutex_lock(&out_mu);
@@ -987,9 +855,7 @@ static void out_write(int s, const char *p, size_t n)
     memcpy(m->buf[m->pend_idx] + len, p, n);
     OM_SET(m->pend_len, len + (uint32_t)n);
     pthread_mutex_unlock(&out_mu);
-    if (queued)
-        atomic_store(&queued_wake, true);
-    if ((len == 0 && !atomic_exchange(&armed, true)) || queued)
+    if (len == 0 && !atomic_exchange(&armed, true))
         wake_flusher();
 }
 
@@ -1000,7 +866,7 @@ static void out_flush(int s)
     if (atomic_load(&forked))
         return;
     pthread_mutex_lock(&out_mu);
-    bool empty = om->s[s].pend_len == 0 && other_state[s] != OTHER_QUEUED;
+    bool empty = om->s[s].pend_len == 0;
     pthread_mutex_unlock(&out_mu);
     if (!empty)
         send_now_nogil(s, false);

@@ -140,10 +140,11 @@ def test_raw_output_before_sigkill_has_no_hole(client):
         assert r.stdout == want
 
 
-def test_queued_buffers_before_sigkill_have_no_hole(client):
-    # A writer whose 64 KiB buffer fills hands it to the flusher thread and
-    # goes on in the other one; killed before the flusher sent it, the
-    # supervisor recovers it from the output memory, in order, once.
+def test_many_buffers_before_sigkill_have_no_hole(client):
+    # Python-level writes fill several 64 KiB buffers, each sent while the
+    # next fills; killed at once after, the worker loses none of them: the
+    # supervisor recovers what it had not received from the output memory,
+    # in order, once.
     for i in range(4):
         r = client.execute("import os, signal, sys\n"
                            "for k in range(40000):\n"
@@ -156,8 +157,8 @@ def test_queued_buffers_before_sigkill_have_no_hole(client):
 
 
 def test_queued_buffer_recovered_when_killed_under_backpressure(make_daemon, tmp_path):
-    # The client reads nothing, so a send blocks: at times the flusher's,
-    # sending a buffer the writer queued, with the writer's next buffer full
+    # The client reads nothing, so a send blocks: the writer's or the
+    # flusher's, in the middle of a buffer, with the other buffer full
     # behind it. A thread of the run then kills the worker. Every buffer is
     # recovered from the output memory: what arrives is an exact prefix of
     # what was written, without a hole. Which send blocks varies, so the
@@ -203,9 +204,9 @@ def test_queued_buffer_recovered_when_killed_under_backpressure(make_daemon, tmp
 
 
 def test_threads_printing_around_large_writes_keep_every_line(client):
-    # Threads fill buffers (queued for the flusher) while the main thread
-    # sends large writes through the other buffer: every line arrives whole,
-    # each thread's in its order, and each large write in one piece.
+    # Threads fill buffers while the main thread sends large writes through
+    # the other buffer (the GIL released): every line arrives whole, each
+    # thread's in its order, and each large write in one piece.
     code = ("import sys, threading\n"
             "def talk(t):\n"
             "    for k in range(20000):\n"
