@@ -24,7 +24,8 @@ thousand):
   fork      ctx.fork of a context holding 200 MB of numpy arrays: time to
             ready; PSS of source + fork
   stream    1,000,000 x print('x'*99) and one 100 MB sys.stdout.write, every
-            byte checked; the floor: the same into a 1 MiB pipe read by cat
+            byte checked; the floor: the same into a 1 MiB pipe read by cat;
+            --compare BUILD: that build's daemon too, runs alternating
   memory    PSS per idle context (100 contexts); per idle kernel
   tput      8 client threads x 8 contexts running `x = 1`
   thousand  1,000 idle contexts alive at once
@@ -525,17 +526,31 @@ class Bench:
     # 4 ------------------------------------------------------------------------
     def stream(self):
         f = self.fig("stream")
-        trials = self.n(3, 1)
+        trials = self.n(5, 1)
         self.d.c.req("ctx.create", name="st")
-        for mode in ("print", "write"):
-            rs = []
-            for _ in range(trials):
-                r = cbench(self.build, "stream", self.d.endpoint, "st", mode)
-                if not r["ok"]:
-                    raise RuntimeError(f"ctxd stream {mode}: bytes lost or wrong: {r}")
-                rs.append(r)
-            f[f"ctxd_{mode}"] = [r["bytes"] / r["seconds"] / MB for r in rs]
-            log(f"stream: ctxd {mode}: {[round(x) for x in f[f'ctxd_{mode}']]} MB/s")
+        # --compare: the other build's daemon too, runs alternating with
+        # this one's (this VM's speed drifts over minutes), through this
+        # build's client for both
+        daemons = [("ctxd", self.d)]
+        if self.a.compare:
+            old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="stream-old")
+            old.c.req("ctx.create", name="st")
+            daemons.append(("old", old))
+        try:
+            for mode in ("print", "write"):
+                rs = {tag: [] for tag, _ in daemons}
+                for _ in range(trials):
+                    for tag, d in daemons:
+                        r = cbench(self.build, "stream", d.endpoint, "st", mode)
+                        if not r["ok"]:
+                            raise RuntimeError(f"{tag} stream {mode}: bytes lost or wrong: {r}")
+                        rs[tag].append(r["bytes"] / r["seconds"] / MB)
+                for tag, v in rs.items():
+                    f[f"{tag}_{mode}"] = v
+                    log(f"stream: {tag} {mode}: {[round(x) for x in v]} MB/s")
+        finally:
+            if len(daemons) > 1:
+                daemons[1][1].stop()
         self.d.c.req("ctx.delete", ctx="st")
         for mode in ("print", "write"):
             f[f"floor_{mode}"] = [self.stream_floor(mode) for _ in range(trials)]
@@ -1165,6 +1180,12 @@ def make_table(res):
                       cm / fm >= want if fm else None, "median MB/s ratio")
             rows.append(("4 stream", f"{label}: ctxd / pipe+cat floor", f"{cm / fm:.2f}x" if fm
                          else "-", "", "", f">= {want:.1f}x", ok))
+            o = r.get(f"old_{mode}")
+            if o:
+                om = statistics.median(o)
+                rows.append(("4 stream", f"  {label}: --compare build (alternating)",
+                             f"{om:.0f} MB/s", "", f"new/old {cm / om:.2f}x",
+                             f"old / floor {om / fm:.2f}x" if fm else "", ""))
     r = F.get("memory", {})
     if r:
         v = r["ctxd_pss_per_context"]
@@ -1398,8 +1419,8 @@ def main():
     ap.add_argument("--counts", help="contexts alive for the scale figure (default "
                     "10,100,1000,5000)")
     ap.add_argument("--compare", metavar="BUILD",
-                    help="another build directory (an earlier tree) for scale and cpu, "
-                    "measured in the same run")
+                    help="another build directory (an earlier tree) for stream, scale "
+                    "and cpu, measured in the same run")
     args = ap.parse_args()
     if args.only and any(f not in FIGS for f in args.only.split(",")):
         ap.error(f"--only takes some of {','.join(FIGS)}")
