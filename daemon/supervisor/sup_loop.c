@@ -352,7 +352,7 @@ enum { Z_MON = NSOCKS, Z_ZAP, NZ };
 /* A socket to look at: its ZMQ_FD fired, or it was used (a send or a
  * receive processes its commands, which can take the signal of a message
  * that came meanwhile), since a look last found it empty. Every socket is
- * due at the start and after a second's sleep. */
+ * due at the start and once a second (sup_loop_run: the safety net). */
 static bool zmq_due[NZ] = {true, true, true, true};
 
 /* The ZeroMQ socket of each fixed epoll tag, -1 for the others. */
