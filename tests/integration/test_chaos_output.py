@@ -156,7 +156,7 @@ def test_many_buffers_before_sigkill_have_no_hole(client):
         assert r.stdout == want
 
 
-def test_queued_buffer_recovered_when_killed_under_backpressure(make_daemon, tmp_path):
+def test_buffer_being_sent_recovered_when_killed_under_backpressure(make_daemon, tmp_path):
     # The client reads nothing, so a send blocks: the writer's or the
     # flusher's, in the middle of a buffer, with the other buffer full
     # behind it. A thread of the run then kills the worker. Every buffer is
