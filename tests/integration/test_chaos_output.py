@@ -8,7 +8,8 @@ import os
 import signal
 import time
 
-from conftest import wait_until
+import pytest
+from conftest import pid_gone, wait_until
 
 
 def _stats(client):
@@ -126,29 +127,21 @@ def test_sigkill_from_outside_loses_no_python_output(client, tmp_path):
     assert r.stdout == b"first line\nunflushed tail"
 
 
-def test_raw_output_before_sigkill_has_no_hole(client):
-    # Raw output the worker read from its pipe but had not sent yet when it
-    # was killed is not lost (it used to be a hole of up to 64 KiB).
-    for i in range(4):
-        r = client.execute("import os, signal\n"
-                           "data = b''.join(b'%07d\\n' % k for k in range(40000))\n"
-                           "os.write(1, data)\n"
-                           "os.kill(os.getpid(), signal.SIGKILL)")
-        assert r.status == "died", r.done
-        want = b"".join(b"%07d\n" % k for k in range(40000))
-        assert len(r.stdout) == len(want), (i, len(r.stdout))
-        assert r.stdout == want
+# Output the worker had taken but not sent when it was killed is not lost:
+# raw output read from its pipe (it used to be a hole of up to 64 KiB), and
+# Python-level writes filling several 64 KiB buffers, each sent while the
+# next fills. The supervisor recovers what it had not received from the
+# output memory, in order, once.
+KILLED_WRITERS = {
+    "raw": "data = b''.join(b'%07d\\n' % k for k in range(40000))\nos.write(1, data)\n",
+    "python": "for k in range(40000):\n    sys.stdout.write('%07d\\n' % k)\n",
+}
 
 
-def test_many_buffers_before_sigkill_have_no_hole(client):
-    # Python-level writes fill several 64 KiB buffers, each sent while the
-    # next fills; killed at once after, the worker loses none of them: the
-    # supervisor recovers what it had not received from the output memory,
-    # in order, once.
+@pytest.mark.parametrize("writer", sorted(KILLED_WRITERS))
+def test_output_before_sigkill_has_no_hole(client, writer):
     for i in range(4):
-        r = client.execute("import os, signal, sys\n"
-                           "for k in range(40000):\n"
-                           "    sys.stdout.write('%07d\\n' % k)\n"
+        r = client.execute("import os, signal, sys\n" + KILLED_WRITERS[writer] +
                            "os.kill(os.getpid(), signal.SIGKILL)")
         assert r.status == "died", r.done
         want = b"".join(b"%07d\n" % k for k in range(40000))
@@ -184,14 +177,7 @@ def test_buffer_being_sent_recovered_when_killed_under_backpressure(make_daemon,
         rid = slow.submit(code)
         assert wait_until(flag.exists, 60)
         pid = int(flag.read_text())
-
-        def gone():
-            try:
-                os.kill(pid, 0)
-                return False
-            except ProcessLookupError:
-                return True
-        assert wait_until(gone, 120)
+        assert wait_until(lambda: pid_gone(pid), 120)
         r = slow.wait(rid, 300)
         assert r.status == "died", r.done
         out = r.stdout
