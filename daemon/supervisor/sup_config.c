@@ -94,6 +94,20 @@ static int parse_number(const char *v, arg_kind kind, double *out, char *err, si
     }
 
 NUMBER_SETTER(set_max_contexts, ARG_COUNT, max_contexts, size_t, 1)
+/* --spare-workers: at most SUP_SPARE_MAX (each is an idle process). */
+static int set_spare_workers(const char *v, char *err, size_t n)
+{
+    double d;
+    if (parse_number(v, ARG_COUNT, &d, err, n) < 0)
+        return -1;
+    if (d > SUP_SPARE_MAX) {
+        snprintf(err, n, "must be at most %d", SUP_SPARE_MAX);
+        return -1;
+    }
+    sup_cfg.spare_workers = (size_t)d;
+    return 0;
+}
+
 NUMBER_SETTER(set_max_queue, ARG_COUNT, max_queue, size_t, 1)
 NUMBER_SETTER(set_timeout, ARG_SECONDS, default_timeout, double, 0)
 NUMBER_SETTER(set_grace, ARG_SECONDS, kill_grace, double, 0)
@@ -227,6 +241,11 @@ static const option_def options[] = {
     {"worker", 0, ARG_STR, "PATH",
      "the worker executable (default: ctxd-worker next to ctxd; also $CTXD_WORKER)", set_worker},
     {"max-contexts", 0, ARG_COUNT, "N", "contexts alive at once (default 1024)", set_max_contexts},
+    {"spare-workers", 0, ARG_COUNT, "N",
+     "workers kept forked, warmed up and ready for new contexts of the unsafe tier (no env; "
+     "packages not offered): ctx.create takes one instead of waiting for a fork (default 0, "
+     "at most 64)",
+     set_spare_workers},
     {"max-queue", 0, ARG_COUNT, "N", "runs waiting per context (default 64)", set_max_queue},
     {"max-request", 0, ARG_BYTES, "SIZE", "largest client message (default 16M)", set_max_request},
     {"max-code", 0, ARG_BYTES, "SIZE", "largest `code` of an execute (default 8M)", set_max_code},

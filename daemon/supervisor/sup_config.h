@@ -12,6 +12,8 @@
 #define SUP_VERSION "0.1.0"
 
 #define SUP_MAX_ENDPOINTS 16
+/* Most spare workers (--spare-workers). */
+#define SUP_SPARE_MAX 64
 /* A confined worker's own tasks (threads), on top of policy.max_processes. */
 #define SUP_OWN_TASKS 8
 
@@ -21,6 +23,7 @@ typedef struct sup_config {
     size_t nendpoints;
     const char *worker_path;
     size_t max_contexts;
+    size_t spare_workers; /* workers forked ahead for default-tier contexts */
     size_t max_queue;
     size_t max_code_bytes;
     size_t max_request_bytes;

@@ -50,6 +50,9 @@
 
 static sup_ctx *contexts;  /* in no order; sup_ctx_sorted sorts */
 static sup_ctx *graveyard; /* deleted, freed at the next tick */
+static sup_ctx *spare_of(pid_t pid);
+static void read_pss(sup_ctx *c, double now);
+static void spare_drop(sup_ctx *c);
 static size_t ncontexts;
 static uint64_t table_gen;
 /* Names to contexts: chains in a power-of-two table, grown with the count,
@@ -186,7 +189,7 @@ static void list_remove(ctx_list *l, sup_ctx *c)
 static void touch(sup_ctx *c)
 {
     c->last_active = sup_now();
-    if (c->deleted || strcmp(c->name, "default") == 0)
+    if (c->deleted || c->spare || strcmp(c->name, "default") == 0)
         return;
     list_remove(&idle_list, c);
     list_push(&idle_list, c);
@@ -377,6 +380,8 @@ void sup_ctx_set_after_ok(void (*fn)(sup_ctx *c))
  * client, the ones after it queue behind it. */
 static void ctx_send(sup_ctx *c, const sup_peer *peer, proto_buf *body)
 {
+    if (peer->route_len == 0) /* an internal run (a spare's warm-up): no client */
+        return;
     int rc = c->pending.head ? -1 : sup_send_take(peer, body);
     if (rc < 0) {
         sup_outq_push(&c->pending, peer, body);
@@ -448,7 +453,8 @@ static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
     }
     ctx_send(c, &r->peer, &b);
     proto_buf_free(&b);
-    sup_stats_run(c->name, e->status, duration, r->out_bytes);
+    if (r->peer.route_len) /* not an internal run */
+        sup_stats_run(c->name, e->status, duration, r->out_bytes);
 }
 
 static void abort_queue(sup_ctx *c, const char *cause)
@@ -480,6 +486,8 @@ static void finish_run(sup_ctx *c, const run_end *e)
         abort_queue(c, "an earlier run on this context failed (stop_on_error)");
     sup_run_free(r);
     touch(c);
+    if (c->spare && c->pid > 0) /* warmed up: its figure ready for the INFO of ctx.create */
+        read_pss(c, sup_now());
 }
 
 /* ---- the worker ------------------------------------------------------- */
@@ -662,7 +670,7 @@ static char *describe_exit(const sup_ctx *c, pid_t pid, int status)
                  (unsigned long long)c->policy->memory_bytes);
     } else if (WIFEXITED(status)) {
         int code = WEXITSTATUS(status);
-        if (!c->ready && code == 126)
+        if ((!c->ready || c->binding) && code == 126)
             snprintf(buf, sizeof buf,
                      "worker could not start: cannot enter directory %s (it must exist, hold no "
                      "symbolic link, and be reachable by the context's uid)",
@@ -806,6 +814,8 @@ void sup_ctx_on_exit(pid_t pid, int status)
     sup_ctx *c = contexts;
     while (c && c->pid != pid)
         c = c->next;
+    if (!c)
+        c = spare_of(pid);
     if (!c) {
         /* A discarded worker, already accounted for; or a forked one whose
          * `forked` frame is still unread: remembered for that. */
@@ -833,6 +843,12 @@ void sup_ctx_on_exit(pid_t pid, int status)
  * context that never got ready is deleted, its creation answered err. */
 static void worker_ended(sup_ctx *c, char *cause)
 {
+    if (c->spare) {
+        sup_stats_event("spare-died cause=\"%s\"", cause);
+        free(cause);
+        spare_drop(c);
+        return;
+    }
     const char *status_name = c->timed_out && c->kill_reason ? "timeout" : "died";
     char *queued_cause = mem_alloc(strlen(cause) + 32);
     sprintf(queued_cause, "worker died: %s", cause);
@@ -878,7 +894,9 @@ void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held)
     sup_cgroup_release(c->cgroup);
     proto_error err;
     char cause[400];
-    if (c->policy && c->policy->tier == SUP_TIER_SANDBOX) {
+    if (c->spare) { /* made by the zygote only: dropped, made again later */
+        snprintf(cause, sizeof cause, "the zygote could not start it: %s", why);
+    } else if (c->policy && c->policy->tier == SUP_TIER_SANDBOX) {
         snprintf(cause, sizeof cause,
                  "worker could not start: the sandbox tier needs the zygote: %s", why);
     } else if (start_worker(c, false, &err) == 0) {
@@ -991,6 +1009,7 @@ static void on_start(sup_ctx *c, const proto_val *msg)
     (void)msg;
     take_new_pipes(c);
     c->started = true;
+    c->binding = false;
     if (c->cpu0 >= 0)
         arm(c); /* the CPU budget is looked at from now on */
     if (c->interrupt_wanted) {
@@ -1723,6 +1742,167 @@ static void link_ctx(sup_ctx *c)
     list_unshift(&mem_list, c); /* never measured: the tick's first */
 }
 
+/* ---- spare workers (--spare-workers) ----------------------------------- */
+
+/* A new context of the default tier (no tier, policy, environment or
+ * package directory: its worker is the zygote's fork with the daemon's
+ * environment, nothing of the context in it but its name and directory)
+ * takes a worker forked ahead of time instead of waiting ~25 ms for a fork
+ * and its copy-on-write faults. A spare is a hidden context: outside the
+ * table, the name hash and the idle order (never listed, counted, saved or
+ * swept), with a directory of "/" until it is taken; it runs nothing
+ * before. Taken, it gets a `bind` frame (name, directory) ahead of any run,
+ * which the worker obeys before reading on (it exits 126 if it cannot
+ * enter the directory). The tick makes new ones, only while the zygote
+ * is up (a spare made by exec would lack the preloads); one that dies
+ * unused holds refilling back for a second, so a worker that cannot start
+ * is not forked in a loop. */
+static sup_ctx *spares[SUP_SPARE_MAX];
+static size_t nspares;
+static double spare_after; /* monotonic: no new spare before; < 0 never */
+#define SPARE_PAUSE 0.05   /* seconds after a spare is taken before the next is made */
+
+static sup_ctx *spare_of(pid_t pid)
+{
+    for (size_t i = 0; i < nspares; i++)
+        if (pid > 0 && spares[i]->pid == pid)
+            return spares[i];
+    return NULL;
+}
+
+static void spare_remove(sup_ctx *c)
+{
+    for (size_t i = 0; i < nspares; i++)
+        if (spares[i] == c) {
+            spares[i] = spares[--nspares];
+            return;
+        }
+    fatal("spare_remove: not a spare");
+}
+
+/* A spare's worker died or the daemon stops: kill what is left and free
+ * it at the next tick. */
+static void spare_drop(sup_ctx *c)
+{
+    spare_remove(c);
+    discard_worker(c, "aborted", "spare worker dropped");
+    list_remove(&rd_list, c);
+    list_remove(&timed_list, c);
+    list_remove(&mem_list, c);
+    c->deleted = true;
+    c->next = graveyard;
+    graveyard = c;
+    if (spare_after >= 0)
+        spare_after = sup_now() + 1.0;
+}
+
+/* Queues a spare's warm-up: a silent `pass` for no client (ctx_send
+ * drops what it would send). A worker's first run costs ~10 ms more than
+ * its next ones (the output thread starts, the run machinery's pages are
+ * first written: copy-on-write faults); a spare pays it before it is
+ * taken. Its queue holds the context's first run behind it if taken
+ * early. */
+static void spare_warm(sup_ctx *c)
+{
+    sup_run *r = mem_calloc(1, sizeof *r);
+    r->code = mem_strdup("pass");
+    r->code_len = 4;
+    r->silent = true;
+    r->timeout = 60; /* a warm-up that hangs is killed, the spare dropped */
+    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
+    r->snap_fd = r->snap_dirfd = -1;
+    sup_ctx_submit(c, r);
+}
+
+/* Asks the zygote for spares until --spare-workers are alive or coming. */
+static void spare_fill(double now)
+{
+    while (nspares < sup_cfg.spare_workers && spare_after >= 0 && now >= spare_after &&
+           sup_zygote_fd() >= 0 && ncontexts + nspares < sup_cfg.max_contexts) {
+        sup_ctx *c = mem_calloc(1, sizeof *c);
+        c->name = mem_strdup("(spare)");
+        c->cwd = mem_strdup("/");
+        c->policy = sup_policy_parse(NULL, NULL, NULL); /* the default tier's */
+        c->spare = true;
+        c->created = sup_unix_now();
+        c->fd = c->out_rd[0] = c->out_rd[1] = c->out_park = c->pidfd = c->outmem_fd = -1;
+        c->creating = true;
+        proto_error err;
+        if (spawn(c, &err) < 0) {
+            sup_stats_event("spare-failed error=\"%s\"", err.msg);
+            sup_policy_free(c->policy);
+            free(c->name);
+            free(c->cwd);
+            free(c);
+            spare_after = now + 1.0;
+            return;
+        }
+        spares[nspares++] = c;
+        spare_warm(c);
+    }
+}
+
+/* The spare to take: a ready one, else the one asked for first (it is
+ * further along than a new fork would be); NULL when there is none. */
+static sup_ctx *spare_take(void)
+{
+    sup_ctx *best = NULL;
+    for (size_t i = 0; i < nspares; i++) {
+        sup_ctx *c = spares[i];
+        if (c->broken || c->chan_eof || c->kill_at || (c->pid == 0 && !c->spawning))
+            continue;
+        if (!best || (c->ready && !best->ready) ||
+            (c->ready == best->ready && c->created < best->created))
+            best = c;
+    }
+    if (best)
+        spare_remove(best);
+    return best;
+}
+
+/* Makes the taken spare c the context `name`: its `bind` frame goes ahead
+ * of any run; it enters the table as ctx.create's would. */
+static void spare_bind(sup_ctx *c, const char *name, const char *cwd, sup_ident *ident,
+                       sup_policy *policy)
+{
+    free(c->name);
+    free(c->cwd);
+    sup_policy_free(c->policy); /* the default's; the request's gives the same worker */
+    c->policy = policy;
+    c->name = mem_strdup(name);
+    c->cwd = mem_strdup(cwd);
+    c->ident = ident;
+    c->spare = false;
+    c->binding = true;
+    c->created = sup_unix_now();
+    c->creating = !c->ready;
+    sup_stats.contexts_created++;
+    size_t start = proto_frame_begin(&c->out);
+    proto_put_map(&c->out, 3);
+    proto_put_str(&c->out, "t");
+    proto_put_str(&c->out, "bind");
+    proto_put_str(&c->out, "name");
+    proto_put_str(&c->out, c->name);
+    proto_put_str(&c->out, "cwd");
+    proto_put_str(&c->out, c->cwd);
+    proto_frame_end(&c->out, start);
+    if (c->fd >= 0)
+        sup_ctx_on_writable(c);
+    bool measured = c->pss_at > 0;
+    link_ctx(c);
+    if (measured) { /* as a spare, after its warm-up: not again on the way to the first run */
+        list_remove(&mem_list, c);
+        list_push(&mem_list, c);
+    }
+    sup_log("spare taken ctx=%s pid=%d", c->name, (int)c->pid);
+    /* Its successor is forked once creations pause: not on the CPUs this
+     * context's first run needs. */
+    double later = sup_now() + SPARE_PAUSE;
+    if (spare_after >= 0 && spare_after < later)
+        spare_after = later;
+    sup_timer_moved();
+}
+
 /* ---- the table -------------------------------------------------------- */
 
 sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv, sup_site *site,
@@ -1733,7 +1913,15 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
                         ncontexts);
         return NULL;
     }
-    sup_ctx *c = mem_calloc(1, sizeof *c);
+    sup_ctx *c = NULL;
+    if (nenv == 0 && !site && !sup_pkgs_enabled() && !(ident && ident->own_uid) &&
+        sup_policy_spare_ok(sup_policy_pending()))
+        c = spare_take();
+    if (c) {
+        spare_bind(c, name, cwd, ident, sup_policy_take_pending());
+        return c;
+    }
+    c = mem_calloc(1, sizeof *c);
     c->name = mem_strdup(name);
     c->cwd = mem_strdup(cwd);
     c->env = env;
@@ -1818,7 +2006,7 @@ bool sup_ctx_is_worker(pid_t pid)
     for (sup_ctx *c = contexts; c; c = c->next)
         if (pid > 0 && c->pid == pid)
             return true;
-    return false;
+    return spare_of(pid) != NULL;
 }
 
 /* Called by the loop for an exited child not yet reaped: what a worker's
@@ -1831,6 +2019,9 @@ void sup_ctx_before_reap(pid_t pid)
     for (sup_ctx *c = contexts; c; c = c->next)
         if (pid > 0 && c->pid == pid)
             signal_worker(c, SIGKILL);
+    sup_ctx *s = spare_of(pid);
+    if (s)
+        signal_worker(s, SIGKILL);
 }
 
 void sup_ctx_broken(sup_ctx *c, const char *why)
@@ -2046,7 +2237,7 @@ static void read_pss(sup_ctx *c, double now)
 {
     c->pss = 0;
     c->pss_at = c->pss_read_at = now;
-    if (!c->deleted) { /* the least recently measured first */
+    if (!c->deleted && !c->spare) { /* the least recently measured first */
         list_remove(&mem_list, c);
         list_push(&mem_list, c);
     }
@@ -2112,6 +2303,8 @@ double sup_ctx_tick(double now)
         graveyard = c->next;
         free_ctx(c);
     }
+    if (now > 0)
+        spare_fill(now);
     double next = reap_idle(now), lease_next = reap_leases(now);
     if (lease_next && (!next || lease_next < next))
         next = lease_next;
@@ -2190,6 +2383,9 @@ double sup_ctx_tick(double now)
 void sup_ctx_shutdown_all(void)
 {
     sup_pkgs_shutdown();
+    while (nspares)
+        spare_drop(spares[nspares - 1]);
+    spare_after = -1; /* none made after this */
     for (sup_ctx *c = contexts; c; c = c->next) {
         linger_worker(c);
         discard_worker(c, "shutdown", "the daemon is shutting down");

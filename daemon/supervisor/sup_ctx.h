@@ -162,7 +162,13 @@ typedef struct sup_ctx {
     size_t queued;
     sup_waiter *waiters;
 
-    bool creating;        /* made by ctx.create, never ready yet */
+    bool creating; /* made by ctx.create, never ready yet */
+    /* A spare worker (--spare-workers): a hidden context outside the table,
+     * which ctx.create takes for a context of the default tier. binding:
+     * taken, its `bind` frame (name, directory) sent and no run started
+     * since (exit code 126 then means the directory could not be
+     * entered). */
+    bool spare, binding;
     bool broken;          /* broke the channel protocol: read nothing more */
     const char *kill_why; /* what kill_at is armed for */
     /* Client messages held back by a client's full queue. While any are

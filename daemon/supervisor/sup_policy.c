@@ -654,6 +654,19 @@ char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, si
     return env;
 }
 
+bool sup_policy_spare_ok(const sup_policy *p)
+{
+    if (!p || p->tier != SUP_TIER_UNSAFE)
+        return false;
+    sup_policy *d = sup_policy_parse(NULL, NULL, NULL);
+    char *a = sandbox_var(p, NULL), *b = sandbox_var(d, NULL);
+    bool same = strcmp(a, b) == 0;
+    free(a);
+    free(b);
+    sup_policy_free(d);
+    return same;
+}
+
 void sup_policy_env_free(char **env, char **owned)
 {
     for (size_t i = 0; owned && owned[i]; i++)
@@ -681,6 +694,11 @@ void sup_policy_set_pending(sup_policy *p)
 {
     sup_policy_free(pending);
     pending = p;
+}
+
+const sup_policy *sup_policy_pending(void)
+{
+    return pending;
 }
 
 sup_policy *sup_policy_take_pending(void)

@@ -58,6 +58,11 @@ void sup_policy_put_tiers(proto_buf *b);
 char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, size_t nctx,
                       const char *extra, char ***owned);
 void sup_policy_env_free(char **env, char **owned);
+/* Whether a worker started for p is one started for the default tier's
+ * policy (an unsafe tier whose CTXD_SANDBOX, the only part of its
+ * environment a policy decides, is the default's): a spare worker
+ * (--spare-workers) may serve it. */
+bool sup_policy_spare_ok(const sup_policy *p);
 
 /* An absolute path without '.', '..' or empty components (a trailing '/'
  * is allowed). */
@@ -73,5 +78,7 @@ void sup_policy_default_write_roots(sup_policy *p, const char *cwd);
 /* ctx.create hands the parsed policy to sup_ctx_create through here. */
 void sup_policy_set_pending(sup_policy *p);
 sup_policy *sup_policy_take_pending(void);
+/* The policy waiting there (NULL: none). */
+const sup_policy *sup_policy_pending(void);
 
 #endif

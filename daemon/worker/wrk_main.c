@@ -146,7 +146,14 @@ static void send_ready(void)
 
 /* What the supervisor sent: a run, a fork (ctx.fork), a query, a snapshot
  * or restore, or `exit` (the context ends on purpose). */
-typedef enum frame_kind { FRAME_RUN, FRAME_FORK, FRAME_QUERY, FRAME_SNAP, FRAME_EXIT } frame_kind;
+typedef enum frame_kind {
+    FRAME_RUN,
+    FRAME_FORK,
+    FRAME_QUERY,
+    FRAME_SNAP,
+    FRAME_EXIT,
+    FRAME_BIND
+} frame_kind;
 
 /* Decodes a `snapshot` or `restore` frame into s and takes the file's
  * descriptor that came with it; a malformed one is a broken supervisor:
@@ -216,7 +223,7 @@ static void parse_query(const proto_val *msg, wrk_query_req *q)
 }
 
 /* Decodes a frame: a `run` into req, a `query` into q (both pointing into
- * the frame), a `fork` left for wrk_zygote. Anything else is a broken
+ * the frame), a `fork` or `bind` left for wrk_zygote. Anything else is a broken
  * supervisor: exit(2), it kills and reports the context anyway. */
 static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, wrk_run_req *req,
                               wrk_query_req *q, wrk_snap_req *snap)
@@ -234,6 +241,8 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
         return FRAME_FORK;
     if (proto_str_eq(proto_map_get(msg, "t"), "exit"))
         return FRAME_EXIT;
+    if (proto_str_eq(proto_map_get(msg, "t"), "bind"))
+        return FRAME_BIND;
     if (proto_str_eq(proto_map_get(msg, "t"), "query")) {
         parse_query(msg, q);
         return FRAME_QUERY;
@@ -344,6 +353,12 @@ static _Noreturn void serve_channel(void)
         frame_kind kind = parse_frame(body, len, &doc, &req, &q, &snap);
         if (kind == FRAME_EXIT)
             exit_on_request();
+        if (kind == FRAME_BIND) {
+            wrk_zygote_bind(&doc.nodes[0]);
+            proto_doc_free(&doc);
+            proto_buf_consume(&in, consumed);
+            continue;
+        }
         if (kind == FRAME_FORK) {
             bool copy = wrk_zygote_fork_live(&doc.nodes[0]);
             proto_doc_free(&doc);

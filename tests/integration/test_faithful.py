@@ -85,8 +85,13 @@ def test_input_in_a_forked_child_reads_its_terminal(client, tmp_path):
             s = input("name? ")
             print("got", s, flush=True)
             os._exit(0)
-        os.write(fd, b"hello\\n")
+        # the answer goes once the prompt is out: written earlier, the
+        # terminal's echo of it could come before the prompt (a race of
+        # the two processes, in python3 too)
         data = b""
+        while b"name? " not in data:
+            data += os.read(fd, 100)
+        os.write(fd, b"hello\\n")
         while True:
             try:
                 chunk = os.read(fd, 100)

@@ -4,8 +4,10 @@
  *   ctxd-bench rtt ENDPOINT CTX N WARMUP      execute `x = 1`, send -> done (libctxd)
  *   ctxd-bench floor IPCPATH N WARMUP         raw ZeroMQ DEALER/ROUTER round trip of
  *                                             100 bytes to an echo process (the floor)
- *   ctxd-bench create ENDPOINT PREFIX N       ctx.create PREFIX-i, then `x = 1` there:
- *                                             create -> first done
+ *   ctxd-bench create ENDPOINT PREFIX N [TIER|- [GAP_MS]]
+ *                                             ctx.create PREFIX-i, then `x = 1` there:
+ *                                             create -> first done; GAP_MS between
+ *                                             creations (0: back to back)
  *   ctxd-bench stream ENDPOINT CTX print|write  1,000,000 x print('x'*99), or one
  *                                             100 MB sys.stdout.write; every byte checked
  *   ctxd-bench tput ENDPOINT PREFIX THREADS SECONDS
@@ -156,16 +158,22 @@ static int mode_floor(int argc, char **argv)
 
 static int mode_create(int argc, char **argv)
 {
-    if (argc != 5 && argc != 6) /* ENDPOINT PREFIX N [TIER] */
+    if (argc < 5 || argc > 7) /* ENDPOINT PREFIX N [TIER|- [GAP_MS]] */
         return 2;
     ctxd_client *c = connect_or_die(argv[2]);
     size_t n = strtoul(argv[4], NULL, 10);
+    const char *tier = argc >= 6 && strcmp(argv[5], "-") != 0 ? argv[5] : NULL;
+    double gap = argc == 7 ? strtod(argv[6], NULL) / 1e3 : 0;
     double *v = calloc(n, sizeof *v);
     for (size_t i = 0; i < n; i++) {
         char name[80];
         snprintf(name, sizeof name, "%s-%zu", argv[3], i);
+        if (gap > 0 && i > 0) {
+            struct timespec ts = {(time_t)gap, (long)((gap - (double)(time_t)gap) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
         double t0 = now();
-        ctxd_create_opts o = {.name = name, .tier = argc == 6 ? argv[5] : NULL};
+        ctxd_create_opts o = {.name = name, .tier = tier};
         int rc = ctxd_ctx_create_ex(c, &o, NULL);
         if (rc < 0)
             die("ctx.create", c, rc);
