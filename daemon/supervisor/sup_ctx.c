@@ -1889,6 +1889,8 @@ static void spare_bind(sup_ctx *c, const char *name, const char *cwd, sup_ident 
     if (c->fd >= 0)
         sup_ctx_on_writable(c);
     bool measured = c->pss_at > 0;
+    if (measured) /* an idle spare's figure stays true: not read again for the reply */
+        c->pss_at = sup_now();
     link_ctx(c);
     if (measured) { /* as a spare, after its warm-up: not again on the way to the first run */
         list_remove(&mem_list, c);
