@@ -2310,6 +2310,10 @@ double sup_ctx_tick(double now)
     double next = reap_idle(now), lease_next = reap_leases(now);
     if (lease_next && (!next || lease_next < next))
         next = lease_next;
+    /* a spare to make once the pause after a take is over: the loop wakes
+     * for it, not at whatever comes next (a request it would slow) */
+    if (nspares < sup_cfg.spare_workers && spare_after > now && (!next || spare_after < next))
+        next = spare_after;
     sup_ctx *c_next;
     /* Only contexts with something timed: the idle ones cost nothing. */
     for (sup_ctx *c = timed_list.head; c; c = c_next) {

@@ -118,7 +118,10 @@ static const char helper_src[] =
     "        _pool_filler.append([make() for _ in range(avail)])\n"
     "\n"
     /* In a new worker: its environment (os.environ and the C environ, kept
-     * in step by os.environb), a __main__ without anything a preload may
+     * in step by os.environb: the keys to drop and the pairs to set, which
+     * env_diff worked out in the zygote before the fork, so the child
+     * touches only those and not every variable's objects: 12 page faults
+     * less per worker with 43 variables), a __main__ without anything a preload may
      * have added, fresh seeds for numpy's global generator (CPython's own
      * `random` reseeds itself after a fork), and the GC back on. numpy's
      * generator gets a whole MT19937 state from the OS, set in place:
@@ -126,19 +129,22 @@ static const char helper_src[] =
      * against 70, each a copy-on-write fault (~18 us on this VM) and 4 kB
      * of the context's PSS; seed() remains for a generator of another
      * kind. */
-    "def child_setup(env, main_keys):\n"
+    "def env_diff(env):\n"
     "    eb = os.environb\n"
     "    new = {}\n"
     "    for kv in env:\n"
     "        k, sep, v = kv.partition(b'=')\n"
     "        if sep and k:\n"
     "            new[k] = v\n"
-    "    for k in list(eb):\n"
-    "        if k not in new:\n"
-    "            del eb[k]\n"
-    "    for k, v in new.items():\n"
-    "        if eb.get(k) != v:\n"
-    "            eb[k] = v\n"
+    "    return ([k for k in eb if k not in new],\n"
+    "            [(k, v) for k, v in new.items() if eb.get(k) != v])\n"
+    "\n"
+    "def child_setup(drop, add, main_keys):\n"
+    "    eb = os.environb\n"
+    "    for k in drop:\n"
+    "        del eb[k]\n"
+    "    for k, v in add:\n"
+    "        eb[k] = v\n"
     "    d = sys.modules['__main__'].__dict__\n"
     "    for k in list(d):\n"
     "        if k not in main_keys:\n"
@@ -155,7 +161,7 @@ static const char helper_src[] =
     "                pass\n"
     "    gc.enable()\n";
 
-static PyObject *fn_preload, *fn_child_setup, *fn_fill_pools, *main_keys;
+static PyObject *fn_preload, *fn_child_setup, *fn_env_diff, *fn_fill_pools, *main_keys;
 
 /* GIL held. Compiles the helpers into a private module; records the names
  * __main__ holds before any preload ran. */
@@ -172,9 +178,10 @@ static void helpers_init(void)
     fn_preload = r ? PyDict_GetItemString(d, "preload") : NULL;
     fn_child_setup = r ? PyDict_GetItemString(d, "child_setup") : NULL;
     fn_fill_pools = r ? PyDict_GetItemString(d, "fill_pools") : NULL;
+    fn_env_diff = r ? PyDict_GetItemString(d, "env_diff") : NULL;
     PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
     main_keys = main_mod ? PyFrozenSet_New(PyModule_GetDict(main_mod)) : NULL;
-    if (!fn_preload || !fn_child_setup || !fn_fill_pools || !main_keys) {
+    if (!fn_preload || !fn_child_setup || !fn_fill_pools || !fn_env_diff || !main_keys) {
         wrk_log("zygote: helper set-up failed");
         PyErr_Print();
         _exit(1);
@@ -182,6 +189,7 @@ static void helpers_init(void)
     Py_INCREF(fn_preload);
     Py_INCREF(fn_child_setup);
     Py_INCREF(fn_fill_pools);
+    Py_INCREF(fn_env_diff);
     Py_DECREF(mod);
 }
 
@@ -549,6 +557,14 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
             else
                 PyList_SET_ITEM(envlist, (Py_ssize_t)i, item);
         }
+        /* What the environment must lose and gain, worked out here: in the
+         * child every object it touches costs a copied page. */
+        PyObject *diff = envlist ? PyObject_CallFunctionObjArgs(fn_env_diff, envlist, NULL) : NULL;
+        Py_CLEAR(envlist);
+        if (diff && PyTuple_Check(diff) && PyTuple_GET_SIZE(diff) == 2)
+            envlist = diff;
+        else
+            Py_XDECREF(diff);
         if (!envlist) {
             PyErr_Clear();
             bad = "out of memory";
@@ -596,7 +612,8 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
             _exit(126); /* reported as "cannot enter directory" */
         close(dir);
         free(cwd);
-        PyObject *r = PyObject_CallFunctionObjArgs(fn_child_setup, envlist, main_keys, NULL);
+        PyObject *r = PyObject_CallFunctionObjArgs(fn_child_setup, PyTuple_GET_ITEM(envlist, 0),
+                                                   PyTuple_GET_ITEM(envlist, 1), main_keys, NULL);
         if (!r) {
             wrk_log("new worker: set-up failed");
             PyErr_Print();
