@@ -1744,10 +1744,11 @@ static void link_ctx(sup_ctx *c)
 
 /* ---- spare workers (--spare-workers) ----------------------------------- */
 
-/* A new context of the default tier (no tier, policy, environment or
- * package directory: its worker is the zygote's fork with the daemon's
- * environment, nothing of the context in it but its name and directory)
- * takes a worker forked ahead of time instead of waiting ~25 ms for a fork
+/* A new context of the default tier (the unsafe tier, whose policy is all
+ * the supervisor's; no environment, no package directory, no uid of its
+ * own: its worker is the zygote's fork with the daemon's environment,
+ * nothing of the context in it but its name and directory) takes a worker
+ * forked ahead of time instead of waiting ~25 ms for a fork
  * and its copy-on-write faults. A spare is a hidden context: outside the
  * table, the name hash and the idle order (never listed, counted, saved or
  * swept), with a directory of "/" until it is taken; it runs nothing

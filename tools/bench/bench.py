@@ -1466,9 +1466,9 @@ def draw(res, path):
             ax.plot(xs, [pct(sc[tag]["at"][k][key], .5) * 1e3 for k in ks], style,
                     label=f"{label}, median ({tag})")
         ax.plot(xs, [pct(sc[tag]["at"][k]["create"], .99) * 1e3 for k in ks], style, alpha=.4,
-                label=f"create p99 ({tag})")
+                label=f"create p99, {GAP_MS} ms apart ({tag})")
         ax2.plot(xs, [sc[tag]["at"][k]["pss_per_context"] / 2**20 for k in ks], style,
-                 label=f"PSS per idle context incl. zygote + supervisor ({tag})")
+                 label=f"PSS per idle context incl. zygote + supervisor + spares ({tag})")
     for a in (ax, ax2):
         a.set_xscale("log")
         a.set_xlabel("idle contexts alive (log)")
