@@ -545,7 +545,8 @@ static int start_worker(sup_ctx *c, bool use_zygote, proto_error *err)
                        .nenv = c->nenv,
                        .site = c->site,
                        .policy = c->policy,
-                       .ident = c->ident};
+                       .ident = c->ident,
+                       .zygote_only = c->spare};
     int rc = sup_spawn_worker(&w, use_zygote, &pid, &fd, c->out_rd, err);
     if (rc < 0) {
         sup_cgroup_release(c->cgroup);
@@ -1819,7 +1820,7 @@ static void spare_warm(sup_ctx *c)
 static void spare_fill(double now)
 {
     while (nspares < sup_cfg.spare_workers && spare_after >= 0 && now >= spare_after &&
-           sup_zygote_fd() >= 0 && ncontexts + nspares < sup_cfg.max_contexts) {
+           sup_zygote_ready() && ncontexts + nspares < sup_cfg.max_contexts) {
         sup_ctx *c = mem_calloc(1, sizeof *c);
         c->name = mem_strdup("(spare)");
         c->cwd = mem_strdup("/");

@@ -209,9 +209,9 @@ int sup_spawn_worker(const sup_spawn_req *c, bool use_zygote, pid_t *pid, int *f
                  ? sup_zygote_spawn(c->owner, c->name, c->cwd, c->cgroup, env, child_fds, sandbox)
                  : -1;
     pid_t child = 0;
-    if (zr != 0 && sandbox) {
-        proto_error_set(err, "spawn", "the sandbox tier could not start its worker: %s",
-                        sup_zygote_last_failure());
+    if (zr != 0 && (sandbox || c->zygote_only)) {
+        proto_error_set(err, "spawn", "%s could not start its worker: %s",
+                        sandbox ? "the sandbox tier" : "a spare", sup_zygote_last_failure());
         free_env(env);
         drop_fds(child_fds, fd, out_rd);
         return -1;

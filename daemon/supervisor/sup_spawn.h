@@ -23,6 +23,7 @@ typedef struct sup_spawn_req {
     const sup_site *site;     /* NULL = none */
     const sup_policy *policy; /* NULL = unsafe */
     const sup_ident *ident;   /* NULL = the daemon's */
+    bool zygote_only; /* no fork+exec fallback (a spare worker: it would lack the preloads) */
 } sup_spawn_req;
 
 /* The one place that makes a worker process: forked by the zygote (with

@@ -577,6 +577,11 @@ void sup_zygote_cancel(const struct sup_ctx *owner)
             queue[k].owner = NULL;
 }
 
+bool sup_zygote_ready(void)
+{
+    return !z.disabled && z.state == Z_READY;
+}
+
 int sup_zygote_fd(void)
 {
     return z.state == Z_STARTING || z.state == Z_READY ? z.fd : -1;

@@ -36,6 +36,8 @@ int sup_zygote_spawn(struct sup_ctx *owner, const char *name, const char *cwd, c
 void sup_zygote_cancel(const struct sup_ctx *owner);
 /* The zygote's socket while it starts or serves (poll it), else -1. */
 int sup_zygote_fd(void);
+/* Whether it serves spawns now (started, said hello, not restarting). */
+bool sup_zygote_ready(void);
 /* How many times a zygote was started: each start has its own socket, so
  * this tells a watcher whether sup_zygote_fd is still the socket it
  * registered (a new one may reuse the number). */

@@ -134,3 +134,21 @@ def test_a_spare_taken_before_it_is_ready_serves_its_context(make_daemon):
                       ctx=f"q{i}")
         assert r.status == "ok" and r.text == repr(f"q{i}"), r
         assert r.accepted["execution_count"] == 1
+
+
+def test_spares_are_the_zygotes_from_the_start(make_daemon):
+    # Made while the zygote was still starting, a spare would have been
+    # started by exec, without the preloads: spares wait for the zygote.
+    # numpy: a preload slow enough to import that the zygote is still
+    # starting when the daemon's loop first looks for spares
+    d = make_daemon("--spare-workers", "2", "--preload", "numpy")
+    c = d.client()
+    pool = ready_spares(d, 2)
+    for i in range(2):
+        info = c.ok("ctx.create", name=f"z{i}")["ctx"]
+        assert info["pid"] in pool, (info, pool)
+        r = c.execute("import sys\n'numpy' in sys.modules", ctx=f"z{i}")
+        assert r.text == "True", r
+    # every worker the daemon has is the zygote's child's shape (never an exec'd one)
+    for p, cmd in children(d.proc.pid):
+        assert "--out-fds" not in cmd, (p, cmd)
