@@ -1918,7 +1918,7 @@ sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t ne
         return NULL;
     }
     sup_ctx *c = NULL;
-    if (nenv == 0 && !site && !sup_pkgs_enabled() && !(ident && ident->own_uid) &&
+    if (nspares > 0 && nenv == 0 && !site && !sup_pkgs_enabled() && !(ident && ident->own_uid) &&
         sup_policy_spare_ok(sup_policy_pending()))
         c = spare_take();
     if (c) {

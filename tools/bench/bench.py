@@ -1054,9 +1054,9 @@ class Bench:
         print(f"ran {self.res['seconds']:.0f} s{' (--quick)' if self.q else ''}")
 
 
-def descendants(pid):
-    """(pid, cmdline) of every process below pid."""
-    kids = {}
+def processes():
+    """(pid, ppid, cmdline) of every process, from /proc."""
+    out = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -1067,7 +1067,15 @@ def descendants(pid):
                 cmd = f.read()
         except (OSError, ValueError, IndexError):
             continue
-        kids.setdefault(ppid, []).append((int(d), cmd))
+        out.append((int(d), ppid, cmd))
+    return out
+
+
+def descendants(pid):
+    """(pid, cmdline) of every process below pid."""
+    kids = {}
+    for p, ppid, cmd in processes():
+        kids.setdefault(ppid, []).append((p, cmd))
     out, todo = [], [pid]
     while todo:
         for k in kids.get(todo.pop(), []):
@@ -1095,36 +1103,12 @@ def pin(pids, cpus):
 
 def children_with(daemon_pid, marker):
     """Pids of the daemon's children whose command line holds marker."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == daemon_pid and marker in cmd:
-            pids.append(int(d))
-    return pids
+    return [p for p, ppid, cmd in processes() if ppid == daemon_pid and marker in cmd]
 
 
 def zygote_pid(daemon_pid):
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == daemon_pid and b"--zygote" in cmd:
-            return int(d)
-    return None
+    z = children_with(daemon_pid, b"--zygote")
+    return z[0] if z else None
 
 
 def machine_info():
