@@ -36,12 +36,13 @@ def test_a_context_takes_a_spare_and_is_like_a_fresh_one(make_daemon):
     before = ready_spares(d, 2)
     info = c.ok("ctx.create", name="s1")["ctx"]
     assert info["pid"] in before, (info, before)
-    # named and placed as a forked one: its title, its private directory
-    assert cmdline(info["pid"]) == [b"ctxd-worker", b"s1"]
     r = c.execute("import os, sys\n"
                   f"(os.getcwd(), sorted(k for k in globals() if not k.startswith('__')),\n"
                   f" __name__, '{PRELOAD}' in sys.modules, 'x' in globals())", ctx="s1")
     assert r.status == "ok", r
+    # named and placed as a forked one: its title (`bind` is obeyed before
+    # the run, not before the `ok` of ctx.create), its private directory
+    assert cmdline(info["pid"]) == [b"ctxd-worker", b"s1"]
     # the warm-up run left nothing behind, and this is the context's first run
     assert r.accepted["execution_count"] == 1, r.accepted
     cwd, names, name, preloaded, has_x = eval(r.text)
