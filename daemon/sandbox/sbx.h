@@ -31,6 +31,12 @@ typedef struct sbx_policy {
     char *tmpdir; /* TMPDIR for a local context writing only its directory */
 } sbx_policy;
 
+/* What a confined worker's seccomp filters refuse (sbx_apply.c,
+ * sbx_allow.c): offering its pages to the kernel's same-page merging,
+ * madvise(MADV_MERGEABLE) and prctl(PR_SET_MEMORY_MERGE). */
+#define SBX_MADV_MERGEABLE 12
+#define SBX_PR_SET_MEMORY_MERGE 67
+
 /* Fills p from the CTXD_SANDBOX text; sbx_policy_free releases it. */
 void sbx_policy_parse(sbx_policy *p, const char *text);
 void sbx_policy_free(sbx_policy *p);

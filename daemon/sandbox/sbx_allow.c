@@ -41,8 +41,8 @@
 /* Always allowed. */
 static const char *const allowed[] = {
     /* memory: the allocator, mmap'd modules, numpy's buffers */
-    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore", "membarrier",
-    "mlock", "munlock", "get_mempolicy",
+    "brk", "mmap", "munmap", "mremap", "mprotect", "msync", "mincore", "membarrier", "mlock",
+    "munlock", "get_mempolicy",
     /* files and descriptors: imports, open(), shutil, os.*, the channel */
     "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
     "pwritev2", "open", "openat", "openat2", "close", "close_range", "creat", "stat", "fstat",
@@ -68,8 +68,8 @@ static const char *const allowed[] = {
     "getpgrp", "getsid", "setsid", "set_tid_address", "set_robust_list", "get_robust_list", "rseq",
     "futex", "futex_waitv", "sched_yield", "sched_getaffinity", "sched_setaffinity",
     "sched_getparam", "sched_getscheduler", "sched_get_priority_max", "sched_get_priority_min",
-    "sched_rr_get_interval", "getpriority", "setpriority", "prctl", "arch_prctl", "getrusage",
-    "times", "getrlimit", "setrlimit", "prlimit64", "capget", "pidfd_open",
+    "sched_rr_get_interval", "getpriority", "setpriority", "arch_prctl", "getrusage", "times",
+    "getrlimit", "setrlimit", "prlimit64", "capget", "pidfd_open",
     /* signals, sleeping, timers: KeyboardInterrupt, time.sleep, the CPU
      * budget (timer_create), signal.alarm; kill reaches only this pid
      * namespace; restart_syscall resumes a futex or sleep a signal
@@ -130,6 +130,14 @@ int sbx_allow_load(bool no_network, bool no_subprocess)
             SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD | NEW_NAMESPACES, CLONE_THREAD));
     }
     rc = rc ? rc : seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    /* madvise and prctl, but never to offer its pages to same-page merging
+     * (sbx_merge_denied) */
+    rc = rc ? rc
+            : seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(madvise), 1,
+                               SCMP_A2(SCMP_CMP_NE, SBX_MADV_MERGEABLE));
+    rc = rc ? rc
+            : seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+                               SCMP_A0(SCMP_CMP_NE, SBX_PR_SET_MEMORY_MERGE));
     if (!rc && !no_network)
         rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 0);
     else if (!rc) /* AF_UNIX is not network: its paths are in this root, its

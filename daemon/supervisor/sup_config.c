@@ -208,6 +208,13 @@ static int set_no_cgroup_tuning(const char *v, char *err, size_t n)
     return 0;
 }
 
+static int set_no_page_merging(const char *v, char *err, size_t n)
+{
+    (void)v, (void)err, (void)n;
+    sup_cfg.no_page_merging = true;
+    return 0;
+}
+
 /* --worker-uids FIRST:COUNT (sup_ident.c hands them out). */
 static int set_worker_uids(const char *v, char *err, size_t n)
 {
@@ -321,6 +328,11 @@ static const option_def options[] = {
      "do not remount the cgroup v2 tree with favordynmods (a root daemon does, so\n"
      "putting each new worker into its cgroup costs microseconds, not a 5-10 ms RCU wait)",
      set_no_cgroup_tuning},
+    {"no-page-merging", 0, ARG_NONE, NULL,
+     "do not mark unsafe-tier workers (the daemon's uid, unconfined) mergeable: by default\n"
+     "the kernel's same-page merging (KSM), while ksmd runs, shares the pages identical\n"
+     "across idle workers (/sys/kernel/mm/ksm/run; confined tiers are never merged)",
+     set_no_page_merging},
     {"verbose", 'v', ARG_NONE, NULL, "also log worker events", set_verbose},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])

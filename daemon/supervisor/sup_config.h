@@ -55,6 +55,9 @@ typedef struct sup_config {
     const char *pip_python;    /* --pip-python: the Python that runs pip */
     bool verbose;
     bool no_cgroup_tuning; /* --no-cgroup-tuning: leave the v2 mount as it is */
+    /* --no-page-merging: unsafe-tier workers are not offered to the
+     * kernel's same-page merging (KSM, sup_zygote.c). */
+    bool no_page_merging;
     /* --worker-uids FIRST:COUNT (sup_ident.c); 0: the default range. */
     unsigned worker_uid_first, worker_uid_count;
 } sup_config;

@@ -16,6 +16,7 @@
 #include "mem.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -83,6 +84,27 @@ static const char *find_worker(void)
  * zygote needs no header above its layer. */
 static const sup_zygote_answers zygote_answers = {sup_ctx_spawned, sup_ctx_spawn_failed};
 
+/* Unsafe-tier workers are marked mergeable (--no-page-merging), but only
+ * a running ksmd merges them: an operator who sees the memory per context
+ * is told why it is not smaller, once, at start. */
+static void say_page_merging(void)
+{
+    if (sup_cfg.no_page_merging)
+        return;
+    char run = '0';
+    int fd = open("/sys/kernel/mm/ksm/run", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &run, 1) != 1)
+            run = '0';
+        close(fd);
+    }
+    if (run != '1')
+        fprintf(stderr,
+                "ctxd: page merging: ksmd is %s, so idle workers' identical pages "
+                "stay unshared (echo 1 > /sys/kernel/mm/ksm/run; README: Operating it)\n",
+                fd < 0 ? "not in this kernel" : "not running");
+}
+
 int main(int argc, char **argv)
 {
     if (sup_config_parse(argc, argv) < 0)
@@ -115,6 +137,7 @@ int main(int argc, char **argv)
     sup_snap_init();
     sup_persist_restore(); /* the previous daemon's contexts, state lost */
     sup_snap_resume_all(); /* ... unless an autosnapshot kept it */
+    say_page_merging();
     for (size_t i = 0; i < sup_cfg.nendpoints; i++)
         fprintf(stderr, "ctxd: listening on %s\n", sup_cfg.endpoints[i]);
     (void)sup_notify("READY=1"); /* systemd Type=notify: the sockets answer now */

@@ -197,7 +197,11 @@ static void start(void)
      * ("ctxd-worker NAME" in ps). */
     static char room[72];
     memset(room, ' ', sizeof room - 1);
-    char *argv[] = {(char *)"ctxd-worker", (char *)"--zygote", arg, room, NULL};
+    char *argv[] = {(char *)"ctxd-worker", (char *)"--zygote", arg, room, NULL, NULL};
+    if (!sup_cfg.no_page_merging) { /* before the room: the title spans the arguments' end */
+        argv[4] = room;
+        argv[3] = (char *)"--merge-pages";
+    }
     pid_t pid = sup_child_fork();
     if (pid == 0) {
         int fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -44,6 +45,8 @@ static pid_t sup_pid;
 /* The zygote kept a single thread (a preload may start threads): only then
  * is the vfork-based double fork safe. */
 static bool one_thread = true;
+/* --merge-pages: unsafe-tier workers are offered to KSM (merge_pages). */
+static bool merge_wanted;
 
 /* ---- Python helpers of the zygote ----------------------------------------- */
 
@@ -494,6 +497,20 @@ static void await_go(int go_fd)
         _exit(1);
 }
 
+/* In a new worker: an unsafe-tier one (unconfined, the daemon's uid) asks
+ * the kernel to merge its pages that are identical to other such workers'
+ * (KSM, while ksmd runs): after a run, most pages a worker copied from the
+ * zygote (reference counts written and put back, the interpreter's static
+ * data) are byte for byte the same in every idle worker, and merged they
+ * are stored once. Never for a confined or static worker: pages shared
+ * across tenants would let one time the other's writes (a merged page's
+ * copy on write). Fails quietly on a kernel without KSM (< 6.4). */
+static void merge_pages(const sbx_policy *p)
+{
+    if (merge_wanted && !p->confined && !p->is_static && !p->has_uid)
+        (void)prctl(SBX_PR_SET_MEMORY_MERGE, 1, 0, 0, 0);
+}
+
 /* Serves one spawn request. Returns true in the new worker. */
 static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
 {
@@ -603,6 +620,7 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
             sbx_ns_enter(go[0], &policy, cwd);
         else
             await_go(go[0]);
+        merge_pages(&policy);
         sbx_policy_free(&policy);
         become_worker(fds);
         set_title(title, strlen(title));
@@ -733,6 +751,8 @@ void wrk_zygote_main(int argc, char **argv)
     for (int i = 2; i < argc; i++)
         if (strncmp(argv[i], "--preload=", 10) == 0)
             preload = argv[i] + 10;
+        else if (strcmp(argv[i], "--merge-pages") == 0)
+            merge_wanted = true;
 
     /* As in every worker: SIGINT blocked in the main thread except during a
      * run (children inherit this mask). */

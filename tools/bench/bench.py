@@ -63,6 +63,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 FIGS = ["rtt", "ready", "fork", "stream", "memory", "tput", "thousand", "scale", "cpu"]
 MB = 1e6
+# ksmd for the scale figure: up to 200,000 pages a second (a full pass over
+# 5,000 idle workers' mergeable pages then takes minutes, and a pass over
+# what is already merged or skipped much less)
+KSM_PAGES_TO_SCAN, KSM_SLEEP_MS = 4000, 20
 
 import msgpack  # noqa: E402  (Debian: python3-msgpack)
 import zmq  # noqa: E402  (Debian: python3-zmq)
@@ -352,6 +356,7 @@ class Bench:
     def __init__(self, args):
         self.a = args
         self.q = args.quick
+        self.ksmd = None  # started by the scale figure
         self.build = os.path.abspath(args.build_dir)
         self.out = os.path.abspath(args.out)
         os.makedirs(self.out, exist_ok=True)
@@ -757,8 +762,21 @@ class Bench:
             builds.append(("old", os.path.abspath(self.a.compare)))
         f["counts"] = counts
         f["load_at_start"] = os.getloadavg()
-        for tag, build in builds:
-            f[tag] = self.scale_one(build, tag, counts)
+        # ksmd runs through the whole figure, both builds, as it would where
+        # it is deployed: it merges only what a build marks mergeable
+        self.ksmd = Ksmd() if Ksmd.usable() else None
+        if self.ksmd:
+            self.ksmd.start()
+            f["ksmd"] = dict(Ksmd.SETTINGS)
+        else:
+            log("scale: ksmd cannot be started here (root and /sys/kernel/mm/ksm needed): "
+                "pages are not merged")
+        try:
+            for tag, build in builds:
+                f[tag] = self.scale_one(build, tag, counts)
+        finally:
+            if self.ksmd:
+                self.ksmd.stop()
         f["load_at_end"] = os.getloadavg()
 
     def scale_one(self, build, tag, counts):
@@ -768,6 +786,10 @@ class Bench:
         # show a fork's cost.
         spares = has_option(build, "--spare-workers")
         out["spares"] = SPARES if spares else 0
+        # the build marks unsafe-tier workers mergeable (KSM)
+        merging = bool(self.ksmd) and has_option(build, "--no-page-merging")
+        out["page_merging"] = merging
+        ksmd_cpu0, wall0 = self.ksmd.cpu() if self.ksmd else 0.0, time.monotonic()
         extra = ("--idle-ttl", "86400") + (("--spare-workers", str(SPARES)) if spares else ())
         d = Daemon(build, self.tmp, max_contexts=counts[-1] + 200, name=f"scale-{tag}",
                    extra=extra)
@@ -831,6 +853,10 @@ class Bench:
                             r = c.req("ctx.list", after=r["next"])
                             cs += r["contexts"]
                 at["alive"] = sum(1 for x in cs if x["pid"] > 0)
+                if merging:  # idle contexts as ksmd leaves them
+                    at["ksm_settle_seconds"] = self.ksmd.settle(timeout=self.n(600, 60))
+                    log(f"scale[{tag}] {n}: ksmd made two passes in "
+                        f"{at['ksm_settle_seconds']:.0f} s")
                 zyg = zygote_pid(d.pid)
                 # PSS read here from each worker's smaps_rollup (ctx.list
                 # shows cached figures, re-read at a bounded rate)
@@ -857,6 +883,11 @@ class Bench:
             out["fill_seconds"] = t_fill
         finally:
             d.stop()
+        if self.ksmd:
+            out["ksmd_cpu_seconds"] = self.ksmd.cpu() - ksmd_cpu0
+            out["seconds"] = time.monotonic() - wall0
+            log(f"scale[{tag}]: ksmd used {out['ksmd_cpu_seconds']:.1f} s of CPU in "
+                f"{out['seconds']:.0f} s")
         return out
 
     # 9 ------------------------------------------------------------------------
@@ -1106,6 +1137,63 @@ def children_with(daemon_pid, marker):
     return [p for p, ppid, cmd in processes() if ppid == daemon_pid and marker in cmd]
 
 
+class Ksmd:
+    """The kernel's same-page merging thread, started for the scale figure
+    (root; its settings are put back after): the daemon marks unsafe-tier
+    workers mergeable (--no-page-merging turns it off), and a deployment
+    that wants their shared pages stored once runs ksmd (README "Operating
+    it"). Its CPU time is reported: memory bought with CPU."""
+    KSM = "/sys/kernel/mm/ksm"
+    SETTINGS = {"pages_to_scan": KSM_PAGES_TO_SCAN, "sleep_millisecs": KSM_SLEEP_MS}
+
+    def __init__(self):
+        self.saved = None
+        self.pid = next((p for p, _, _ in processes() if _comm(p) == "ksmd"), None)
+
+    @classmethod
+    def usable(cls):
+        return os.geteuid() == 0 and os.access(os.path.join(cls.KSM, "run"), os.W_OK)
+
+    def _rw(self, name, value=None):
+        with open(os.path.join(self.KSM, name), "r" if value is None else "w") as f:
+            return f.read().strip() if value is None else f.write(str(value))
+
+    def start(self):
+        self.saved = {k: self._rw(k) for k in ("run", *self.SETTINGS)}
+        for k, v in self.SETTINGS.items():
+            self._rw(k, v)
+        self._rw("run", 1)
+
+    def stop(self):
+        if self.saved:  # run first: 0 stops ksmd and keeps what it merged
+            self._rw("run", self.saved["run"] if self.saved["run"] in ("0", "1") else 0)
+            for k in self.SETTINGS:
+                self._rw(k, self.saved[k])
+            self.saved = None
+
+    def cpu(self):
+        return cpu_seconds(self.pid) if self.pid else 0.0
+
+    def full_scans(self):
+        return int(self._rw("full_scans"))
+
+    def settle(self, passes=2, timeout=600):
+        """Waits for `passes` whole passes over every mergeable page (what
+        idle contexts look like once ksmd has seen them); seconds taken."""
+        t0, n0 = time.monotonic(), self.full_scans()
+        while self.full_scans() < n0 + passes and time.monotonic() - t0 < timeout:
+            time.sleep(0.5)
+        return time.monotonic() - t0
+
+
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def zygote_pid(daemon_pid):
     z = children_with(daemon_pid, b"--zygote")
     return z[0] if z else None
@@ -1353,6 +1441,13 @@ def make_table(res):
                      goal(f"PSS per idle context <= 1.5 MiB ({tag})",
                           hi["pss_per_context"] <= 1.5 * 2**20, "at the top count")
                      if tag == "new" else ""))
+        if "ksmd_cpu_seconds" in sc:
+            settle = hi.get("ksm_settle_seconds")
+            rows.append((f"8 scale {tag}", "ksmd CPU over the figure (pages merged: "
+                         + ("yes" if sc.get("page_merging") else "none marked") + ")",
+                         f"{sc['ksmd_cpu_seconds']:.1f} s of {sc['seconds']:.0f} s", "",
+                         f"{sc['ksmd_cpu_seconds'] / sc['seconds']:.1%} of a CPU", "",
+                         f"two passes at {ks[-1]}: {settle:.0f} s" if settle is not None else ""))
     head = ("figure", "what", "ctxd (median / p99)", "ipykernel", "ratio", "goal", "met")
     widths = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
     fmt = "  ".join(f"{{:{w}}}" for w in widths)
