@@ -230,7 +230,7 @@ static const char rich_src[] =
     "                pass\n"
     "\n"
     "def end_run(silent):\n"
-    "    if silent or not figures_enabled():\n"
+    "    if silent or 'matplotlib.pyplot' not in sys.modules or not figures_enabled():\n"
     "        return\n"
     "    try:\n"
     "        flush_figures()\n"

@@ -414,8 +414,8 @@ void wrk_run_execute(const wrk_run_req *req)
     /* Applied while SIGINT is still blocked; a failure (an illegal name)
      * becomes the run's error. */
     PyObject *exc = NULL;
-    PyObject *saved = wrk_py_call(WRK_PY_ENV_APPLY, PyTuple_Pack(1, env));
-    if (!saved)
+    PyObject *saved = NULL; /* no env: nothing to apply or put back */
+    if (PyDict_GET_SIZE(env) && !(saved = wrk_py_call(WRK_PY_ENV_APPLY, PyTuple_Pack(1, env))))
         exc = fetch_exception();
     /* Files in the cwd before the run, for done's artifacts: only when the
      * execute asks (a scan of a large cwd costs up to 0.2 s per side). */
