@@ -333,7 +333,7 @@ static void close_chan(sup_ctx *c)
         chan_watch->del(c);
     close(c->fd);
     c->fd = -1;
-    c->rd_wanted = false;
+    c->rd_wanted = c->rd_hup = false;
     list_remove(&rd_list, c);
 }
 
@@ -500,12 +500,22 @@ static void signal_worker(sup_ctx *c, int sig)
 }
 
 /* A run id the worker cannot guess: random, never 0. */
+/* A run id a worker cannot guess (a frame of another run must not pass
+ * as this one's): random, drawn 64 at a time (one getrandom per 64 runs). */
 static uint64_t new_run_id(void)
 {
+    static uint64_t pool[64];
+    static size_t left;
     uint64_t v = 0;
-    while (v == 0)
-        if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
-            fatal("getrandom: %s", strerror(errno));
+    while (v == 0) {
+        if (left == 0) {
+            if (getrandom(pool, sizeof pool, 0) != (ssize_t)sizeof pool)
+                fatal("getrandom: %s", strerror(errno));
+            left = sizeof pool / sizeof pool[0];
+        }
+        v = pool[--left];
+        pool[left] = 0; /* used once */
+    }
     return v;
 }
 
@@ -701,8 +711,9 @@ static void send_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n);
 
 /* One read of the channel. recvmsg, so that the output memory a worker
  * sends with `ready` is kept (until on_ready maps it); any other descriptor
- * is closed. */
-static ssize_t read_chan_once(sup_ctx *c, uint8_t *buf, size_t len)
+ * is closed. *ctl_seen: the read carried control data (where a read stops
+ * short of what is queued). */
+static ssize_t read_chan_once(sup_ctx *c, uint8_t *buf, size_t len, bool *ctl_seen)
 {
     union {
         struct cmsghdr align;
@@ -714,6 +725,7 @@ static ssize_t read_chan_once(sup_ctx *c, uint8_t *buf, size_t len)
     ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (n < 0)
         return n;
+    *ctl_seen = mh.msg_controllen > 0 || (mh.msg_flags & MSG_CTRUNC);
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
         if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
             continue;
@@ -743,15 +755,22 @@ static bool read_channel(sup_ctx *c)
             return true;
         }
         proto_buf_reserve(&c->in, READ_CHUNK);
-        ssize_t n = read_chan_once(c, c->in.data + c->in.len, READ_CHUNK);
+        bool ctl = false;
+        ssize_t n = read_chan_once(c, c->in.data + c->in.len, READ_CHUNK, &ctl);
         if (n > 0) {
-            /* A short read is not proof of an empty socket: a read stops
-             * where descriptors ride (SCM_RIGHTS). Only EAGAIN is, after
-             * which new bytes signal the loop again (edge-triggered). */
+            /* A short read with no descriptors is proof of an empty
+             * socket: a stream read takes all that is queued, up to its
+             * length, stopping early only where descriptors ride
+             * (SCM_RIGHTS); bytes that come after it signal the loop again
+             * (edge-triggered). Otherwise only EAGAIN is. */
             c->in.len += (size_t)n;
             process_frames(c);
             if (c->fd < 0 || sup_ctx_held_back(c))
                 return true;
+            if ((size_t)n < READ_CHUNK && !ctl && !c->rd_hup) {
+                c->rd_wanted = false;
+                return true;
+            }
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -1532,12 +1551,13 @@ void sup_ctx_on_readable(sup_ctx *c)
     }
 }
 
-void sup_ctx_chan_event(sup_ctx *c, bool in, bool out)
+void sup_ctx_chan_event(sup_ctx *c, bool in, bool hup, bool out)
 {
     if (out && c->out.len)
         sup_ctx_on_writable(c);
     if (in && c->fd >= 0) {
         c->rd_wanted = true;
+        c->rd_hup = c->rd_hup || hup;
         list_push(&rd_list, c);
     }
 }

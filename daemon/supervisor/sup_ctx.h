@@ -95,6 +95,7 @@ typedef struct sup_ctx {
     sup_ctx_link leased;   /* it has a lease (ctx.create `lease`) */
     sup_ctx_link memq;     /* live workers, the least recently measured PSS first */
     bool rd_wanted;        /* the channel may hold unread bytes */
+    bool rd_hup;           /* ... and signalled its end (read to EAGAIN or EOF then) */
     bool deleted;          /* freed at the next tick, not while the loop holds it */
     char *name;
     char *cwd;
@@ -239,7 +240,7 @@ typedef struct sup_ctx_chan_watch {
 void sup_ctx_set_chan_watch(const sup_ctx_chan_watch *w);
 /* The loop saw the channel's descriptor signal (edge): writes what waits,
  * and remembers to read (sup_ctx_read_ready). */
-void sup_ctx_chan_event(sup_ctx *c, bool in, bool out);
+void sup_ctx_chan_event(sup_ctx *c, bool in, bool hup, bool out);
 /* Reads every channel that signalled and may be read now. True while some
  * is held back by a slow client: the loop looks again within 1 ms. */
 bool sup_ctx_read_ready(void);

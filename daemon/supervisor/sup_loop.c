@@ -208,6 +208,17 @@ int sup_loop_open(const char **endpoints, size_t n)
  * what is queued for them, and closes (which removes ipc socket files). */
 static void shut_down(void)
 {
+    /* Requests already sent but not yet read get an answer, not silence
+     * (bounded: a client that keeps sending is cut off after these). */
+    sup_request_shutting_down();
+    for (int pass = 0; pass < 16; pass++) {
+        bool drained = true;
+        for (int s = 0; s < NSOCKS; s++)
+            if (routers[s])
+                drained &= read_client(s);
+        if (drained)
+            break;
+    }
     sup_ctx_shutdown_all();
     double give_up = sup_now() + 1.0;
     while (!sup_send_flush_outbox() && sup_now() < give_up) {
@@ -497,7 +508,7 @@ void sup_loop_run(void)
                     continue;
                 uint32_t e = evs[i].events;
                 sup_ctx_chan_event(c, e & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP),
-                                   e & EPOLLOUT);
+                                   e & (EPOLLERR | EPOLLHUP | EPOLLRDHUP), e & EPOLLOUT);
             } else if (tag < EV_NFIXED && zmq_of_tag[tag] >= 0) {
                 zmq_due[zmq_of_tag[tag]] = true; /* served by serve_zmq */
             }

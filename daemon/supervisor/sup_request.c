@@ -1131,6 +1131,13 @@ static bool wrong_instance(const proto_val *msg, const sup_peer *peer)
     return true;
 }
 
+static bool shutting_down;
+
+void sup_request_shutting_down(void)
+{
+    shutting_down = true;
+}
+
 void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const uint8_t *data,
                         size_t len, bool multipart)
 {
@@ -1167,6 +1174,11 @@ void sup_request_handle(int sock, const uint8_t *route, size_t route_len, const 
         set_re(&peer, env.id);
     if (ok < 0) {
         reply_error(&peer, &err);
+        proto_doc_free(&doc);
+        return;
+    }
+    if (shutting_down) {
+        sup_reply_err(&peer, "shutting_down", "the daemon is shutting down");
         proto_doc_free(&doc);
         return;
     }

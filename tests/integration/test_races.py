@@ -172,11 +172,15 @@ def test_sigterm_stops_daemon_and_workers(make_daemon):
     d.stopped_by_test = True
     d.proc.send_signal(signal.SIGTERM)
     # every run gets its terminal reply before the daemon goes: the running
-    # one `shutdown`, the queued one (it never ran) `shutdown` or `aborted`
+    # one `shutdown`, the queued one (it never ran) `shutdown` or `aborted`,
+    # or, when the daemon had not read it yet, `err shutting_down`
     r = c.wait(rid, 10)
     assert r.status == "shutdown" and r.done["cause"], r
     r = c.wait(q, 10)
-    assert r.status in ("shutdown", "aborted") and r.done["cause"], r
+    if r.terminal["t"] == "err":
+        assert r.err["code"] == "shutting_down", r
+    else:
+        assert r.status in ("shutdown", "aborted") and r.done["cause"], r
     try:
         rc = d.proc.wait(5)
     except Exception:
