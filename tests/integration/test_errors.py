@@ -87,6 +87,33 @@ def test_error_in_function_defined_in_earlier_run(client):
     check_format(r)
 
 
+def test_a_cell_run_again_is_named_for_its_own_run(client):
+    """The worker reuses the code objects of a source it ran before (no
+    parse and compile per run): every code object, nested ones too, must
+    still carry the new cell's name, so tracebacks and inspect see the run
+    that defined them, and a trailing `;` still hides the value."""
+    cell = ("import inspect\n"
+            "def f():\n"
+            "    return 1 / 0\n"
+            "class K:\n"
+            "    def m(self):\n"
+            "        return f()\n"
+            "(f.__code__.co_filename, K.m.__code__.co_filename, inspect.getsource(f))")
+    for _ in range(3):
+        r = client.execute(cell)
+        assert r.status == "ok", r
+        n = r.done["execution_count"]
+        assert eval(r.text) == (f"<cell-{n}>", f"<cell-{n}>",
+                                "def f():\n    return 1 / 0\n"), r.text
+        r = client.execute("K().m()")
+        assert r.status == "error", r
+        assert frames(r) == [(f"<cell-{n + 1}>", "1"), (f"<cell-{n}>", "6"),
+                             (f"<cell-{n}>", "3")], tb_text(r)
+        assert client.execute("1 + 1").text == "2"
+        r = client.execute("1 + 1;")
+        assert r.status == "ok" and r.result is None, r
+
+
 def test_chained_exception_explicit(client, daemon):
     code = ("try:\n"
             "    1 / 0\n"

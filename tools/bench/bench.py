@@ -35,7 +35,9 @@ thousand):
             creation <= 5 ms); ctx.list and stats at the top count; the
             supervisor's descriptors per context and which limit binds; PSS
             per idle context including the zygote's and supervisor's shares
-            (goal <= 1.5 MiB). --compare BUILD runs it for that build too.
+            (goal <= 1.5 MiB); at each count, after the fill, two passes of
+            ksmd first, which runs through the figure (root: started here,
+            settings put back; its CPU is reported). --compare BUILD runs it for that build too.
   cpu       CPU per x = 1 in the supervisor and a worker (/proc); the
             supervisor's instructions per x = 1, exact, by ptrace
             single-stepping (ctxd-icount) and, where valgrind can run it,
@@ -826,6 +828,10 @@ class Bench:
                     log(f"scale[{tag}]: {alive + 1} contexts alive, fill median "
                         f"{pct(v, .5) * 1e3:.1f} ms")
                 at = {}
+                if merging:  # the contexts as ksmd leaves them, before anything is measured
+                    at["ksm_settle_seconds"] = self.ksmd.settle(timeout=self.n(600, 60))
+                    log(f"scale[{tag}] {n}: ksmd made two passes in "
+                        f"{at['ksm_settle_seconds']:.0f} s")
                 time.sleep(0.5)  # the fill took the spares: they are made again
                 # one at a time, GAP_MS apart (an agent opening a session),
                 # then back to back (a burst: past the spares, a fork each)
@@ -853,10 +859,6 @@ class Bench:
                             r = c.req("ctx.list", after=r["next"])
                             cs += r["contexts"]
                 at["alive"] = sum(1 for x in cs if x["pid"] > 0)
-                if merging:  # idle contexts as ksmd leaves them
-                    at["ksm_settle_seconds"] = self.ksmd.settle(timeout=self.n(600, 60))
-                    log(f"scale[{tag}] {n}: ksmd made two passes in "
-                        f"{at['ksm_settle_seconds']:.0f} s")
                 zyg = zygote_pid(d.pid)
                 # PSS read here from each worker's smaps_rollup (ctx.list
                 # shows cached figures, re-read at a bounded rate)
