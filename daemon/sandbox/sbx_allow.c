@@ -131,7 +131,7 @@ int sbx_allow_load(bool no_network, bool no_subprocess)
     }
     rc = rc ? rc : seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
     /* madvise and prctl, but never to offer its pages to same-page merging
-     * (sbx_merge_denied) */
+     * (sbx.h: SBX_MADV_MERGEABLE, SBX_PR_SET_MEMORY_MERGE) */
     rc = rc ? rc
             : seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(madvise), 1,
                                SCMP_A2(SCMP_CMP_NE, SBX_MADV_MERGEABLE));

@@ -499,9 +499,8 @@ static void signal_worker(sup_ctx *c, int sig)
     sup_proc_signal_group(c->pidfd, c->pid, sig);
 }
 
-/* A run id the worker cannot guess: random, never 0. */
 /* A run id a worker cannot guess (a frame of another run must not pass
- * as this one's): random, drawn 64 at a time (one getrandom per 64 runs). */
+ * as this one's): random, never 0, drawn 64 at a time (one getrandom per 64 runs). */
 static uint64_t new_run_id(void)
 {
     static uint64_t pool[64];
