@@ -32,6 +32,19 @@ PRELUDE = textwrap.dedent("""
 
 SECRET = "ctxd-escape-secret-4242"
 
+# Offering its own pages to the kernel's same-page merging, where the
+# unsafe-tier workers' pages are (README "Page merging"): a merged page's
+# copy on write can be timed to learn what another process holds.
+MADV_MERGEABLE = ("import mmap\n"
+                  "_libc.mmap.restype = ctypes.c_void_p\n"
+                  "_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,"
+                  " ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+                  "_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]\n"
+                  "p = _libc.mmap(None, 1 << 16, 3, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,"
+                  " -1, 0)\n"
+                  "_c('madvise', ctypes.c_void_p(p), 1 << 16, 12)")
+MEMORY_MERGE = "_c('prctl', 67, 1, 0, 0, 0)"
+
 
 def attempts(env):
     """(name, code, must_block, blocked_by) for the local tier. `must_block`
@@ -80,6 +93,10 @@ def attempts(env):
          "    f.write(b'x' * (1 << 20))", True, "RLIMIT_FSIZE (file_size_bytes): EFBIG"),
         ("setuid binary", "os.execv('/usr/bin/passwd', ['passwd', '-S', 'root'])", True,
          "seccomp: execve EPERM (subprocess_execution false); no_new_privs"),
+        ("offer pages to same-page merging (madvise)", MADV_MERGEABLE, True,
+         "seccomp: madvise(MADV_MERGEABLE) EPERM"),
+        ("offer pages to same-page merging (prctl)", MEMORY_MERGE, True,
+         "seccomp: prctl(PR_SET_MEMORY_MERGE) EPERM"),
     ]
 
 
@@ -217,6 +234,10 @@ def sandbox_attempts(env):
         ("load a kernel module", "_c('init_module', None, 0, b'')",
          "seccomp allowlist: init_module EPERM"),
         ("raw io_uring", "_c('syscall', 425, 8, None)", "seccomp allowlist: io_uring_setup EPERM"),
+        ("offer pages to same-page merging (madvise)", MADV_MERGEABLE,
+         "seccomp allowlist: madvise(MADV_MERGEABLE) EPERM"),
+        ("offer pages to same-page merging (prctl)", MEMORY_MERGE,
+         "seccomp allowlist: prctl(PR_SET_MEMORY_MERGE) EPERM"),
     ]
 
 
