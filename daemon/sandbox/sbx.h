@@ -31,8 +31,8 @@ typedef struct sbx_policy {
     char *tmpdir; /* TMPDIR for a local context writing only its directory */
 } sbx_policy;
 
-/* What a confined worker's seccomp filters refuse (sbx_apply.c,
- * sbx_allow.c): offering its pages to the kernel's same-page merging,
+/* What a confined worker's seccomp filters refuse (sbx_merge_rules):
+ * offering its pages to the kernel's same-page merging,
  * madvise(MADV_MERGEABLE) and prctl(PR_SET_MEMORY_MERGE). */
 #define SBX_MADV_MERGEABLE 12
 #define SBX_PR_SET_MEMORY_MERGE 67
@@ -87,5 +87,10 @@ sbx_cgroup_limits sbx_policy_limits(const sbx_policy *p);
 /* sbx_allow.c: the sandbox tier's seccomp filter (allowlist; EPERM for
  * everything else). 0, or -errno. */
 int sbx_allow_load(bool no_network, bool no_subprocess);
+/* Adds to filter (a scmp_filter_ctx) the rules that keep a confined
+ * worker out of same-page merging: in an allowlist, madvise and prctl
+ * allowed but for those two; in a denylist (sbx_apply.c), those two
+ * refused with EPERM. 0, or -errno. */
+int sbx_merge_rules(void *filter, bool allowlist);
 
 #endif

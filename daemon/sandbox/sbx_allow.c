@@ -112,6 +112,18 @@ static int allow_list(scmp_filter_ctx f, const char *const *names, size_t n)
     (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |  \
      CLONE_NEWNET)
 
+int sbx_merge_rules(void *filter, bool allowlist)
+{
+    /* allowlist: allowed unless the argument is the merging one;
+     * denylist: refused when it is */
+    uint32_t act = allowlist ? SCMP_ACT_ALLOW : SCMP_ACT_ERRNO(EPERM);
+    enum scmp_compare op = allowlist ? SCMP_CMP_NE : SCMP_CMP_EQ;
+    int rc = seccomp_rule_add(filter, act, SCMP_SYS(madvise), 1, SCMP_A2(op, SBX_MADV_MERGEABLE));
+    return rc ? rc
+              : seccomp_rule_add(filter, act, SCMP_SYS(prctl), 1,
+                                 SCMP_A0(op, SBX_PR_SET_MEMORY_MERGE));
+}
+
 int sbx_allow_load(bool no_network, bool no_subprocess)
 {
     scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));
@@ -130,14 +142,7 @@ int sbx_allow_load(bool no_network, bool no_subprocess)
             SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD | NEW_NAMESPACES, CLONE_THREAD));
     }
     rc = rc ? rc : seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-    /* madvise and prctl, but never to offer its pages to same-page merging
-     * (sbx.h: SBX_MADV_MERGEABLE, SBX_PR_SET_MEMORY_MERGE) */
-    rc = rc ? rc
-            : seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(madvise), 1,
-                               SCMP_A2(SCMP_CMP_NE, SBX_MADV_MERGEABLE));
-    rc = rc ? rc
-            : seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
-                               SCMP_A0(SCMP_CMP_NE, SBX_PR_SET_MEMORY_MERGE));
+    rc = rc ? rc : sbx_merge_rules(f, true); /* madvise and prctl, but not into KSM */
     if (!rc && !no_network)
         rc = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 0);
     else if (!rc) /* AF_UNIX is not network: its paths are in this root, its

@@ -445,12 +445,7 @@ static void seccomp_filter(void)
     /* Never into same-page merging (KSM): a page merged with another
      * process's is a page whose copy-on-write a tenant can time, learning
      * what the unsafe-tier workers (which are merged, wrk_zygote.c) hold. */
-    rc = rc ? rc
-            : seccomp_rule_add(f, eperm, SCMP_SYS(madvise), 1,
-                               SCMP_A2(SCMP_CMP_EQ, SBX_MADV_MERGEABLE));
-    rc = rc ? rc
-            : seccomp_rule_add(f, eperm, SCMP_SYS(prctl), 1,
-                               SCMP_A0(SCMP_CMP_EQ, SBX_PR_SET_MEMORY_MERGE));
+    rc = rc ? rc : sbx_merge_rules(f, false);
     if (!rc && pol.no_network) {
         /* No new socket, and none reached through one it already has (a
          * socketpair end connected or sent to a path). */
