@@ -425,12 +425,14 @@ static int step(ctxd_client *c, long timeout_ms)
         handle_msg(c, m);
         n++;
     }
+    bool waited = false;
     if (n == 0 && timeout_ms != 0) {
         long due = ctxd_conn_liveness_due_ms(c);
         long wait = timeout_ms < 0 ? due : (due >= 0 && due < timeout_ms ? due : timeout_ms);
         rc = ctxd_conn_wait(c, wait);
         if (rc < 0)
             return rc;
+        waited = true;
     }
     for (;;) {
         m = ctxd_conn_recv(c, &rc);
@@ -441,7 +443,10 @@ static int step(ctxd_client *c, long timeout_ms)
         handle_msg(c, m);
         n++;
     }
-    if (ctxd_conn_dropped(c))
+    /* After a wait, the monitor is read only if the wait saw it readable;
+     * without one (the caller polls ZMQ_FD, which the monitor is not
+     * behind) it is read every step. */
+    if ((!waited || c->mon_check) && ctxd_conn_dropped(c))
         n++;
     ctxd_conn_liveness_tick(c);
     ctxd_run_sweep(c);
@@ -664,7 +669,9 @@ int ctxd_execute(ctxd_client *c, const ctxd_exec_opts *opts, const ctxd_callback
     if (rc < 0)
         return rc;
     while (!r->ended) {
-        long wait = ctxd_timeout_ms(c);
+        /* step's wait returns at once when a message is queued: no
+         * ZMQ_EVENTS look first (ctxd_timeout_ms, for callers' own loops) */
+        long wait = c->inbox ? 0 : ctxd_conn_liveness_due_ms(c);
         if (r->cb.on_wait && (wait < 0 || wait > WAIT_SLICE_MS))
             wait = WAIT_SLICE_MS;
         rc = step(c, wait);

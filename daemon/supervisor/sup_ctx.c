@@ -1881,6 +1881,22 @@ static sup_ctx *spare_take(void)
     return best;
 }
 
+/* Taken spares whose `bind` frame waits for the next tick (spare_bind). */
+static sup_ctx *binds[SUP_SPARE_MAX];
+static size_t nbinds;
+
+/* Writes the bind frames spare_bind left: before the graveyard is freed,
+ * so a context deleted meanwhile is still there to be skipped. */
+static void binds_flush(void)
+{
+    for (size_t i = 0; i < nbinds; i++) {
+        sup_ctx *c = binds[i];
+        if (!c->deleted && c->fd >= 0 && c->out.len)
+            sup_ctx_on_writable(c);
+    }
+    nbinds = 0;
+}
+
 /* Makes the taken spare c the context `name`: its `bind` frame goes ahead
  * of any run; it enters the table as ctx.create's would. */
 static void spare_bind(sup_ctx *c, const char *name, const char *cwd, sup_ident *ident,
@@ -1907,7 +1923,12 @@ static void spare_bind(sup_ctx *c, const char *name, const char *cwd, sup_ident 
     proto_put_str(&c->out, "cwd");
     proto_put_str(&c->out, c->cwd);
     proto_frame_end(&c->out, start);
-    if (c->fd >= 0)
+    /* Written at the next tick, after ctx.create's reply has left: the
+     * worker it wakes would otherwise take the CPU from that reply. A
+     * frame queued before then (the first run) carries it along. */
+    if (nbinds < SUP_SPARE_MAX)
+        binds[nbinds++] = c;
+    else if (c->fd >= 0)
         sup_ctx_on_writable(c);
     bool measured = c->pss_at > 0;
     if (measured) /* an idle spare's figure stays true: not read again for the reply */
@@ -2321,6 +2342,7 @@ static double pss_tick(double now)
  * its kill time is killed. Also retries held-back client messages. */
 double sup_ctx_tick(double now)
 {
+    binds_flush();
     while (graveyard) {
         sup_ctx *c = graveyard;
         graveyard = c->next;
@@ -2410,6 +2432,7 @@ double sup_ctx_tick(double now)
 void sup_ctx_shutdown_all(void)
 {
     sup_pkgs_shutdown();
+    binds_flush(); /* before any context is freed */
     while (nspares)
         spare_drop(spares[nspares - 1]);
     spare_after = -1; /* none made after this */

@@ -27,6 +27,8 @@ static size_t log_len;
 static bool log_midline; /* the last write stopped inside a line */
 static bool log_loss_said;
 static double started;
+static time_t when_sec = -1; /* the second when_text spells */
+static char when_text[32];   /* "YYYY-MM-DDTHH:MM:SS" of when_sec */
 
 static const char *const status_names[SUP_NSTATUS] = {
     "ok", "error", "interrupted", "timeout", "died", "aborted", "shutdown",
@@ -95,11 +97,14 @@ static void log_line(const char *fmt, ...)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char when[32], line[1024];
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    int n = snprintf(line, sizeof line, "%sts=%s.%03ldZ ", log_midline ? "\n" : "", when,
+    if (ts.tv_sec != when_sec) { /* the date is spelled once a second */
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        strftime(when_text, sizeof when_text, "%Y-%m-%dT%H:%M:%S", &tm);
+        when_sec = ts.tv_sec;
+    }
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%sts=%s.%03ldZ ", log_midline ? "\n" : "", when_text,
                      ts.tv_nsec / 1000000);
     log_midline = false;
     va_list ap;
@@ -116,13 +121,28 @@ static void log_line(const char *fmt, ...)
     log_len += len;
 }
 
+/* A duration as "%.6f" prints it, by integer formatting: a line per
+ * request is on every round trip's path, and glibc's floating-point
+ * formatter is its slowest part. */
+static const char *seconds_text(double d, char *buf, size_t n)
+{
+    if (!(d >= 0 && d < 1e12)) {
+        snprintf(buf, n, "%.6f", d);
+        return buf;
+    }
+    unsigned long long us = (unsigned long long)(d * 1e6 + 0.5);
+    snprintf(buf, n, "%llu.%06llu", us / 1000000, us % 1000000);
+    return buf;
+}
+
 void sup_stats_request(const char *type, const char *ctx, const char *status, double duration)
 {
     sup_stats.requests++;
     if (strncmp(status, "err:", 4) == 0)
         sup_stats.refused++;
-    log_line("type=%s ctx=%s status=%s duration=%.6f", type, ctx && *ctx ? ctx : "-", status,
-             duration);
+    char d[40];
+    log_line("type=%s ctx=%s status=%s duration=%s", type, ctx && *ctx ? ctx : "-", status,
+             seconds_text(duration, d, sizeof d));
 }
 
 void sup_stats_run(const char *ctx, const char *status, double duration, uint64_t out_bytes)
@@ -131,8 +151,9 @@ void sup_stats_run(const char *ctx, const char *status, double duration, uint64_
     for (int i = 0; i < SUP_NSTATUS; i++)
         if (strcmp(status, status_names[i]) == 0)
             sup_stats.by_status[i]++;
-    log_line("type=execute ctx=%s status=%s duration=%.6f output_bytes=%llu", ctx, status, duration,
-             (unsigned long long)out_bytes);
+    char d[40];
+    log_line("type=execute ctx=%s status=%s duration=%s output_bytes=%llu", ctx, status,
+             seconds_text(duration, d, sizeof d), (unsigned long long)out_bytes);
 }
 
 void sup_stats_event(const char *fmt, ...)

@@ -2,8 +2,11 @@
  * thing and prints its samples as one JSON object on stdout.
  *
  *   ctxd-bench rtt ENDPOINT CTX N WARMUP      execute `x = 1`, send -> done (libctxd)
- *   ctxd-bench floor IPCPATH N WARMUP         raw ZeroMQ DEALER/ROUTER round trip of
- *                                             100 bytes to an echo process (the floor)
+ *   ctxd-bench floor IPCPATH N WARMUP [GAP_MS]
+ *                                             raw ZeroMQ DEALER/ROUTER round trip of
+ *                                             100 bytes to an echo process (the floor);
+ *                                             with GAP_MS, two round trips after that
+ *                                             long idle (the floor of a paced creation)
  *   ctxd-bench create ENDPOINT PREFIX N [TIER|- [GAP_MS]]
  *                                             ctx.create PREFIX-i, then `x = 1` there:
  *                                             create -> first done; GAP_MS between
@@ -101,8 +104,11 @@ static int mode_rtt(int argc, char **argv)
 
 static int mode_floor(int argc, char **argv)
 {
-    if (argc != 5)
+    if (argc != 5 && argc != 6)
         return 2;
+    /* GAP_MS: each sample is two round trips after that long idle, the
+     * shape of create -> first run (a request, then another right after) */
+    double gap = argc == 6 ? strtod(argv[5], NULL) / 1e3 : 0;
     char ep[600];
     snprintf(ep, sizeof ep, "ipc://%s", argv[2]);
     size_t n = strtoul(argv[3], NULL, 10), warm = strtoul(argv[4], NULL, 10);
@@ -137,10 +143,16 @@ static int mode_floor(int argc, char **argv)
     memset(msg, 'm', sizeof msg);
     double *v = calloc(n, sizeof *v);
     for (size_t i = 0; i < warm + n; i++) {
+        if (gap > 0) {
+            struct timespec ts = {(time_t)gap, (long)((gap - (double)(time_t)gap) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
         double t0 = now();
-        zmq_send(d, msg, sizeof msg, 0);
-        if (zmq_recv(d, buf, sizeof buf, 0) != (int)sizeof msg)
-            return 1;
+        for (int trip = 0; trip < (gap > 0 ? 2 : 1); trip++) {
+            zmq_send(d, msg, sizeof msg, 0);
+            if (zmq_recv(d, buf, sizeof buf, 0) != (int)sizeof msg)
+                return 1;
+        }
         if (i >= warm)
             v[i - warm] = now() - t0;
     }
@@ -164,7 +176,9 @@ static int mode_create(int argc, char **argv)
     size_t n = strtoul(argv[4], NULL, 10);
     const char *tier = argc >= 6 && strcmp(argv[5], "-") != 0 ? argv[5] : NULL;
     double gap = argc == 7 ? strtod(argv[6], NULL) / 1e3 : 0;
-    double *v = calloc(n, sizeof *v);
+    double *v = calloc(n, sizeof *v), *created = calloc(n, sizeof *created);
+    if (!v || !created)
+        return 2;
     for (size_t i = 0; i < n; i++) {
         char name[80];
         snprintf(name, sizeof name, "%s-%zu", argv[3], i);
@@ -177,10 +191,24 @@ static int mode_create(int argc, char **argv)
         int rc = ctxd_ctx_create_ex(c, &o, NULL);
         if (rc < 0)
             die("ctx.create", c, rc);
+        created[i] = now() - t0;
         run_x1(c, name);
         v[i] = now() - t0;
     }
-    print_samples("ready", v, n, NULL);
+    /* "created": the ctx.create reply alone, so a slow creation shows
+     * which half was slow */
+    size_t cap = 32 + n * 24;
+    char *extra = malloc(cap);
+    if (!extra)
+        return 2;
+    size_t len = (size_t)snprintf(extra, cap, "\"created\": [");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(extra + len, cap - len, "%s%.9g", i ? ", " : "", created[i]);
+    snprintf(extra + len, cap - len, "]");
+    print_samples("ready", v, n, extra);
+    free(extra);
+    free(created);
+    free(v);
     ctxd_close(c);
     return 0;
 }
