@@ -334,6 +334,40 @@ static ctxd_client *test_dropped_connection(ctxd_client *c, const char *bin)
     return c;
 }
 
+/* The same drop under a blocking ctxd_execute (its own wait loop, which
+ * reads the monitor only when a wait saw it readable): a helper process
+ * kills the daemon while the run sleeps; ctxd_execute returns CTXD_ELOST
+ * instead of waiting forever (the test's own deadline is the helper's 60 s
+ * SIGKILL of this test, never reached when it passes). */
+static ctxd_client *test_dropped_connection_blocking(ctxd_client *c, const char *bin)
+{
+    ctxd_set_liveness(c, 0);
+    pid_t victim = daemon_pid;
+    pid_t killer = fork();
+    if (killer == 0) {
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        kill(victim, SIGKILL);
+        sleep(60); /* the execute never returned: end the test */
+        kill(getppid(), SIGKILL);
+        _exit(0);
+    }
+    ctxd_exec_opts o = {.code = "import time\ntime.sleep(3600)", .timeout = 0};
+    ctxd_outcome out;
+    int rc = ctxd_execute(c, &o, NULL, NULL, &out);
+    kill(killer, SIGKILL);
+    waitpid(killer, NULL, 0);
+    int st;
+    waitpid(victim, &st, 0);
+    daemon_pid = 0;
+    CHECK(rc == CTXD_ELOST, "blocking execute ended with %d after the connection dropped", rc);
+    ctxd_close(start_daemon(bin));
+    rec r = {0};
+    CHECK(run(c, NULL, "6 * 7", &r, false) == CTXD_OK && strcmp(r.result, "42") == 0,
+          "the client goes on with the new daemon: %s", r.result);
+    return c;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -352,6 +386,7 @@ int main(int argc, char **argv)
     test_files(c);
     test_packages(c);
     c = test_dropped_connection(c, argv[1]);
+    c = test_dropped_connection_blocking(c, argv[1]);
     ctxd_close(c);
     int st = 0;
     bool alive = waitpid(daemon_pid, &st, WNOHANG) == 0;
