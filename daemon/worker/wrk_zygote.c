@@ -409,9 +409,6 @@ static pid_t vfork_double_fork(pid_t *a_pid, int ns_flags)
     return w_pid > 0 ? w_pid : -1;
 }
 
-/* Shows the new worker as "ctxd-worker NAME" in ps (/proc/PID/cmdline),
- * not as a zygote: the argument area is rewritten in place (truncated to its
- * size; the supervisor gives the zygote a blank argument for room). */
 static unsigned long long title_start, title_end; /* 0: not read yet */
 
 /* The argument area's bounds, read once (/proc/self/stat costs ~0.2 ms
@@ -426,6 +423,9 @@ static bool title_area(unsigned long long *start, unsigned long long *end)
     return title_end > title_start;
 }
 
+/* Shows the new worker as "ctxd-worker NAME" in ps (/proc/PID/cmdline),
+ * not as a zygote: the argument area is rewritten in place (truncated to its
+ * size; the supervisor gives the zygote a blank argument for room). */
 static void set_title(const char *name, size_t n)
 {
     unsigned long long start, end;
