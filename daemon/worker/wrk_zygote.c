@@ -414,12 +414,10 @@ static unsigned long long title_start, title_end; /* 0: not read yet */
 /* The argument area's bounds, read once (/proc/self/stat costs ~0.2 ms
  * in a process of this size): read by the zygote before it forks, so a
  * new worker's title costs no read; its children keep the same area. */
-static bool title_area(unsigned long long *start, unsigned long long *end)
+static bool title_area_known(void)
 {
     if (!title_end && wrk_log_stat_range(47, &title_start, &title_end) < 0)
         title_start = title_end = 0;
-    *start = title_start;
-    *end = title_end;
     return title_end > title_start;
 }
 
@@ -428,11 +426,10 @@ static bool title_area(unsigned long long *start, unsigned long long *end)
  * size; the supervisor gives the zygote a blank argument for room). */
 static void set_title(const char *name, size_t n)
 {
-    unsigned long long start, end;
-    if (!title_area(&start, &end) || end - start > 65536)
+    if (!title_area_known() || title_end - title_start > 65536)
         return;
-    char *area = (char *)(uintptr_t)start;
-    size_t size = (size_t)(end - start);
+    char *area = (char *)(uintptr_t)title_start;
+    size_t size = (size_t)(title_end - title_start);
     char title[256];
     int t =
         snprintf(title, sizeof title, "ctxd-worker%c%.*s", '\0', (int)(n > 200 ? 200 : n), name);
@@ -767,8 +764,7 @@ void wrk_zygote_main(int argc, char **argv)
             preload = argv[i] + 10;
         else if (strcmp(argv[i], "--merge-pages") == 0)
             merge_wanted = true;
-    unsigned long long t0, t1;
-    (void)title_area(&t0, &t1); /* inherited by every worker forked */
+    (void)title_area_known(); /* inherited by every worker forked */
 
     /* As in every worker: SIGINT blocked in the main thread except during a
      * run (children inherit this mask). */

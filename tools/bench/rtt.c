@@ -57,12 +57,28 @@ static ctxd_client *connect_or_die(const char *endpoint)
     return c;
 }
 
-static void print_samples(const char *key, const double *v, size_t n, const char *extra)
+/* One series of samples, `"key": [...]`, inside the caller's object. */
+static void print_series(const char *key, const double *v, size_t n)
 {
-    printf("{\"%s\": [", key);
+    printf("\"%s\": [", key);
     for (size_t i = 0; i < n; i++)
         printf("%s%.9g", i ? ", " : "", v[i]);
-    printf("]%s%s}\n", extra ? ", " : "", extra ? extra : "");
+    printf("]");
+}
+
+/* The samples as the one JSON object a mode prints. */
+static void print_samples(const char *key, const double *v, size_t n)
+{
+    printf("{");
+    print_series(key, v, n);
+    printf("}\n");
+}
+
+/* Sleeps s seconds (the gap of a paced mode). */
+static void sleep_seconds(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
 }
 
 static void run_x1(ctxd_client *c, const char *ctx)
@@ -95,7 +111,7 @@ static int mode_rtt(int argc, char **argv)
         run_x1(c, ctx);
         v[i] = now() - t0;
     }
-    print_samples("rtt", v, n, NULL);
+    print_samples("rtt", v, n);
     ctxd_close(c);
     return 0;
 }
@@ -143,10 +159,8 @@ static int mode_floor(int argc, char **argv)
     memset(msg, 'm', sizeof msg);
     double *v = calloc(n, sizeof *v);
     for (size_t i = 0; i < warm + n; i++) {
-        if (gap > 0) {
-            struct timespec ts = {(time_t)gap, (long)((gap - (double)(time_t)gap) * 1e9)};
-            nanosleep(&ts, NULL);
-        }
+        if (gap > 0)
+            sleep_seconds(gap);
         double t0 = now();
         for (int trip = 0; trip < (gap > 0 ? 2 : 1); trip++) {
             zmq_send(d, msg, sizeof msg, 0);
@@ -158,7 +172,7 @@ static int mode_floor(int argc, char **argv)
     }
     kill(echo, SIGKILL);
     waitpid(echo, NULL, 0);
-    print_samples("rtt", v, n, NULL);
+    print_samples("rtt", v, n);
     int zero = 0;
     zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
     zmq_close(d);
@@ -182,10 +196,8 @@ static int mode_create(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         char name[80];
         snprintf(name, sizeof name, "%s-%zu", argv[3], i);
-        if (gap > 0 && i > 0) {
-            struct timespec ts = {(time_t)gap, (long)((gap - (double)(time_t)gap) * 1e9)};
-            nanosleep(&ts, NULL);
-        }
+        if (gap > 0 && i > 0)
+            sleep_seconds(gap);
         double t0 = now();
         ctxd_create_opts o = {.name = name, .tier = tier};
         int rc = ctxd_ctx_create_ex(c, &o, NULL);
@@ -197,16 +209,11 @@ static int mode_create(int argc, char **argv)
     }
     /* "created": the ctx.create reply alone, so a slow creation shows
      * which half was slow */
-    size_t cap = 32 + n * 24;
-    char *extra = malloc(cap);
-    if (!extra)
-        return 2;
-    size_t len = (size_t)snprintf(extra, cap, "\"created\": [");
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)snprintf(extra + len, cap - len, "%s%.9g", i ? ", " : "", created[i]);
-    snprintf(extra + len, cap - len, "]");
-    print_samples("ready", v, n, extra);
-    free(extra);
+    printf("{");
+    print_series("ready", v, n);
+    printf(", ");
+    print_series("created", created, n);
+    printf("}\n");
     free(created);
     free(v);
     ctxd_close(c);
