@@ -405,6 +405,46 @@ typedef struct run_end {
     const proto_val *exit_code; /* from the worker's done (sys.exit), checked */
 } run_end;
 
+/* The run's `accepted`: its count, its incarnation, and the death (and
+ * restored snapshot) of the incarnation before, shown once. */
+static void send_accepted(sup_ctx *c, sup_run *r)
+{
+    bool show_death = c->death_unshown && c->last_death;
+    bool show_restored = show_death && c->restored_from;
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "accepted", &r->peer, 3 + show_death + show_restored);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, c->name);
+    proto_put_str(&b, "execution_count");
+    proto_put_uint(&b, c->execution_count);
+    proto_put_str(&b, "incarnation");
+    proto_put_uint(&b, c->incarnation);
+    if (show_death) {
+        proto_put_str(&b, "previous_death");
+        proto_put_str(&b, c->last_death);
+        c->death_unshown = false;
+    }
+    if (show_restored) { /* state restored from an autosnapshot (sup_snap.c) */
+        proto_put_str(&b, "restored_from");
+        proto_put_str(&b, c->restored_from);
+        free(c->restored_from);
+        c->restored_from = NULL;
+    }
+    ctx_send(c, &r->peer, &b);
+    proto_buf_free(&b);
+}
+
+/* Sends the running execute's `accepted` if it is due: at the worker's
+ * `start`, or first thing when the run ends or is recovered without one. */
+static void accept_now(sup_ctx *c)
+{
+    if (c->running && c->running->accept_due) {
+        c->running->accept_due = false;
+        send_accepted(c, c->running);
+    }
+}
+
 static void send_done(sup_ctx *c, sup_run *r, const run_end *e, double duration)
 {
     if (r->kind) { /* a ctx.fork that will not happen, a query not answered */
@@ -473,6 +513,7 @@ static void abort_queue(sup_ctx *c, const char *cause)
 static void finish_run(sup_ctx *c, const run_end *e)
 {
     sup_run *r = c->running;
+    accept_now(c); /* ended before its start came (the worker died) */
     c->running = NULL;
     send_done(c, r, e, sup_now() - c->run_t0);
     if (c->timed_out && !c->kill_reason)
@@ -807,6 +848,7 @@ static void relay_recovered(void *arg, int stream, const uint8_t *p, size_t n)
  * out before the run's `done`. */
 static void relay_leftover_output(sup_ctx *c)
 {
+    accept_now(c);
     for (int s = 0; s < 2 && c->running && !c->running->query_op; s++)
         sup_outmem_recover(c->outmem, s, c->stream_recv[s], relay_recovered, c);
     /* At most a pipe's worth (1 MiB): a process that outlived the worker
@@ -850,7 +892,9 @@ void sup_ctx_on_exit(pid_t pid, int status)
         /* Output written before the end is still in the socket. */
         read_channel(c);
         process_frames(c);
-        if (c->started)
+        /* an execute's `start` may still have been held back by the worker
+         * (wrk_output.c) unless it had just been bound: it ran */
+        if (c->started || (c->running && !c->running->kind && !c->binding))
             relay_leftover_output(c);
     }
     char *cause = c->kill_reason ? mem_strdup(c->kill_reason) : describe_exit(c, pid, status);
@@ -1027,6 +1071,7 @@ static void on_start(sup_ctx *c, const proto_val *msg)
 {
     (void)msg;
     take_new_pipes(c);
+    accept_now(c);
     c->started = true;
     c->binding = false;
     if (c->cpu0 >= 0)
@@ -1611,34 +1656,6 @@ void sup_ctx_on_writable(sup_ctx *c)
 
 /* ---- runs ------------------------------------------------------------- */
 
-static void send_accepted(sup_ctx *c, sup_run *r)
-{
-    bool show_death = c->death_unshown && c->last_death;
-    bool show_restored = show_death && c->restored_from;
-    proto_buf b;
-    proto_buf_init(&b);
-    sup_msg_begin(&b, "accepted", &r->peer, 3 + show_death + show_restored);
-    proto_put_str(&b, "ctx");
-    proto_put_str(&b, c->name);
-    proto_put_str(&b, "execution_count");
-    proto_put_uint(&b, c->execution_count);
-    proto_put_str(&b, "incarnation");
-    proto_put_uint(&b, c->incarnation);
-    if (show_death) {
-        proto_put_str(&b, "previous_death");
-        proto_put_str(&b, c->last_death);
-        c->death_unshown = false;
-    }
-    if (show_restored) { /* state restored from an autosnapshot (sup_snap.c) */
-        proto_put_str(&b, "restored_from");
-        proto_put_str(&b, c->restored_from);
-        free(c->restored_from);
-        c->restored_from = NULL;
-    }
-    ctx_send(c, &r->peer, &b);
-    proto_buf_free(&b);
-}
-
 /* Starts the next queued run when the worker is ready and free. */
 static void dispatch(sup_ctx *c)
 {
@@ -1694,7 +1711,7 @@ static void dispatch(sup_ctx *c)
     c->cpu0 = c->policy && c->policy->cpu_seconds > 0 ? sup_cgroup_cpu(c->cgroup) : -1;
     c->cpu_check = 0;
     arm(c);
-    send_accepted(c, r);
+    r->accept_due = true;
 }
 
 void sup_ctx_submit(sup_ctx *c, sup_run *r)

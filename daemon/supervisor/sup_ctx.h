@@ -33,6 +33,10 @@ typedef struct sup_run {
     uint64_t stream_bytes[2]; /* of which stdout, stderr (policy caps) */
     uint64_t dropped[2];      /* stdout/stderr bytes dropped past max_output */
     bool client_gone;         /* a send found the client disconnected */
+    /* An execute sent to the worker whose `accepted` is not out yet: it
+     * goes out at the worker's `start` (which a short run sends with its
+     * `done`), or before anything else the run ends with. */
+    bool accept_due;
     /* A ctx.fork waiting in (or at the head of) its source's queue: the new
      * context's name (NULL for an execute); once the `fork` frame is out,
      * the supervisor's ends of the new worker's channel and pipes (-1

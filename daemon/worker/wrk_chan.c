@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -23,12 +24,19 @@ static pthread_mutex_t chan_mu = PTHREAD_MUTEX_INITIALIZER;
 static int held_fds[MAX_HELD_FDS];
 static int nheld;
 
+/* A frame held back to go out in front of the next write (a run's
+ * `start`, wrk_output.c), so that a short run's start and done leave in one
+ * write and wake the supervisor once. */
+static uint8_t deferred[WRK_CHAN_DEFER_MAX];
+static size_t ndeferred;
+
 /* A forked child (os.fork, multiprocessing) must never write into the
  * parent's channel: drop it, and reset the lock another thread may have held
  * at the moment of the fork. */
 static void chan_after_fork_child(void)
 {
     pthread_mutex_init(&chan_mu, NULL);
+    ndeferred = 0;
     if (chan_fd >= 0)
         close(chan_fd);
     chan_fd = -1;
@@ -85,36 +93,15 @@ void wrk_chan_unlock(void)
         fatal("channel mutex unlock failed");
 }
 
-/* Writes everything, retrying after signals (SIGINT is unblocked during a
- * run); MSG_NOSIGNAL so a vanished supervisor shows up as EPIPE. */
-void wrk_chan_write_locked(const void *p, size_t n)
+/* Writes the pieces in order, retrying after signals (SIGINT is unblocked
+ * during a run) and partial writes; MSG_NOSIGNAL so a vanished supervisor
+ * shows up as EPIPE. */
+static void writev_all(struct iovec *v, int nv)
 {
-    const uint8_t *q = p;
-    if (chan_fd < 0)
-        return;
-    while (n > 0) {
-        ssize_t w = send(chan_fd, q, n, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            wrk_log("channel write failed: %s; exiting", strerror(errno));
-            wrk_chan_gone(1);
-        }
-        q += w;
-        n -= (size_t)w;
+    while (nv > 0 && v->iov_len == 0) {
+        v++;
+        nv--;
     }
-}
-
-/* Writes a frame held in two pieces with one sendmsg where it can (stream
- * frames: the header, then the data where it lies), retrying like
- * wrk_chan_write_locked. */
-void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb)
-{
-    struct iovec iov[2] = {{(void *)a, na}, {(void *)b, nb}};
-    struct iovec *v = iov;
-    int nv = 2;
-    if (chan_fd < 0)
-        return;
     while (nv > 0) {
         struct msghdr mh = {.msg_iov = v, .msg_iovlen = (size_t)nv};
         ssize_t w = sendmsg(chan_fd, &mh, MSG_NOSIGNAL);
@@ -136,6 +123,43 @@ void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb)
     }
 }
 
+/* Writes the held-back frame (if any) and then the two pieces, in one
+ * sendmsg where the socket takes it all. */
+static void write_after_deferred(const void *a, size_t na, const void *b, size_t nb)
+{
+    if (chan_fd < 0)
+        return;
+    struct iovec iov[3] = {{deferred, ndeferred}, {(void *)a, na}, {(void *)b, nb}};
+    ndeferred = 0;
+    writev_all(iov, 3);
+}
+
+void wrk_chan_defer_locked(const void *p, size_t n)
+{
+    if (ndeferred || n > sizeof deferred)
+        fatal("channel: a second or oversized frame held back");
+    memcpy(deferred, p, n);
+    ndeferred = n;
+}
+
+void wrk_chan_flush_deferred_locked(void)
+{
+    if (ndeferred)
+        write_after_deferred(NULL, 0, NULL, 0);
+}
+
+void wrk_chan_write_locked(const void *p, size_t n)
+{
+    write_after_deferred(p, n, NULL, 0);
+}
+
+/* Writes a frame held in two pieces with one sendmsg where it can (stream
+ * frames: the header, then the data where it lies). */
+void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb)
+{
+    write_after_deferred(a, na, b, nb);
+}
+
 /* Writes whole frames with descriptors attached to their first byte
  * (SCM_RIGHTS): the first sendmsg carries them, the rest is written as
  * usual. */
@@ -145,6 +169,7 @@ void wrk_chan_write_fds_locked(const void *p, size_t n, const int *fds, int nfds
         wrk_chan_write_locked(p, n);
         return;
     }
+    wrk_chan_flush_deferred_locked(); /* the descriptors go with p's first byte */
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -239,12 +264,25 @@ void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t
                             .msg_iovlen = 1,
                             .msg_control = ctl.buf,
                             .msg_controllen = sizeof ctl.buf};
-        ssize_t n = recvmsg(chan_fd, &mh, MSG_CMSG_CLOEXEC);
+        ssize_t n = recvmsg(chan_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         if (n > 0)
             hold_fds(&mh);
         if (n == 0)
             wrk_chan_gone(0);
         if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                /* Waits in poll, not in recvmsg: a reader asleep in
+                 * recvmsg is also woken each time the supervisor reads
+                 * what this worker wrote (the socket's write-space wake),
+                 * a second switch per run for nothing; poll sleeps on
+                 * POLLIN alone. */
+                struct pollfd p = {.fd = chan_fd, .events = POLLIN};
+                if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+                    wrk_log("channel poll failed: %s; exiting", strerror(errno));
+                    wrk_chan_gone(1);
+                }
+                continue;
+            }
             if (errno == EINTR)
                 continue;
             wrk_log("channel read failed: %s; exiting", strerror(errno));

@@ -32,6 +32,12 @@ void wrk_chan_unlock(void);
 void wrk_chan_write_locked(const void *p, size_t n);
 /* The same for a frame given as two pieces (a header and data in place). */
 void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb);
+/* Holds a frame of at most WRK_CHAN_DEFER_MAX bytes back (the caller holds
+ * the lock): the next write of any thread sends it first, in the same
+ * sendmsg; wrk_chan_flush_deferred_locked sends it alone. One at a time. */
+#define WRK_CHAN_DEFER_MAX 64
+void wrk_chan_defer_locked(const void *p, size_t n);
+void wrk_chan_flush_deferred_locked(void);
 /* Lock, write one buffer of whole frames, unlock. */
 void wrk_chan_send(const proto_buf *frames);
 /* wrk_chan_write_locked with up to 4 descriptors attached to the first

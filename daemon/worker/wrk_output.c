@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +37,10 @@
 /* How long Python-level output may wait in its buffer (the protocol allows
  * 5 ms); waiting at all lets a loop of small prints share frames. */
 #define FLUSH_DELAY_NS (2L * 1000 * 1000)
+/* How long a run's `start` may wait to go out with its first output or its
+ * `done` (one wake of the supervisor for a short run instead of two); until
+ * it is out, an interrupt waits in the supervisor. */
+#define START_DELAY_NS (1L * 1000 * 1000)
 /* Size of the pipes (Linux caps unprivileged requests at 1 MiB). */
 #define PIPE_SIZE (1024 * 1024)
 #define CHUNK ((size_t)PROTO_STREAM_CHUNK)
@@ -57,6 +62,13 @@ static int pipe_rd[OUT_NSTREAMS] = {-1, -1};
  * code closes fd 1 or 2. */
 static int pipe_keep[OUT_NSTREAMS] = {-1, -1};
 static int wake_fd = -1;
+/* Fires START_DELAY_NS after a run began with its `start` held back: the
+ * flusher then sends it (-1: none, start goes out at once). start_now: the
+ * next run's start goes out at once (the first after a bind: until it is
+ * in, the supervisor reads an exit 126 as the bind's failure). */
+static atomic_int start_timer = -1;
+static long long start_timer_due; /* when it fires next (now_ns), if later than now */
+static bool start_now;
 static bool flusher_started; /* start_flusher: at the worker's first run */
 /* Read ends of replaced pipes (both streams), owned by the flusher; new ones
  * are handed over in stale_new (under out_mu) and pipes_gen tells the
@@ -297,13 +309,28 @@ static void take_stale(void)
     pthread_mutex_unlock(&out_mu);
 }
 
+/* The run's held-back `start` is due (or the timer was closed under us by
+ * user code: start then always goes out at once). */
+static void start_timer_fired(struct pollfd *p)
+{
+    uint64_t n;
+    if ((p->revents & (POLLNVAL | POLLERR)) ||
+        (read(p->fd, &n, sizeof n) < 0 && errno != EAGAIN && errno != EINTR)) {
+        atomic_store(&start_timer, -1);
+        p->fd = -1;
+    }
+    wrk_chan_lock();
+    wrk_chan_flush_deferred_locked();
+    wrk_chan_unlock();
+}
+
 /* Forwards pipe data as it arrives and Python-level buffers FLUSH_DELAY_NS
  * after they became non-empty, and drains replaced pipes. Runs with every
  * signal blocked. */
 static void *flusher_main(void *arg)
 {
     (void)arg;
-    struct pollfd pfd[3 + 2 * MAX_STALE];
+    struct pollfd pfd[4 + 2 * MAX_STALE];
     unsigned gen = ~0u;
     int npfd = 0;
     bool timed = false;
@@ -318,9 +345,10 @@ static void *flusher_main(void *arg)
             pfd[1] = (struct pollfd){.fd = pipe_rd[OUT_STDERR], .events = POLLIN};
             pthread_mutex_unlock(&out_mu);
             pfd[2] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+            pfd[3] = (struct pollfd){.fd = atomic_load(&start_timer), .events = POLLIN};
             for (int i = 0; i < nstale; i++)
-                pfd[3 + i] = (struct pollfd){.fd = stale[i], .events = POLLIN};
-            npfd = 3 + nstale;
+                pfd[4 + i] = (struct pollfd){.fd = stale[i], .events = POLLIN};
+            npfd = 4 + nstale;
         }
         struct timespec ts, *tp = NULL;
         if (timed) {
@@ -345,6 +373,8 @@ static void *flusher_main(void *arg)
                 deadline = now_ns() + FLUSH_DELAY_NS;
             }
         }
+        if (pfd[3].revents)
+            start_timer_fired(&pfd[3]);
         for (int s = 0; s < OUT_NSTREAMS; s++) {
             if (pfd[s].revents) {
                 wrk_chan_lock();
@@ -355,7 +385,7 @@ static void *flusher_main(void *arg)
         }
         bool closed = false;
         for (int i = 0; i < nstale; i++) {
-            if (pfd[3 + i].revents && !drain_stale(stale[i])) {
+            if (pfd[4 + i].revents && !drain_stale(stale[i])) {
                 close(stale[i]);
                 stale[i] = -1;
                 closed = true;
@@ -471,6 +501,8 @@ void wrk_output_init(bool supervised)
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0)
         fatal("eventfd: %s", strerror(errno));
+    /* none (an old kernel, a seccomp filter): starts go out at once */
+    atomic_store(&start_timer, timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     /* Once per process image: forked workers inherit the registration. */
     static bool registered;
     if (!registered && pthread_atfork(NULL, NULL, output_after_fork_child) != 0)
@@ -542,6 +574,10 @@ void wrk_output_restart(void)
     if (wake_fd >= 0)
         close(wake_fd);
     wake_fd = -1;
+    int t = atomic_exchange(&start_timer, -1);
+    if (t >= 0)
+        close(t);
+    start_timer_due = 0; /* this copy's timer (made anew) is not armed */
     /* Replaced pipes of the previous worker (its flusher is gone); 4 and 5
      * (the first pipes' read ends) already hold this worker's new ones. */
     for (int i = 0; i < nstale; i++)
@@ -679,11 +715,36 @@ void wrk_output_begin_run(const proto_buf *start)
         wrk_chan_write_locked(b.data, b.len);
         proto_buf_free(&b);
     }
-    if (fds[0] >= 0 && fds[1] >= 0)
+    int timer = atomic_load(&start_timer);
+    if (fds[0] >= 0 && fds[1] >= 0) {
         wrk_chan_write_fds_locked(start->data, start->len, fds, 2);
-    else
+    } else if (timer >= 0 && !start_now && start->len <= WRK_CHAN_DEFER_MAX) {
+        /* Out with the run's first frame, or by the flusher once the timer
+         * fires. It is armed at most once per START_DELAY_NS: arming costs
+         * a timer reprogramming, on this VM an exit to the host (~20 us a
+         * run measured). A run that begins while it is armed goes out when
+         * it fires, sooner still; one that takes the lock after the
+         * flusher's look at it reads a clock past start_timer_due (which
+         * is never later than the expiry) and arms it again. */
+        wrk_chan_defer_locked(start->data, start->len);
+        long long now = now_ns();
+        struct itimerspec due = {.it_value = {0, START_DELAY_NS}};
+        if (now >= start_timer_due) {
+            if (timerfd_settime(timer, 0, &due, NULL) == 0)
+                start_timer_due = now + START_DELAY_NS;
+            else
+                wrk_chan_flush_deferred_locked();
+        }
+    } else {
         wrk_chan_write_locked(start->data, start->len);
+    }
+    start_now = false;
     wrk_chan_unlock();
+}
+
+void wrk_output_start_now(void)
+{
+    start_now = true;
 }
 
 /* Everything written before the run ended reaches the supervisor before

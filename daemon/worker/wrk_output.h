@@ -33,8 +33,12 @@ int wrk_output_install(void);
 /* GIL released: counts and discards left-over output (sending `between`),
  * replaces the pipes when another process may still write into them, marks
  * a run active and sends `start` (the frames in `start`, with the new pipes'
- * read ends) before any output of the run. */
+ * read ends) before any output of the run. Without new pipes `start` is
+ * held back until the run's first frame (output, display, input.request,
+ * done) or START_DELAY_NS, whichever comes first. */
 void wrk_output_begin_run(const proto_buf *start);
+/* The next run's `start` goes out at once (the first run after a bind). */
+void wrk_output_start_now(void);
 /* GIL released: sends every byte written so far (C stdio, Python buffers,
  * both pipes drained), then the frames in `tail` (result/error/done), then
  * marks the run over. */

@@ -326,7 +326,12 @@ static PyObject *eval_code(PyObject *co)
 static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, bool ipython,
                           PyObject *script)
 {
-    PyObject *saved = wrk_py_call(WRK_PY_ENTER, PyTuple_Pack(2, script, run_globals));
+    /* enter, result and leave are not called where they would do nothing
+     * (a cell, no value, no IPython): each call costs ~0.3 us of a ~10 us
+     * run of `x = 1`. */
+    PyObject *saved = script == Py_None
+                          ? Py_NewRef(Py_None)
+                          : wrk_py_call(WRK_PY_ENTER, PyTuple_Pack(2, script, run_globals));
     if (!saved)
         return NULL;
     PyObject *sil = silent ? Py_True : Py_False;
@@ -344,7 +349,9 @@ static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, bool 
         Py_XDECREF(r);
     }
     Py_XDECREF(cc);
-    if (value) {
+    if (value == Py_None) {
+        repr = value; /* result() of None is None */
+    } else if (value) {
         PyObject *hide = silent || quiet ? Py_True : Py_False;
         repr = wrk_py_call(WRK_PY_RESULT, PyTuple_Pack(4, value, hide, run_globals, ipy));
         Py_DECREF(value);
@@ -356,8 +363,10 @@ static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, bool 
     PyErr_NormalizeException(&et, &ev, &etb);
     if (ev && etb)
         PyException_SetTraceback(ev, etb);
-    PyObject *l =
-        wrk_py_call(WRK_PY_LEAVE, PyTuple_Pack(4, saved, sil, run_globals, ev ? ev : Py_None));
+    PyObject *l = saved == Py_None && !ipython /* leave() has nothing to undo */
+                      ? Py_NewRef(Py_None)
+                      : wrk_py_call(WRK_PY_LEAVE,
+                                    PyTuple_Pack(4, saved, sil, run_globals, ev ? ev : Py_None));
     Py_DECREF(saved);
     if (l) {
         Py_DECREF(l);

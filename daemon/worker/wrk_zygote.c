@@ -919,4 +919,7 @@ void wrk_zygote_bind(const proto_val *frame)
         _exit(126); /* reported as "cannot enter directory" */
     close(dir);
     free(cwd);
+    /* The supervisor takes an exit 126 before the next `start` for this
+     * bind's failure: that start must not wait for the run's end. */
+    wrk_output_start_now();
 }

@@ -176,6 +176,42 @@ def test_output_written_before_crash_arrives(client):
     assert not lost, f"raw output written before a segfault lost in {len(lost)}/8 runs: {lost}"
 
 
+def test_output_of_a_run_that_dies_at_once_arrives(client):
+    # A short run's `start` is held back by the worker to go out with its
+    # first frame; a run that dies before it sent any frame still started:
+    # its `accepted` comes, then what it wrote (recovered from the output
+    # memory and the pipe), then `done died`. The dying run is made short:
+    # the same cell ran just before (compiled once), in a warm worker.
+    # Repeated: whether it ends before the hold does is a race.
+    for body, want in [("print('unflushed')\nif die: os._exit(3)", b"unflushed\n")] * 10 + \
+            [("os.write(1, b'raw')\nif die: os.kill(os.getpid(), 9)", b"raw")] * 2:
+        assert client.execute("import os\ndie = False").status == "ok"
+        assert client.execute(body).status == "ok"
+        client.execute("die = True")
+        r = client.execute(body)
+        assert r.status == "died", r
+        assert [e["t"] for e in r.events] == ["accepted", "stream", "done"], r
+        assert r.stdout == want, r
+        c = client.execute("1")  # the next incarnation says why
+        assert c.accepted.get("previous_death"), c
+
+
+def test_an_interrupt_reaches_a_run_that_writes_nothing(client):
+    # The run's `start` (held back by the worker until its first frame) goes
+    # out on the worker's timer: an interrupt sent while the run is silent
+    # lands.
+    for _ in range(3):
+        rid = client.submit("while True:\n    pass")
+        client.wait_event(rid, "accepted")
+        client.ok("interrupt", ctx="default")
+        r = client.wait(rid)
+        assert r.status == "interrupted", r
+        rid = client.submit("import time\ntime.sleep(60)")
+        client.ok("interrupt", ctx="default")  # asked before the start came
+        r = client.wait(rid)
+        assert r.status == "interrupted", r
+
+
 def test_delete_with_slow_client_keeps_terminal_replies(daemon):
     # The slow client's messages are held back by the daemon; deleting the
     # context must not drop them: both runs still get their `done`.

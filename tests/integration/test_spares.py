@@ -89,6 +89,25 @@ def test_a_given_cwd_is_entered_by_a_spare(make_daemon, tmp_path):
     assert r.text == repr(str(wd)), r
 
 
+def test_a_first_run_exiting_126_is_not_taken_for_a_failed_bind(make_daemon):
+    # The supervisor reads an exit 126 before the first `start` after a bind
+    # as "cannot enter directory"; the worker sends that start at once (not
+    # held back with the run's `done`), so a run that exits 126 is a death
+    # of its own.
+    # Repeated: whether the run ends before a held-back start would go out
+    # is a race.
+    d = make_daemon("--spare-workers", "1")
+    c = d.client()
+    for i in range(6):
+        pool = ready_spares(d, 1)
+        info = c.ok("ctx.create", name=f"e{i}")["ctx"]
+        assert info["pid"] in pool
+        r = c.execute("import os\nos._exit(126)", ctx=f"e{i}")
+        assert r.status == "died", r
+        assert r.done["cause"] == "exited with code 126", r.done
+        assert r.accepted["execution_count"] == 1, r
+
+
 def test_a_spare_that_dies_is_replaced_and_never_seen(make_daemon):
     d = make_daemon("--spare-workers", "2")
     c = d.client()

@@ -782,7 +782,7 @@ class Bench:
         # creation figures can be read against it (on a VM, waking idle
         # vCPUs costs ~1 ms of it)
         f["paced_floor"] = cbench(self.build, "floor", os.path.join(self.tmp, "pfloor.sock"),
-                                  self.n(50, 5), 2, GAP_MS)["rtt"]
+                                  self.n(200, 5), 2, GAP_MS)["rtt"]
         log(f"scale: paced floor (2 raw round trips after {GAP_MS} ms idle) "
             f"{pct(f['paced_floor'], .5) * 1e3:.2f}/{pct(f['paced_floor'], .99) * 1e3:.2f} ms")
         try:
@@ -808,7 +808,10 @@ class Bench:
         d = Daemon(build, self.tmp, max_contexts=counts[-1] + 200, name=f"scale-{tag}",
                    extra=extra)
         c = d.c
-        nsample, nrtt = self.n(50, 5), self.n(500, 50)
+        # 200 paced creations per count: with the nearest rank, the p99 of
+        # 50 would be their slowest one (a single stall of this VM)
+        npaced, nburst, nrtt = self.n(200, 5), self.n(50, 5), self.n(500, 50)
+        nsample = npaced + nburst  # alive at once while measured
         alive, t_fill = 0, 0.0
         try:
             fds0 = len(os.listdir(f"/proc/{d.pid}/fd"))
@@ -851,12 +854,15 @@ class Bench:
                 time.sleep(0.5)  # the fill took the spares: they are made again
                 # one at a time, GAP_MS apart (an agent opening a session),
                 # then back to back (a burst: past the spares, a fork each)
-                at["create"] = cbench(self.build, "create", d.endpoint, f"s{n}", nsample, "-",
-                                      GAP_MS)["ready"]
+                v = cbench(self.build, "create", d.endpoint, f"s{n}", npaced, "-", GAP_MS)
+                at["create"] = v["ready"]
+                if "created" in v:  # the ctx.create reply alone (which half was slow)
+                    at["created"] = v["created"]
                 at["create_burst"] = cbench(self.build, "create", d.endpoint, f"b{n}",
-                                            nsample)["ready"]
-                for i in range(nsample):
+                                            nburst)["ready"]
+                for i in range(npaced):
                     c.req("ctx.delete", ctx=f"s{n}-{i}")
+                for i in range(nburst):
                     c.req("ctx.delete", ctx=f"b{n}-{i}")
                 # five clients one after the other: on this VM a round trip's
                 # speed depends on which vCPUs the processes land on, which
@@ -1447,8 +1453,10 @@ def make_table(res):
             wb = max(pct(sc["at"][k]["create_burst"], .99) for k in ks)
             rows.append((f"8 scale {tag}", "create p99 back to back, worst count",
                          f"{wb * 1e3:.2f} ms", "", "", "", "a fork each once spares run out"))
-        rows.append((f"8 scale {tag}", f"create p99 ({GAP_MS} ms apart), worst count",
-                     f"{worst * 1e3:.2f} ms", "", "", "<= 5 ms",
+        slowest = max(max(sc["at"][k]["create"]) for k in ks)
+        rows.append((f"8 scale {tag}", f"create p99 ({GAP_MS} ms apart, "
+                     f"{len(hi['create'])} per count), worst count",
+                     f"{worst * 1e3:.2f} ms", "", f"slowest one {slowest * 1e3:.2f} ms", "<= 5 ms",
                      goal(f"creation p99 <= 5 ms at every count ({tag})", worst <= 0.005, "p99")
                      if tag == "new" else ""))
         if tag == "new" and r.get("paced_floor"):
@@ -1456,7 +1464,8 @@ def make_table(res):
             rows.append(("8 scale", f"floor of that: 2 raw ZeroMQ round trips after {GAP_MS} ms "
                          "idle (median / p99)",
                          f"{pct(pf, .5) * 1e3:.2f} / {pct(pf, .99) * 1e3:.2f} ms", "",
-                         f"create p99 / floor p99 {worst / pct(pf, .99):.2f}x", "(machine)", ""))
+                         f"slowest {max(pf) * 1e3:.2f} ms; create p99 / floor p99 "
+                         f"{worst / pct(pf, .99):.2f}x", "(machine)", ""))
         rows.append((f"8 scale {tag}", f"ctx.list / stats at {ks[-1]}",
                      f"{pct(hi['ctx.list'], .5) * 1e3:.1f} / {pct(hi['stats'], .5) * 1e3:.2f} ms",
                      "", f"reply {hi['list_bytes'] / 2**20:.2f} MiB", "", ""))
