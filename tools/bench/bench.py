@@ -48,6 +48,7 @@ thousand):
 """
 
 import argparse
+import contextlib
 import fcntl
 import json
 import math
@@ -221,6 +222,11 @@ def nofile_limit(pid):
 
 SPARES = 2    # --spare-workers of the scale figure's daemon
 GAP_MS = 150  # between paced creations: a spare is made again 50 ms after one is taken
+# The curves of figure 8: the key of each series at a count, its label.
+SCALE_SERIES = (("create", f"create -> first x = 1, {GAP_MS} ms apart"),
+                ("create_burst", "create -> first x = 1, back to back"),
+                ("rtt", "x = 1 round trip"),
+                ("rtt_one_cpu", "x = 1 round trip, all on one CPU"))
 
 
 def has_option(build, option):
@@ -445,23 +451,12 @@ class Bench:
         # 0: no cross-CPU wake-ups, so the difference is the CPU cost.
         if (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
             log(f"rtt: floor and ctxd C client again, everything on CPU 0")
-            pids = [self.d.proc.pid] + [p for p, _ in descendants(self.d.proc.pid)]
-            saved = pin(pids, {0})
-            try:
-                pin_self = os.sched_getaffinity(0)
-                os.sched_setaffinity(0, {0})  # cbench children inherit it
+            with on_cpu0([self.d.proc.pid] + [p for p, _ in descendants(self.d.proc.pid)]):
                 f["zmq_floor_one_cpu"] = cbench(self.build, "floor",
                                                 os.path.join(self.tmp, "floor.sock"),
                                                 n // 2, warm)["rtt"]
                 f["ctxd_c_one_cpu"] = cbench(self.build, "rtt", self.d.endpoint, "rtt", n // 2,
                                              warm)["rtt"]
-            finally:
-                os.sched_setaffinity(0, pin_self)
-                for tid, cpus in saved.items():
-                    try:
-                        os.sched_setaffinity(tid, cpus)
-                    except OSError:
-                        pass
         if self.ipy:
             kn, kw = self.n(500, 30), self.n(20, 5)
             log(f"rtt: ipykernel via jupyter_client, {kn} runs")
@@ -805,13 +800,13 @@ class Bench:
         out["page_merging"] = merging
         ksmd_cpu0, wall0 = self.ksmd.cpu() if self.ksmd else 0.0, time.monotonic()
         extra = ("--idle-ttl", "86400") + (("--spare-workers", str(SPARES)) if spares else ())
-        d = Daemon(build, self.tmp, max_contexts=counts[-1] + 200, name=f"scale-{tag}",
-                   extra=extra)
-        c = d.c
         # 200 paced creations per count: with the nearest rank, the p99 of
         # 50 would be their slowest one (a single stall of this VM)
         npaced, nburst, nrtt = self.n(200, 5), self.n(50, 5), self.n(500, 50)
         nsample = npaced + nburst  # alive at once while measured
+        d = Daemon(build, self.tmp, max_contexts=counts[-1] + nsample + 50, name=f"scale-{tag}",
+                   extra=extra)
+        c = d.c
         alive, t_fill = 0, 0.0
         try:
             fds0 = len(os.listdir(f"/proc/{d.pid}/fd"))
@@ -870,6 +865,13 @@ class Bench:
                 at["rtt"] = []
                 for _ in range(5):
                     at["rtt"] += cbench(self.build, "rtt", d.endpoint, "probe", nrtt // 5, 20)["rtt"]
+                # and with the supervisor, the probe's worker and the client
+                # on one CPU: no placement, so what grows with the count shows
+                if (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
+                    probe = c.req("ctx.info", ctx="probe")["ctx"]["pid"]
+                    with on_cpu0([d.pid, probe]):
+                        at["rtt_one_cpu"] = cbench(self.build, "rtt", d.endpoint, "probe", nrtt,
+                                                   20)["rtt"]
                 at["fds"] = len(os.listdir(f"/proc/{d.pid}/fd"))
                 per = (at["fds"] - fds0) / max(alive + 1, 1)
                 for what in ("stats", "ctx.list"):
@@ -1161,6 +1163,24 @@ def pin(pids, cpus):
     return saved
 
 
+@contextlib.contextmanager
+def on_cpu0(pids):
+    """Every thread of pids, and this process (so the clients it starts),
+    on CPU 0 for the block; the old affinities put back after it."""
+    saved = pin(pids, {0})
+    pin_self = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {0})  # cbench children inherit it
+        yield
+    finally:
+        os.sched_setaffinity(0, pin_self)
+        for tid, cpus in saved.items():
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:
+                pass
+
+
 def children_with(daemon_pid, marker):
     """Pids of the daemon's children whose command line holds marker."""
     return [p for p, ppid, cmd in processes() if ppid == daemon_pid and marker in cmd]
@@ -1437,11 +1457,11 @@ def make_table(res):
             continue
         ks = [str(k) for k in r["counts"]]
         lo, hi = sc["at"][ks[0]], sc["at"][ks[-1]]
-        paced = f"create -> first x = 1, {GAP_MS} ms apart ({sc.get('spares', 0)} spares)"
-        for key, label in (("create", paced), ("create_burst", "create -> first x = 1, back to back"),
-                           ("rtt", "x = 1 round trip")):
+        for key, label in SCALE_SERIES:
             if key not in hi:
                 continue
+            if key == "create":
+                label += f" ({sc.get('spares', 0)} spares)"
             ratio = pct(hi[key], .5) / pct(lo[key], .5)
             rows.append((f"8 scale {tag}", f"{label} at " + "/".join(ks) + " alive (median)",
                          " / ".join(f"{pct(sc['at'][k][key], .5) * 1e3:.2f}" for k in ks) + " ms",
@@ -1580,9 +1600,7 @@ def draw(res, path):
             continue
         ks = [str(k) for k in sc["counts"]]
         xs = [int(k) for k in ks]
-        for key, label in (("create", f"create -> first x = 1, {GAP_MS} ms apart"),
-                           ("create_burst", "create -> first x = 1, back to back"),
-                           ("rtt", "x = 1 round trip")):
+        for key, label in SCALE_SERIES:
             if key not in sc[tag]["at"][ks[0]]:
                 continue
             ax.plot(xs, [pct(sc[tag]["at"][k][key], .5) * 1e3 for k in ks], style,
