@@ -1020,6 +1020,16 @@ static void send_sigint(sup_ctx *c)
     c->interrupt_sent = true;
 }
 
+/* Interrupts the running run: at once once the worker said it started
+ * (its SIGINT is unblocked), else when its `start` comes. */
+static void interrupt_run(sup_ctx *c)
+{
+    if (c->started)
+        send_sigint(c);
+    else
+        c->interrupt_wanted = true;
+}
+
 /* Whether the worker waits for its client: messages are held for it, or
  * its client (or the daemon) holds as much as it may; after an interrupt
  * it is read on (bounded) so the interrupt lands. */
@@ -1074,8 +1084,6 @@ static void on_start(sup_ctx *c, const proto_val *msg)
     accept_now(c);
     c->started = true;
     c->binding = false;
-    if (c->cpu0 >= 0)
-        arm(c); /* the CPU budget is looked at from now on */
     if (c->interrupt_wanted) {
         c->interrupt_wanted = false;
         send_sigint(c);
@@ -1740,10 +1748,7 @@ bool sup_ctx_interrupt(sup_ctx *c)
 {
     if (!c->running || c->running->fork_name)
         return false;
-    if (c->started)
-        send_sigint(c);
-    else
-        c->interrupt_wanted = true;
+    interrupt_run(c);
     return true;
 }
 
@@ -2247,7 +2252,7 @@ static bool check_cpu_budget(sup_ctx *c, double now)
     c->cpu_check = 0;
     c->timed_out = c->cpu_exceeded = true;
     c->deadline = 0;
-    send_sigint(c);
+    interrupt_run(c);
     c->kill_at = now + sup_cfg.kill_grace;
     c->kill_why = "killed after exceeding cpu_seconds: did not stop within the grace period";
     return true;
@@ -2394,10 +2399,7 @@ double sup_ctx_tick(double now)
         if (c->running && c->deadline && now >= c->deadline && !c->timed_out) {
             c->timed_out = true;
             c->deadline = 0;
-            if (c->started)
-                send_sigint(c);
-            else
-                c->interrupt_wanted = true;
+            interrupt_run(c);
             c->kill_at = now + sup_cfg.kill_grace;
             c->kill_why = "killed after timeout: did not stop within the grace period";
         }
@@ -2415,8 +2417,10 @@ double sup_ctx_tick(double now)
             }
             kill_worker(c);
         }
-        if (c->running && c->started && !c->running->query_op && !c->running->fork_name &&
-            c->cpu0 >= 0 && !c->timed_out)
+        /* From dispatch on, not from the worker's `start`: a cell can keep
+         * its start from ever going out (wrk_output.c holds it back). */
+        if (c->running && !c->running->query_op && !c->running->fork_name && c->cpu0 >= 0 &&
+            !c->timed_out)
             (void)check_cpu_budget(c, now);
         double t[] = {c->deadline, c->kill_at, c->cpu_check};
         for (size_t i = 0; i < 3; i++)

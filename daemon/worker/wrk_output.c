@@ -309,13 +309,15 @@ static void take_stale(void)
     pthread_mutex_unlock(&out_mu);
 }
 
-/* The run's held-back `start` is due (or the timer was closed under us by
- * user code: start then always goes out at once). */
+/* The run's held-back `start` is due. A descriptor that no longer reads
+ * as a timer (user code closed or replaced it) is dropped: starts then go
+ * out at once, and the flusher does not spin on it. */
 static void start_timer_fired(struct pollfd *p)
 {
     uint64_t n;
-    if ((p->revents & (POLLNVAL | POLLERR)) ||
-        (read(p->fd, &n, sizeof n) < 0 && errno != EAGAIN && errno != EINTR)) {
+    bool gone = (p->revents & (POLLNVAL | POLLERR)) != 0;
+    ssize_t r = gone ? -1 : read(p->fd, &n, sizeof n);
+    if (gone || (r != (ssize_t)sizeof n && !(r < 0 && (errno == EAGAIN || errno == EINTR)))) {
         atomic_store(&start_timer, -1);
         p->fd = -1;
     }

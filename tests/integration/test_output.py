@@ -210,6 +210,21 @@ def test_an_interrupt_reaches_a_run_that_writes_nothing(client):
         client.ok("interrupt", ctx="default")  # asked before the start came
         r = client.wait(rid)
         assert r.status == "interrupted", r
+    # User code that puts something else in the timer's place (here
+    # /dev/null, always readable) leaves starts going out at once.
+    r = client.execute("import os\n"
+                       "t = [int(f) for f in os.listdir('/proc/self/fd')\n"
+                       "     if os.path.exists(f'/proc/self/fd/{f}')\n"
+                       "     and os.readlink(f'/proc/self/fd/{f}') == 'anon_inode:[timerfd]']\n"
+                       "for f in t:\n"
+                       "    os.dup2(os.open('/dev/null', os.O_RDONLY), f)\n"
+                       "len(t)")
+    assert r.status == "ok" and int(r.text) >= 1, r
+    for _ in range(2):
+        rid = client.submit("while True:\n    pass")
+        client.wait_event(rid, "accepted")
+        client.ok("interrupt", ctx="default")
+        assert client.wait(rid).status == "interrupted"
 
 
 def test_delete_with_slow_client_keeps_terminal_replies(daemon):

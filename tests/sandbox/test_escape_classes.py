@@ -261,6 +261,37 @@ def test_budgets(make_daemon, tmp_path, tier, table):
               "cgroup CPU time read by the supervisor; kill after grace")
     if not ok:
         table.failures.append(f"{tier}: cpu budget: {r!r}")
+    # ... and with the run never saying it started: the worker holds a run's
+    # `start` back until its first frame or until its timerfd fires, so a
+    # cell that disarms that timer as it begins (bound in the run before,
+    # which waits until the timer it armed has fired) and writes nothing
+    # never sends one. The supervisor counts from its own dispatch.
+    setup = c.execute(PRELUDE + textwrap.dedent("""
+        import signal, time
+        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        def _kind(f):
+            try:
+                return os.readlink(f'/proc/self/fd/{f}')
+            except OSError:
+                return ''  # the listing's own descriptor
+        _timers = [int(f) for f in os.listdir('/proc/self/fd')
+                   if _kind(f) == 'anon_inode:[timerfd]']
+        _zero = (ctypes.c_long * 4)()
+        def disarm():
+            for fd in _timers:
+                _libc.timerfd_settime(fd, 0, _zero, None)
+        time.sleep(0.01)
+        len(_timers)
+        """), ctx=f"{tier}-a")
+    assert setup.status == "ok" and int(setup.text) >= 1, setup
+    r = c.execute("disarm()\nwhile True: pass", ctx=f"{tier}-a", timeout=60)
+    alive = c.execute("1 + 1", ctx=f"{tier}-a").text == "2"
+    ok = r.status == "timeout" and "cpu_seconds" in (r.done.get("cause") or "")
+    table.add("disarm the timer that sends the run's start, burn CPU", tier, r, alive,
+              "cgroup CPU time read by the supervisor from dispatch on")
+    if not ok:
+        table.failures.append(f"{tier}: cpu budget without start: {r!r}")
     # ... and in children, which the worker's own timer does not count.
     r, alive = run(c, f"{tier}-a", """
         pids = []
