@@ -558,5 +558,5 @@ def _alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
+    except OSError:  # gone before the open, or reaped mid-read (ESRCH)
         return False

@@ -373,11 +373,20 @@ def host_pids_of(mark):
     return found
 
 
+def running(pid):
+    """Whether pid is a live, not yet zombie, process. A process reaped
+    between the open and the read (ESRCH) or before the open is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def wait_gone(pids, timeout=10):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
-                 open(f"/proc/{p}/stat").read().split(")")[1].split()[0] != "Z"]
+        alive = [p for p in pids if running(p)]
         if not alive:
             return []
         time.sleep(0.05)
