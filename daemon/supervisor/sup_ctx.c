@@ -14,6 +14,7 @@
 #include "sup_pkgs.h"
 #include "sup_policy.h"
 #include "sup_proc.h"
+#include "sup_pss.h"
 #include "sup_send.h"
 #include "sup_spawn.h"
 #include "sup_stats.h"
@@ -51,7 +52,7 @@
 static sup_ctx *contexts;  /* in no order; sup_ctx_sorted sorts */
 static sup_ctx *graveyard; /* deleted, freed at the next tick */
 static sup_ctx *spare_of(pid_t pid);
-static void read_pss(sup_ctx *c, double now);
+static bool ask_pss(sup_ctx *c, double now);
 static void spare_drop(sup_ctx *c);
 static size_t ncontexts;
 static uint64_t table_gen;
@@ -527,8 +528,8 @@ static void finish_run(sup_ctx *c, const run_end *e)
         abort_queue(c, "an earlier run on this context failed (stop_on_error)");
     sup_run_free(r);
     touch(c);
-    if (c->spare && c->pid > 0) /* warmed up: its figure ready for the INFO of ctx.create */
-        read_pss(c, sup_now());
+    if (c->spare && c->pid > 0)      /* warmed up: its figure ready for the INFO of ctx.create */
+        (void)ask_pss(c, sup_now()); /* no slot: INFO reads it (no figure yet) */
 }
 
 /* ---- the worker ------------------------------------------------------- */
@@ -2151,8 +2152,12 @@ int sup_ctx_restart(sup_ctx *c, proto_error *err)
     return spawn(c, err);
 }
 
+static sup_ctx *pss_asker[SUP_PSS_SLOTS]; /* whose read each sup_pss slot holds */
+
 static void free_ctx(sup_ctx *c)
 {
+    if (c->pss_slot) /* its figure, when it comes, is for no one */
+        pss_asker[c->pss_slot - 1] = NULL;
     sup_outq_adopt(&c->pending); /* terminal replies still go out */
     sup_cgroup_release(c->cgroup);
     sup_ident_unref(c->ident); /* the last one removes the private directory */
@@ -2296,33 +2301,68 @@ static uint64_t worker_rss(pid_t pid)
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
-/* Proportional memory of a worker (bytes; 0 when unknown): PSS is what an
- * idle context really costs once pages are shared, but the kernel walks
- * every mapping for it (~0.3 ms), so the figure is cached in c. */
-static void read_pss(sup_ctx *c, double now)
+/* c's figure is being read (now, or by the sup_pss thread): it is not
+ * wanted again until it is out of date; the least recently measured
+ * stay first. */
+static void pss_reading(sup_ctx *c, double now)
 {
-    c->pss = 0;
     c->pss_at = c->pss_read_at = now;
-    if (!c->deleted && !c->spare) { /* the least recently measured first */
+    if (c->pid > 0)
+        sup_stats.pss_reads++;
+    if (!c->deleted && !c->spare) {
         list_remove(&mem_list, c);
         list_push(&mem_list, c);
     }
-    if (c->pid <= 0)
-        return;
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)c->pid);
-    sup_stats.pss_reads++;
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    unsigned long long kb;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "Pss: %llu kB", &kb) == 1) {
-            c->pss = kb * 1024;
-            break;
-        }
+}
+
+/* Proportional memory of a worker (bytes; 0 when unknown), read now: PSS
+ * is what an idle context really costs once pages are shared, but the
+ * kernel walks every mapping for it (~0.3 ms, more on a loaded host), so
+ * the figure is cached in c. Only for a client's INFO that has no figure
+ * or an out-of-date one; the loop's own reads go to ask_pss. */
+static void read_pss(sup_ctx *c, double now)
+{
+    pss_reading(c, now);
+    c->pss = 0;
+    if (c->pid > 0 && !sup_pss_read(c->pid, &c->pss))
+        c->pss = 0;
+}
+
+/* Has c's PSS read on the sup_pss thread: false when no slot is free (ask
+ * again later). A dead worker's figure, 0, needs no read. */
+static bool ask_pss(sup_ctx *c, double now)
+{
+    if (c->pid <= 0) {
+        pss_reading(c, now);
+        c->pss = 0;
+        return true;
     }
-    fclose(f);
+    if (c->pss_slot) /* a read of an earlier worker of c is still out */
+        return false;
+    int slot = sup_pss_ask(c->pid);
+    if (slot < 0)
+        return false;
+    pss_asker[slot] = c;
+    c->pss_slot = slot + 1;
+    pss_reading(c, now);
+    return true;
+}
+
+/* A figure from the sup_pss thread: c's, if c still runs that worker. */
+static void pss_arrived(int slot, pid_t pid, uint64_t pss, bool ok)
+{
+    sup_ctx *c = pss_asker[slot];
+    pss_asker[slot] = NULL;
+    if (!c)
+        return;
+    c->pss_slot = 0;
+    if (c->pid == pid)
+        c->pss = ok ? pss : 0;
+}
+
+void sup_ctx_pss_collect(void)
+{
+    sup_pss_collect(pss_arrived);
 }
 
 static bool pss_stale(const sup_ctx *c, double now)
@@ -2352,8 +2392,9 @@ static double pss_tick(double now)
         next = c->memq.next;
         if (c->pid > 0 && c->pss_read_at != 0 && now - c->pss_read_at < PSS_MIN_GAP)
             continue;
-        read_pss(c, now); /* a dead one's: 0, and off the head */
-        reads++;
+        if (!ask_pss(c, now)) /* every slot taken: the next tick */
+            break;
+        reads++; /* a dead one's: 0, and off the head */
     }
     sup_ctx *h = mem_list.head;
     pss_tick_next = h && h->pss_at == 0 ? now + PSS_TICK_GAP : 0;
@@ -2481,7 +2522,10 @@ void sup_ctx_shutdown_all(void)
 void sup_ctx_put_info(proto_buf *b, sup_ctx *c)
 {
     double now = sup_now();
-    if (pss_stale(c, now) && (info_deadline == 0 || now < info_deadline))
+    /* No figure yet (a new worker whose read is out) or an old one: read
+     * now, within the budget of a ctx.list page. */
+    if ((pss_stale(c, now) || (c->pid > 0 && c->pss == 0)) &&
+        (info_deadline == 0 || now < info_deadline))
         read_pss(c, now);
     uint64_t rss = worker_rss(c->pid), pss = c->pid > 0 ? c->pss : 0;
     if (pss > rss) /* read at different times */

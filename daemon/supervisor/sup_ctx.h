@@ -193,9 +193,11 @@ typedef struct sup_ctx {
      * ~0.3 ms a worker: INFO reads it again only when stale (see
      * sup_ctx_info_budget); pss_at: monotonic time of that read, 0 never
      * or out of date; pss_read_at: of the last read, kept when out of date
-     * (the tick reads a worker at most once per PSS_MIN_GAP). */
+     * (the tick reads a worker at most once per PSS_MIN_GAP). pss_slot:
+     * 1 + the sup_pss slot of a read asked for and not collected, 0 none. */
     uint64_t pss;
     double pss_at, pss_read_at;
+    int pss_slot;
 } sup_ctx;
 
 /* A run that is not an execute (ctx.fork: sup_fork.c; complete, inspect,
@@ -220,6 +222,9 @@ sup_ctx **sup_ctx_sorted(void);
  * ctx.list of 5,000 contexts would spend 1.5 s): 0 lifts the bound (one
  * context's INFO always reads a stale figure). */
 void sup_ctx_info_budget(double seconds);
+/* Takes the PSS figures the sup_pss thread read (the loop calls it when
+ * sup_pss_start's descriptor is readable). */
+void sup_ctx_pss_collect(void);
 /* Changes whenever a context is added, removed or gets a new incarnation
  * (what sup_persist keeps): the loop saves the table only then. */
 uint64_t sup_ctx_table_gen(void);

@@ -9,6 +9,7 @@
 #include "sup_peer.h"
 #include "sup_persist.h"
 #include "sup_pkgs.h"
+#include "sup_pss.h"
 #include "sup_request.h"
 #include "sup_route.h"
 #include "sup_send.h"
@@ -253,7 +254,7 @@ static void shut_down(void)
  * worker channel by its descriptor, looked up in chan_owner (so an event
  * for a channel closed earlier in the same turn finds nobody, or a
  * different descriptor, and is dropped). */
-enum { EV_SIGNAL, EV_ROUTER0, EV_ROUTER1, EV_ZAP, EV_ZYGOTE, EV_MONITOR, EV_NFIXED };
+enum { EV_SIGNAL, EV_ROUTER0, EV_ROUTER1, EV_ZAP, EV_ZYGOTE, EV_MONITOR, EV_PSS, EV_NFIXED };
 #define EV_CHAN_BASE ((uint64_t)1 << 32)
 
 static int epfd = -1;
@@ -327,6 +328,7 @@ static void ep_open(void)
     if (epfd < 0)
         fatal("epoll_create1: %s", strerror(errno));
     ep_add(sigfd, EV_SIGNAL, EPOLLIN);
+    ep_add(sup_pss_start(), EV_PSS, EPOLLIN);
     for (int s = 0; s < NSOCKS; s++)
         ep_add_zmq(routers[s], EV_ROUTER0 + (uint64_t)s);
     ep_add_zmq(sup_auth_zap_socket(), EV_ZAP);
@@ -368,8 +370,8 @@ static bool zmq_due[NZ] = {true, true, true, true};
 
 /* The ZeroMQ socket of each fixed epoll tag, -1 for the others. */
 static const int zmq_of_tag[EV_NFIXED] = {
-    [EV_SIGNAL] = -1, [EV_ROUTER0] = 0, [EV_ROUTER1] = 1,
-    [EV_ZAP] = Z_ZAP, [EV_ZYGOTE] = -1, [EV_MONITOR] = Z_MON,
+    [EV_SIGNAL] = -1, [EV_ROUTER0] = 0,     [EV_ROUTER1] = 1, [EV_ZAP] = Z_ZAP,
+    [EV_ZYGOTE] = -1, [EV_MONITOR] = Z_MON, [EV_PSS] = -1,
 };
 
 /* Marks every socket due: the safety net under ZMQ_FD's edges. */
@@ -500,6 +502,8 @@ void sup_loop_run(void)
                 read_signals();
             } else if (tag == EV_ZYGOTE) {
                 zygote = true;
+            } else if (tag == EV_PSS) {
+                sup_ctx_pss_collect();
             } else if (tag >= EV_CHAN_BASE) {
                 size_t fd = (size_t)(tag - EV_CHAN_BASE);
                 sup_ctx *c = fd < chan_owner_cap ? chan_owner[fd] : NULL;
