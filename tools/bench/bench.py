@@ -854,6 +854,10 @@ class Bench:
                 v = cbench(self.build, "create", d.endpoint, f"s{n}", npaced, "-", GAP_MS)
                 at["kdamond_cpu_share"] = ((sum(map(cpu_seconds, self.kdamond)) - kd0)
                                            / (time.monotonic() - kw0))
+                if tag == "new":  # the machine's own p99 with this many contexts alive
+                    at["paced_floor"] = cbench(self.build, "floor",
+                                               os.path.join(self.tmp, "pfloor.sock"), npaced, 2,
+                                               GAP_MS)["rtt"]
                 at["create"] = v["ready"]
                 if "created" in v:  # the ctx.create reply alone (which half was slow)
                     at["created"] = v["created"]
@@ -908,7 +912,9 @@ class Bench:
                 out["at"][str(counts[len(out["at"])])] = at
                 log(f"scale[{tag}] {n}: create {pct(at['create'], .5) * 1e3:.2f}/"
                     f"{pct(at['create'], .99) * 1e3:.2f} ms (kdamond "
-                    f"{at['kdamond_cpu_share']:.0%} of a CPU meanwhile), back to back "
+                    f"{at['kdamond_cpu_share']:.0%} of a CPU meanwhile"
+                    + (f"; floor p99 {pct(at['paced_floor'], .99) * 1e3:.2f} ms"
+                       if "paced_floor" in at else "") + "), back to back "
                     f"{pct(at['create_burst'], .5) * 1e3:.2f}/"
                     f"{pct(at['create_burst'], .99) * 1e3:.2f} ms, rtt {pct(at['rtt'], .5) * 1e6:.0f} us, "
                     f"list {pct(at['ctx.list'], .5) * 1e3:.1f} ms, stats "
@@ -1498,6 +1504,14 @@ def make_table(res):
                          "creations at " + "/".join(ks),
                          " / ".join(f"{sc['at'][k]['kdamond_cpu_share']:.0%}" for k in ks), "", "",
                          "(machine)", "a woken task waits for the CPU it holds"))
+        if all("paced_floor" in sc["at"][k] for k in ks):
+            rows.append((f"8 scale {tag}", "the floor's p99 with " + "/".join(ks) + " alive "
+                         "(the same 2 raw round trips, right after)",
+                         " / ".join(f"{pct(sc['at'][k]['paced_floor'], .99) * 1e3:.2f}" for k in ks)
+                         + " ms", "",
+                         "create p99 / floor p99 " + " / ".join(
+                             f"{pct(sc['at'][k]['create'], .99) / pct(sc['at'][k]['paced_floor'], .99):.1f}"
+                             for k in ks) + "x", "(machine)", ""))
         if tag == "new" and r.get("paced_floor"):
             pf = r["paced_floor"]
             rows.append(("8 scale", f"floor of that: 2 raw ZeroMQ round trips after {GAP_MS} ms "
@@ -1626,6 +1640,9 @@ def draw(res, path):
                     label=f"{label}, median ({tag})")
         ax.plot(xs, [pct(sc[tag]["at"][k]["create"], .99) * 1e3 for k in ks], style, alpha=.4,
                 label=f"create p99, {GAP_MS} ms apart ({tag})")
+        if all("paced_floor" in sc[tag]["at"][k] for k in ks):
+            ax.plot(xs, [pct(sc[tag]["at"][k]["paced_floor"], .99) * 1e3 for k in ks], "k:",
+                    label="floor p99: 2 raw ZeroMQ round trips, same gap and count")
         ax2.plot(xs, [sc[tag]["at"][k]["pss_per_context"] / 2**20 for k in ks], style,
                  label=f"PSS per idle context incl. zygote + supervisor + spares ({tag})")
     for a in (ax, ax2):
