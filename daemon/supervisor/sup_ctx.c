@@ -2323,9 +2323,9 @@ static void pss_reading(sup_ctx *c, double now)
 static void read_pss(sup_ctx *c, double now)
 {
     pss_reading(c, now);
-    c->pss = 0;
-    if (c->pid > 0 && !sup_pss_read(c->pid, &c->pss))
-        c->pss = 0;
+    c->pss = 0; /* also a dead worker's, and one whose read failed */
+    if (c->pid > 0)
+        (void)sup_pss_read(c->pid, &c->pss);
 }
 
 /* Has c's PSS read on the sup_pss thread: false when no slot is free (ask
@@ -2333,8 +2333,7 @@ static void read_pss(sup_ctx *c, double now)
 static bool ask_pss(sup_ctx *c, double now)
 {
     if (c->pid <= 0) {
-        pss_reading(c, now);
-        c->pss = 0;
+        read_pss(c, now); /* 0, without a read */
         return true;
     }
     if (c->pss_slot) /* a read of an earlier worker of c is still out */
