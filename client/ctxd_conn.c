@@ -8,6 +8,8 @@
 #include "ctxd_int.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,24 +276,40 @@ msg_in *ctxd_conn_recv(ctxd_client *c, int *rc)
 }
 
 /* Waits up to ms (-1: forever) for the socket to be readable. Returns 1
- * readable, 0 not (timeout or a signal), or CTXD_ETRANSPORT. */
+ * readable (a receive may still find nothing: ZMQ_FD also signals other
+ * commands), 0 not (timeout or a signal), or CTXD_ETRANSPORT. One look at
+ * the socket, then poll(2) on the two ZMQ_FDs: zmq_poll would look at both
+ * sockets before and after the sleep, two system calls each, on every
+ * wait of every run. */
 int ctxd_conn_wait(ctxd_client *c, long ms)
 {
-    zmq_pollitem_t items[2] = {{.socket = c->sock, .events = ZMQ_POLLIN},
-                               {.socket = c->mon, .events = ZMQ_POLLIN}};
-    int n = zmq_poll(items, c->mon ? 2 : 1, ms);
+    /* A send (it processes the socket's commands) may have taken the
+     * signal of a reply queued since: look before sleeping. */
+    int ev = 0;
+    size_t len = sizeof ev;
+    if (zmq_getsockopt(c->sock, ZMQ_EVENTS, &ev, &len) < 0)
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_getsockopt(ZMQ_EVENTS): %s",
+                              zmq_strerror(zmq_errno()));
+    if (ev & ZMQ_POLLIN)
+        return 1;
+    /* The monitor needs no look: only take_disconnect processes its
+     * commands, and it reads it empty, so its ZMQ_FD signals every event
+     * that comes after. */
+    struct pollfd p[2] = {{.fd = c->sock_fd, .events = POLLIN},
+                          {.fd = c->mon_fd, .events = POLLIN}};
+    int n = poll(p, c->mon ? 2 : 1, ms < 0 ? -1 : ms > INT_MAX ? INT_MAX : (int)ms);
     if (n < 0) {
         c->mon_check = true;
-        if (zmq_errno() == EINTR)
+        if (errno == EINTR)
             return 0;
-        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "poll: %s", strerror(errno));
     }
     /* The monitor is read after a wait only when the wait saw it readable
      * (or timed out): reading it otherwise costs libzmq two system calls
      * to learn nothing, twice per step. */
-    if (c->mon && ((items[1].revents & ZMQ_POLLIN) || n == 0))
+    if (c->mon && (p[1].revents || n == 0))
         c->mon_check = true;
-    return n > 0;
+    return p[0].revents ? 1 : 0;
 }
 
 /* Turns an `err` reply into CTXD_EREFUSED with the daemon's code/message. */
@@ -336,6 +354,11 @@ msg_in *ctxd_conn_inbox_pop(ctxd_client *c)
  * last call (its messages are consumed). */
 static bool take_disconnect(ctxd_client *c)
 {
+    /* Nothing new since it was last read empty unless its descriptor
+     * says so (one system call; a receive that finds nothing costs two). */
+    struct pollfd p = {.fd = c->mon_fd, .events = POLLIN};
+    if (!c->mon || (!c->mon_check && poll(&p, 1, 0) == 0))
+        return false;
     c->mon_check = false;
     bool dropped = false;
     for (;;) {
@@ -704,6 +727,11 @@ static int open_socket(ctxd_client *c)
     zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
     if (zmq_connect(c->mon, mon) < 0)
         return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_connect(monitor): %s",
+                              zmq_strerror(zmq_errno()));
+    size_t len = sizeof c->sock_fd;
+    if (zmq_getsockopt(c->sock, ZMQ_FD, &c->sock_fd, &len) < 0 ||
+        (len = sizeof c->mon_fd, zmq_getsockopt(c->mon, ZMQ_FD, &c->mon_fd, &len) < 0))
+        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_getsockopt(ZMQ_FD): %s",
                               zmq_strerror(zmq_errno()));
     c->mon_check = true;
     if (zmq_connect(c->sock, c->endpoint) < 0)

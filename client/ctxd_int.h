@@ -72,6 +72,7 @@ struct ctxd_client {
     void *mon;                 /* PAIR socket receiving sock's ZMQ_EVENT_DISCONNECTED and
                                   handshake failures */
     struct msg_in *hello_kept; /* the connect check's hello reply, for ctxd_hello */
+    int sock_fd, mon_fd;       /* their ZMQ_FD: what a wait sleeps on */
     bool mon_check;            /* the monitor may hold events: the last wait saw it
                                   readable (or none looked yet); see ctxd_conn_wait */
     int handshake_failed;      /* the last ZMQ_EVENT_HANDSHAKE_FAILED_* seen; 0 none */

@@ -593,8 +593,10 @@ int ctxd_timeout_ms(ctxd_client *c)
     if (zmq_getsockopt(c->sock, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN))
         return 0;
     len = sizeof ev; /* a dropped connection: ctxd_step ends the runs */
-    if (c->mon && zmq_getsockopt(c->mon, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN))
+    if (c->mon && zmq_getsockopt(c->mon, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN)) {
+        c->mon_check = true; /* the look took its descriptor's signal */
         return 0;
+    }
     long due = ctxd_conn_liveness_due_ms(c);
     return due > 1000000000L ? 1000000000 : (int)due;
 }

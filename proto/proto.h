@@ -157,6 +157,9 @@ int proto_envelope_read(const proto_val *msg, proto_envelope *env, proto_error *
  * True with *id (a uint, or a str of 1..PROTO_MAX_ID bytes pointing into
  * buf) when one is found there. */
 bool proto_peek_id(const void *buf, size_t len, proto_val *id);
+/* The str `t` of a message, when it is among its first scalar pairs (every
+ * frame ctxd writes puts it first); false when that cannot be told so. */
+bool proto_peek_type(const void *buf, size_t len, proto_val *type);
 
 /* ---- length-prefixed frames (worker channel) ------------------------- */
 /* A frame is a 4-byte big-endian length followed by that many bytes of one

@@ -1,6 +1,7 @@
-/* proto_peek: the request id of a message that is not decoded whole (it
- * exceeds max_request_bytes), read from its first bytes, so its `err
- * too_large` can carry `re` and the client's request ends. */
+/* proto_peek: a field of a message read from its first bytes, without
+ * decoding it whole: the request id of one that exceeds max_request_bytes
+ * (its `err too_large` can carry `re`, so the client's request ends), and
+ * the type of a frame that is dropped unread when it is of one kind. */
 #include "proto.h"
 
 #include <string.h>
@@ -67,7 +68,10 @@ static bool peek_value(peek *k, proto_val *out)
     return false;
 }
 
-bool proto_peek_id(const void *buf, size_t len, proto_val *id)
+/* Walks the top-level pairs from the start of buf for the scalar value of
+ * key (n bytes); false when the message ends, is not a map, or the walk
+ * meets a container or PEEK_PAIRS pairs before it. */
+static bool peek_key(const void *buf, size_t len, const char *key, size_t n, proto_val *out)
 {
     peek k = {.p = buf, .end = (const uint8_t *)buf + len};
     uint64_t pairs = 0;
@@ -81,18 +85,31 @@ bool proto_peek_id(const void *buf, size_t len, proto_val *id)
     else if (!peek_be(&k, t == 0xde ? 2 : 4, &pairs))
         return false;
     for (uint64_t i = 0; i < pairs && i < PEEK_PAIRS; i++) {
-        proto_val key, val;
-        if (!peek_value(&k, &key) || key.kind != PROTO_STR || !peek_value(&k, &val))
+        proto_val kv, val;
+        if (!peek_value(&k, &kv) || kv.kind != PROTO_STR || !peek_value(&k, &val))
             return false;
-        if (key.n != 2 || memcmp(key.as.s, "id", 2) != 0)
-            continue;
-        if (val.kind == PROTO_UINT ||
-            (val.kind == PROTO_STR && val.n >= 1 && val.n <= PROTO_MAX_ID &&
-             proto_utf8_valid(val.as.s, val.n, false))) {
-            *id = val;
+        if (kv.n == n && memcmp(kv.as.s, key, n) == 0) {
+            *out = val;
             return true;
         }
-        return false;
     }
     return false;
+}
+
+bool proto_peek_id(const void *buf, size_t len, proto_val *id)
+{
+    proto_val val;
+    if (!peek_key(buf, len, "id", 2, &val))
+        return false;
+    if (val.kind == PROTO_UINT || (val.kind == PROTO_STR && val.n >= 1 && val.n <= PROTO_MAX_ID &&
+                                   proto_utf8_valid(val.as.s, val.n, false))) {
+        *id = val;
+        return true;
+    }
+    return false;
+}
+
+bool proto_peek_type(const void *buf, size_t len, proto_val *type)
+{
+    return peek_key(buf, len, "t", 1, type) && type->kind == PROTO_STR;
 }

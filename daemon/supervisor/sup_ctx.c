@@ -1719,7 +1719,14 @@ static void dispatch(sup_ctx *c)
     c->deadline = r->timeout > 0 ? c->run_t0 + r->timeout : 0;
     c->cpu0 = c->policy && c->policy->cpu_seconds > 0 ? sup_cgroup_cpu(c->cgroup) : -1;
     c->cpu_check = 0;
-    arm(c);
+    /* The tick has this run's deadline to watch (no turn before it) or a
+     * CPU budget to check from now on; nothing timed otherwise. */
+    if (c->cpu0 >= 0) {
+        arm(c);
+    } else if (c->deadline > 0) {
+        list_push(&timed_list, c);
+        sup_timer_moved_to(c->deadline);
+    }
     r->accept_due = true;
 }
 

@@ -42,6 +42,7 @@ typedef struct lingerer {
 } lingerer;
 
 static lingerer table[MAX_LINGER];
+static size_t nlinger; /* slots in use: the tick skips an empty table */
 
 /* Appends stream bytes to the quote, as printable ASCII with \n, \" and
  * \xNN escapes. */
@@ -114,6 +115,7 @@ static void end(lingerer *l)
         close(l->pidfd);
     close(l->fd);
     memset(l, 0, sizeof *l);
+    nlinger--;
 }
 
 bool sup_linger_start(const char *ctx, int *fd, pid_t *pid, int *pidfd,
@@ -140,6 +142,7 @@ bool sup_linger_start(const char *ctx, int *fd, pid_t *pid, int *pidfd,
     if (!sent) /* a partial frame is harmless: the worker is killed */
         return false;
     l->pid = *pid;
+    nlinger++;
     l->pidfd = *pidfd;
     l->fd = *fd;
     memcpy(l->cgroup, cgroup, SBX_CGROUP_NAME_MAX);
@@ -156,7 +159,7 @@ bool sup_linger_start(const char *ctx, int *fd, pid_t *pid, int *pidfd,
 double sup_linger_tick(double now)
 {
     double next = 0;
-    for (size_t i = 0; i < MAX_LINGER; i++) {
+    for (size_t i = 0; i < MAX_LINGER && nlinger > 0; i++) {
         lingerer *l = &table[i];
         if (l->pid == 0)
             continue;
@@ -173,7 +176,7 @@ double sup_linger_tick(double now)
 
 bool sup_linger_before_reap(pid_t pid)
 {
-    for (size_t i = 0; i < MAX_LINGER; i++) {
+    for (size_t i = 0; i < MAX_LINGER && nlinger > 0; i++) {
         if (pid > 0 && table[i].pid == pid) {
             end(&table[i]);
             return true;

@@ -23,21 +23,31 @@ double sup_unix_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static bool timer_moved;
+static double timer_moved = -1; /* -1 none, 0 a turn now, else the earliest time */
 
 /* Called wherever a timer is set between two ticks: without it the loop
  * could sleep past the new time (or forever) on the timeout computed by
  * the last tick. */
 void sup_timer_moved(void)
 {
-    timer_moved = true;
+    timer_moved = 0;
+}
+
+/* A timer set for time t: the loop need not turn before then (a run's
+ * deadline: no turn at every run's start). */
+void sup_timer_moved_to(double t)
+{
+    if (t <= 0)
+        timer_moved = 0;
+    else if (timer_moved < 0 || t < timer_moved)
+        timer_moved = t;
 }
 
 /* The loop's side of sup_timer_moved. */
-bool sup_timer_take(void)
+double sup_timer_take(void)
 {
-    bool m = timer_moved;
-    timer_moved = false;
+    double m = timer_moved;
+    timer_moved = -1;
     return m;
 }
 

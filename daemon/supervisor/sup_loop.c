@@ -469,9 +469,13 @@ void sup_loop_run(void)
             next = now + 0.001;
         bool quiet = serve_zmq();
         long timeout = -1;
-        /* A timer set since the tick (a run started, a lease renewed, a
-         * zygote to restart) is not in next: one more turn, then sleep. */
-        if (!quiet || sup_timer_take()) {
+        /* A timer set since the tick (a lease renewed, a zygote to
+         * restart) is not in next: one more turn, then sleep; one with its
+         * time known (a run's deadline) is slept to. */
+        double moved = sup_timer_take();
+        if (moved > 0 && (next == 0 || moved < next))
+            next = moved;
+        if (!quiet || moved == 0) {
             timeout = 0;
         } else if (next > 0) {
             double ms = (next - now) * 1000.0;

@@ -244,6 +244,19 @@ int wrk_chan_take_fds(int *fds, int n)
 
 /* Only the main thread reads, so no lock is needed here. recvmsg, so that
  * descriptors passed with a `fork` frame are kept (read() would drop them). */
+/* Sleeps until the channel is readable (or hung up). In poll, not in
+ * recvmsg: a reader asleep in recvmsg is also woken each time the
+ * supervisor reads what this worker wrote (the socket's write-space wake),
+ * a second switch per run for nothing; poll sleeps on POLLIN alone. */
+static void wait_readable(void)
+{
+    struct pollfd p = {.fd = chan_fd, .events = POLLIN};
+    if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+        wrk_log("channel poll failed: %s; exiting", strerror(errno));
+        wrk_chan_gone(1);
+    }
+}
+
 void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t *consumed)
 {
     for (;;) {
@@ -254,6 +267,11 @@ void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t
             wrk_log("the supervisor announced a frame larger than %u bytes", PROTO_MAX_FRAME);
             _exit(2);
         }
+        /* Nothing of a frame here yet: the next one is most likely not
+         * sent yet either, so sleep first rather than learn that from a
+         * receive (a system call per run). */
+        if (in->len == 0)
+            wait_readable();
         proto_buf_reserve(in, 256 * 1024);
         struct iovec iov = {in->data + in->len, in->cap - in->len};
         union {
@@ -271,16 +289,7 @@ void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t
             wrk_chan_gone(0);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                /* Waits in poll, not in recvmsg: a reader asleep in
-                 * recvmsg is also woken each time the supervisor reads
-                 * what this worker wrote (the socket's write-space wake),
-                 * a second switch per run for nothing; poll sleeps on
-                 * POLLIN alone. */
-                struct pollfd p = {.fd = chan_fd, .events = POLLIN};
-                if (poll(&p, 1, -1) < 0 && errno != EINTR) {
-                    wrk_log("channel poll failed: %s; exiting", strerror(errno));
-                    wrk_chan_gone(1);
-                }
+                wait_readable();
                 continue;
             }
             if (errno == EINTR)

@@ -81,6 +81,7 @@ static atomic_uint pipes_gen;
  * children had used at the last run's start. */
 static atomic_ullong between_bytes;
 static long long child_usage;
+static double child_cpu; /* children's CPU seconds at the last run's start */
 
 /* Output not yet sent: per stream the Python-level buffer (`pend`, guarded
  * by out_mu), the buffer being sent and the chunk read from the pipe (both
@@ -618,9 +619,13 @@ static bool other_writers_possible(bool idle_output)
     bool kids = waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) == 0;
     struct rusage ru;
     long long usage = 0;
-    if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+    child_cpu = 0;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
         usage = ru.ru_minflt + ru.ru_majflt + ru.ru_nvcsw + ru.ru_nivcsw + ru.ru_utime.tv_sec +
                 ru.ru_utime.tv_usec + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec;
+        child_cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    }
     bool reaped = usage != child_usage;
     child_usage = usage;
     return kids || reaped || idle_output;
@@ -742,6 +747,11 @@ void wrk_output_begin_run(const proto_buf *start)
     }
     start_now = false;
     wrk_chan_unlock();
+}
+
+double wrk_output_children_cpu(void)
+{
+    return child_cpu;
 }
 
 void wrk_output_start_now(void)

@@ -37,6 +37,9 @@ int wrk_output_install(void);
  * held back until the run's first frame (output, display, input.request,
  * done) or START_DELAY_NS, whichever comes first. */
 void wrk_output_begin_run(const proto_buf *start);
+/* The CPU seconds of the worker's waited-for children, as read at the
+ * start of the current run (by the look for other writers). */
+double wrk_output_children_cpu(void);
 /* The next run's `start` goes out at once (the first run after a bind). */
 void wrk_output_start_now(void);
 /* GIL released: sends every byte written so far (C stdio, Python buffers,

@@ -330,12 +330,12 @@ static const char helper_src[] =
     "    return code & 0xff\n";
 
 static const char *const fn_names[WRK_PY_NFNS] = {
-    [WRK_PY_ENV_APPLY] = "env_apply", [WRK_PY_ENV_RESTORE] = "env_restore",
-    [WRK_PY_ENTER] = "enter",         [WRK_PY_COMPILE] = "compile_cell",
-    [WRK_PY_AWAIT] = "await_",        [WRK_PY_RESULT] = "result",
-    [WRK_PY_LEAVE] = "leave",         [WRK_PY_FORMAT] = "format",
-    [WRK_PY_FLUSH] = "flush",         [WRK_PY_CHILD_EXIT] = "child_exit",
-    [WRK_PY_EXIT_CODE] = "exit_code", [WRK_PY_END_RUN] = "end_run",
+    [WRK_PY_ENV_APPLY] = "env_apply",   [WRK_PY_ENV_RESTORE] = "env_restore",
+    [WRK_PY_ENTER] = "enter",           [WRK_PY_COMPILE] = "compile_cell",
+    [WRK_PY_AWAIT] = "await_",          [WRK_PY_RESULT] = "result",
+    [WRK_PY_LEAVE] = "leave",           [WRK_PY_FORMAT] = "format",
+    [WRK_PY_CHILD_EXIT] = "child_exit", [WRK_PY_EXIT_CODE] = "exit_code",
+    [WRK_PY_END_RUN] = "end_run",
 };
 
 static PyObject *fns[WRK_PY_NFNS];

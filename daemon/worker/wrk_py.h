@@ -21,7 +21,6 @@ typedef enum wrk_py_fn {
     WRK_PY_RESULT,     /* (value, silent, globals, ipython) -> MIME bundle dict, repr str or None */
     WRK_PY_LEAVE,      /* (saved, silent, globals, exception or None) -> None */
     WRK_PY_FORMAT,     /* (exc) -> (ename, evalue, [lines]) */
-    WRK_PY_FLUSH,      /* () -> None: flush sys.stdout / sys.stderr */
     WRK_PY_CHILD_EXIT, /* (exc or None) -> exit status of a forked child */
     WRK_PY_EXIT_CODE,  /* (SystemExit) -> the exit status a script would have */
     WRK_PY_END_RUN,    /* (silent) -> None: the figures the run left open */

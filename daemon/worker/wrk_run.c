@@ -78,17 +78,20 @@ static void sigint_discard(void)
 
 /* ---- helpers ----------------------------------------------------------- */
 
-/* CPU seconds of the worker and its waited-for children so far. */
-static double cpu_seconds(void)
+/* CPU seconds of the worker (and, with kids, of its waited-for children)
+ * so far. A run's start takes its children's figure from
+ * wrk_output_begin_run, which reads it anyway: one system call less. */
+static double cpu_seconds(bool kids)
 {
-    struct rusage self, kids;
-    getrusage(RUSAGE_SELF, &self);
-    getrusage(RUSAGE_CHILDREN, &kids);
+    struct rusage u[2];
+    int n = kids ? 2 : 1;
+    getrusage(RUSAGE_SELF, &u[0]);
+    if (kids)
+        getrusage(RUSAGE_CHILDREN, &u[1]);
     double t = 0;
-    const struct rusage *u[2] = {&self, &kids};
-    for (int i = 0; i < 2; i++) {
-        t += (double)u[i]->ru_utime.tv_sec + (double)u[i]->ru_utime.tv_usec / 1e6;
-        t += (double)u[i]->ru_stime.tv_sec + (double)u[i]->ru_stime.tv_usec / 1e6;
+    for (int i = 0; i < n; i++) {
+        t += (double)u[i].ru_utime.tv_sec + (double)u[i].ru_utime.tv_usec / 1e6;
+        t += (double)u[i].ru_stime.tv_sec + (double)u[i].ru_stime.tv_usec / 1e6;
     }
     return t;
 }
@@ -392,6 +395,52 @@ static _Noreturn void child_exit(PyObject *exc)
     _exit(code);
 }
 
+/* Whether the run may have left figures open: end_run does nothing
+ * unless pyplot is imported (nor for a silent run), so the two Python
+ * calls it takes are made only then. */
+static bool figures_possible(bool silent)
+{
+    if (silent)
+        return false;
+    PyObject *mods = PyImport_GetModuleDict(); /* borrowed */
+    return mods && PyDict_GetItemString(mods, "matplotlib.pyplot") != NULL;
+}
+
+/* sys.stdout.flush() and sys.stderr.flush(), whatever they raise, as the
+ * helper's flush() does, without its Python frame. */
+static void flush_std(void)
+{
+    static const char *const names[] = {"stdout", "stderr"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        PyObject *f = PySys_GetObject(names[i]); /* borrowed */
+        if (!f)
+            continue;
+        PyObject *r = PyObject_CallMethod(f, "flush", NULL);
+        if (!r)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+}
+
+/* prefix, n in decimal, then ">": by hand, since PyUnicode_FromFormat
+ * goes through sprintf, a few percent of a small run's worker time. */
+static PyObject *numbered_name(const char *prefix, unsigned long long n)
+{
+    char digits[24];
+    size_t nd = 0;
+    do {
+        digits[nd++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    char name[64];
+    size_t len = strlen(prefix);
+    memcpy(name, prefix, len);
+    while (nd)
+        name[len++] = digits[--nd];
+    name[len++] = '>';
+    return PyUnicode_FromStringAndSize(name, (Py_ssize_t)len);
+}
+
 /* File name the code is compiled under; silent runs share the execution
  * count of a real cell, so they get names of their own; a script's code
  * is compiled under its path, as python3 does. */
@@ -400,13 +449,13 @@ static PyObject *cell_filename(const wrk_run_req *req)
     if (req->file)
         return PyUnicode_DecodeFSDefaultAndSize(req->file->as.s, (Py_ssize_t)req->file->n);
     if (req->silent)
-        return PyUnicode_FromFormat("<silent-%llu>", (unsigned long long)++silent_runs);
-    return PyUnicode_FromFormat("<cell-%llu>", (unsigned long long)req->execution_count);
+        return numbered_name("<silent-", ++silent_runs);
+    return numbered_name("<cell-", req->execution_count);
 }
 
 void wrk_run_execute(const wrk_run_req *req)
 {
-    double cpu0 = cpu_seconds();
+    double cpu0 = cpu_seconds(false);
     PyGILState_STATE gil = PyGILState_Ensure();
     wrk_input_allow(req->allow_stdin);
 
@@ -437,6 +486,7 @@ void wrk_run_execute(const wrk_run_req *req)
     wrk_run_put_start(&frames);
     PyThreadState *ts = PyEval_SaveThread();
     wrk_output_begin_run(&frames);
+    cpu0 += wrk_output_children_cpu();
     PyEval_RestoreThread(ts);
 
     PyObject *repr = NULL;
@@ -480,21 +530,21 @@ void wrk_run_execute(const wrk_run_req *req)
     /* The figures the run left open come after its result or error, as in
      * ipykernel, in the same tail (so all output before them). */
     wrk_display_collect(&frames);
-    PyObject *fig = wrk_py_call(WRK_PY_END_RUN, PyTuple_Pack(1, req->silent ? Py_True : Py_False));
+    if (figures_possible(req->silent)) {
+        PyObject *fig =
+            wrk_py_call(WRK_PY_END_RUN, PyTuple_Pack(1, req->silent ? Py_True : Py_False));
+        if (!fig)
+            PyErr_Clear();
+        Py_XDECREF(fig);
+    }
     wrk_display_collect(NULL);
-    if (!fig)
-        PyErr_Clear();
-    Py_XDECREF(fig);
     if (saved) {
         PyObject *r = wrk_py_call(WRK_PY_ENV_RESTORE, PyTuple_Pack(1, saved));
         if (!r)
             PyErr_Clear();
         Py_XDECREF(r);
     }
-    PyObject *r = wrk_py_call(WRK_PY_FLUSH, PyTuple_New(0));
-    if (!r)
-        PyErr_Clear();
-    Py_XDECREF(r);
+    flush_std();
 
     Py_XDECREF(repr);
     Py_XDECREF(exc);
@@ -504,7 +554,7 @@ void wrk_run_execute(const wrk_run_req *req)
     Py_DECREF(code);
     PyGILState_Release(gil);
 
-    wrk_run_put_done_exit(&frames, status, cpu_seconds() - cpu0, &arts, exit_code);
+    wrk_run_put_done_exit(&frames, status, cpu_seconds(true) - cpu0, &arts, exit_code);
     proto_buf_free(&arts);
     wrk_output_end_run(&frames);
     proto_buf_free(&frames);

@@ -445,6 +445,45 @@ static void test_large_map(void)
     }
 }
 
+/* proto_peek_type / proto_peek_id: a field read from a message's first
+ * bytes, found where it is among the first scalar pairs, refused where the
+ * walk cannot tell (a container first, not a map, cut short). */
+static void test_peek(void)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    proto_put_map(&b, 3);
+    kv_str(&b, "t", "input_reply");
+    proto_put_str(&b, "id");
+    proto_put_uint(&b, 7);
+    kv_str(&b, "value", "x");
+    proto_val v;
+    CHECK(proto_peek_type(b.data, b.len, &v) && v.n == 11 && memcmp(v.as.s, "input_reply", 11) == 0,
+          "peek t first");
+    CHECK(proto_peek_id(b.data, b.len, &v) && v.kind == PROTO_UINT && v.as.u == 7, "peek id");
+    CHECK(!proto_peek_type(b.data, 4, &v), "peek cut short");
+    proto_buf_free(&b);
+
+    proto_put_map(&b, 2); /* a container before t: the walk stops there */
+    proto_put_str(&b, "env");
+    proto_put_map(&b, 0);
+    kv_str(&b, "t", "run");
+    CHECK(!proto_peek_type(b.data, b.len, &v), "peek past a container");
+    proto_buf_free(&b);
+
+    proto_put_map(&b, 2); /* t after a scalar, and t not a str */
+    kv_str(&b, "a", "b");
+    proto_put_str(&b, "t");
+    proto_put_uint(&b, 1);
+    CHECK(!proto_peek_type(b.data, b.len, &v), "peek t not a str");
+    proto_buf_free(&b);
+
+    proto_put_array(&b, 1);
+    proto_put_str(&b, "t");
+    CHECK(!proto_peek_type(b.data, b.len, &v), "peek not a map");
+    proto_buf_free(&b);
+}
+
 int main(int argc, char **argv)
 {
     vecdir = argc > 1 ? argv[1] : "proto/vectors";
@@ -454,6 +493,7 @@ int main(int argc, char **argv)
     test_utf8_and_names();
     test_truncations();
     test_large_map();
+    test_peek();
     if (failures) {
         printf("%d failure(s)\n", failures);
         return 1;
