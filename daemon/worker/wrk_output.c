@@ -251,6 +251,22 @@ static size_t pump_pipe_locked(int s, size_t max)
     return r > 0 ? (size_t)r : 0;
 }
 
+/* Which stream pipes hold something, in one poll(2) (two FIONREADs at
+ * every run's start and end otherwise); a failed poll says both, so the
+ * drains look. */
+static void pipes_to_drain(bool has[OUT_NSTREAMS])
+{
+    struct pollfd p[OUT_NSTREAMS];
+    for (int s = 0; s < OUT_NSTREAMS; s++)
+        p[s] = (struct pollfd){.fd = pipe_rd[s], .events = POLLIN};
+    int n;
+    do
+        n = poll(p, OUT_NSTREAMS, 0);
+    while (n < 0 && errno == EINTR);
+    for (int s = 0; s < OUT_NSTREAMS; s++)
+        has[s] = n < 0 || p[s].revents != 0;
+}
+
 /* Reads what stream s's pipe holds right now. Bounded by the amount present
  * at the start so a background process writing without pause cannot keep
  * the caller here forever. */
@@ -690,8 +706,11 @@ void wrk_output_begin_run(const proto_buf *start)
     start_flusher();
     atomic_fetch_add(&run_gen, 1);
     wrk_chan_lock();
+    bool has[OUT_NSTREAMS];
+    pipes_to_drain(has);
     for (int s = 0; s < OUT_NSTREAMS; s++)
-        drain_pipe_locked(s);
+        if (has[s])
+            drain_pipe_locked(s);
     pthread_mutex_lock(&out_mu);
     for (int s = 0; s < OUT_NSTREAMS; s++) {
         atomic_fetch_add(&between_bytes, om->s[s].pend_len);
@@ -767,8 +786,11 @@ void wrk_output_end_run(const proto_buf *tail)
 {
     fflush(NULL);
     wrk_chan_lock();
+    bool has[OUT_NSTREAMS];
+    pipes_to_drain(has);
     for (int s = 0; s < OUT_NSTREAMS; s++) {
-        drain_pipe_locked(s);
+        if (has[s])
+            drain_pipe_locked(s);
         flush_pending_locked(s);
     }
     wrk_chan_write_locked(tail->data, tail->len);
@@ -1418,4 +1440,9 @@ int wrk_output_install(void)
             return -1;
     }
     return 0;
+}
+
+bool wrk_output_owns(PyObject *f)
+{
+    return Py_IS_TYPE(f, &text_type) || Py_IS_TYPE(f, &bin_type);
 }

@@ -15,6 +15,8 @@
 #ifndef CTXD_WRK_OUTPUT_H
 #define CTXD_WRK_OUTPUT_H
 
+#include <Python.h>
+
 #include <stdbool.h>
 
 #include "proto.h"
@@ -37,6 +39,9 @@ int wrk_output_install(void);
  * held back until the run's first frame (output, display, input.request,
  * done) or START_DELAY_NS, whichever comes first. */
 void wrk_output_begin_run(const proto_buf *start);
+/* Whether f is one of this module's sys.stdout / sys.stderr objects (text
+ * or binary), whose buffered data wrk_output_end_run sends anyway. */
+bool wrk_output_owns(PyObject *f);
 /* The CPU seconds of the worker's waited-for children, as read at the
  * start of the current run (by the look for other writers). */
 double wrk_output_children_cpu(void);

@@ -129,11 +129,13 @@ static const char helper_src[] =
     "        src = _ipy.transform(code, g)\n"
     "        _ipy.begin(code, silent)\n"
     "        _ipy_begun = True\n"
-    "    linecache.cache[filename] = (len(code), None, _LINE.findall(code), filename)\n"
     "    hit = _compiled.get(src)\n"
-    "    if hit is not None:\n"
-    "        body, last, quiet = hit\n"
+    "    if hit is not None and hit[3] == code:\n"
+    "        body, last, quiet, _, lines = hit\n"
+    "        linecache.cache[filename] = (len(code), None, lines, filename)\n"
     "        return _relabel(body, filename), last and _relabel(last, filename), quiet\n"
+    "    lines = _LINE.findall(code)\n"
+    "    linecache.cache[filename] = (len(code), None, lines, filename)\n"
     "    tree = compile(src, filename, 'exec', ast.PyCF_ONLY_AST | _AWAIT, dont_inherit=True)\n"
     "    last = None\n"
     "    if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
@@ -144,14 +146,16 @@ static const char helper_src[] =
     "    if len(src) <= _COMPILED_SRC_MAX:\n"
     "        if len(_compiled) >= _COMPILED_MAX:\n"
     "            del _compiled[next(iter(_compiled))]\n"
-    "        _compiled[src] = out\n"
+    "        _compiled[src] = out + (code, lines)\n"
     "    return out\n"
     "\n"
     /* The code objects of the last sources run, by source: compile() with
      * dont_inherit is a function of the source, the flags and the file
      * name, so a cell run again (a polling loop, a notebook cell re-run)
      * gets what a compile would give, its file name put in (the cell's
-     * number) instead of the parse and compile of every run. */
+     * number) instead of the parse and compile of every run. The entry
+     * keeps the cell's text and its lines for linecache too (with IPython
+     * syntax two texts can give one source: the lines are the text's). */
     "_compiled = {}\n"
     "_COMPILED_MAX, _COMPILED_SRC_MAX = 128, 8192\n"
     "_CodeType = type(compile('', '', 'exec'))\n"
