@@ -42,10 +42,21 @@ uint64_t wrk_run_id(void)
     return run_id;
 }
 
+/* Made once: the keys every run looks up (a C string would be made into a
+ * str at each lookup), and the sys module. */
+static PyObject *key_pyplot, *key_flush, *key_std[2], *sys_module;
+
 void wrk_run_init(PyObject *globals)
 {
     Py_INCREF(globals);
     run_globals = globals;
+    key_pyplot = PyUnicode_InternFromString("matplotlib.pyplot");
+    key_flush = PyUnicode_InternFromString("flush");
+    key_std[0] = PyUnicode_InternFromString("stdout");
+    key_std[1] = PyUnicode_InternFromString("stderr");
+    sys_module = PyImport_ImportModule("sys");
+    if (!key_pyplot || !key_flush || !key_std[0] || !key_std[1] || !sys_module)
+        fatal("run: cannot set up the run's lookups");
 }
 
 /* ---- signals ---------------------------------------------------------- */
@@ -405,7 +416,14 @@ static bool figures_possible(bool silent)
     if (silent)
         return false;
     PyObject *mods = PyImport_GetModuleDict(); /* borrowed */
-    return mods && PyDict_GetItemString(mods, "matplotlib.pyplot") != NULL;
+    if (!mods)
+        return true;
+    PyObject *m = PyDict_GetItemWithError(mods, key_pyplot); /* borrowed */
+    if (!m && PyErr_Occurred()) {
+        PyErr_Clear();
+        return true; /* end_run looks for itself */
+    }
+    return m != NULL;
 }
 
 /* sys.stdout.flush() and sys.stderr.flush(), whatever they raise, as the
@@ -414,15 +432,19 @@ static bool figures_possible(bool silent)
  * (only a stream the cell put in their place needs the call). */
 static void flush_std(void)
 {
-    static const char *const names[] = {"stdout", "stderr"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        PyObject *f = PySys_GetObject(names[i]); /* borrowed */
-        if (!f || wrk_output_owns(f))
-            continue;
-        PyObject *r = PyObject_CallMethod(f, "flush", NULL);
-        if (!r)
+    for (size_t i = 0; i < 2; i++) {
+        PyObject *f = PyObject_GetAttr(sys_module, key_std[i]);
+        if (!f) {
             PyErr_Clear();
-        Py_XDECREF(r);
+            continue;
+        }
+        if (!wrk_output_owns(f)) {
+            PyObject *r = PyObject_CallMethodNoArgs(f, key_flush);
+            if (!r)
+                PyErr_Clear();
+            Py_XDECREF(r);
+        }
+        Py_DECREF(f);
     }
 }
 
