@@ -113,7 +113,7 @@ static inline double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Milliseconds left until deadline, for zmq_poll (at least 0). */
+/* Milliseconds left until deadline, for a wait (at least 0). */
 static inline long ms_until(double deadline)
 {
     double left = deadline - now();

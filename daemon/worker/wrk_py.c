@@ -410,6 +410,62 @@ int wrk_py_install_hooks(int (*patch_module)(const char *name, PyObject *patch))
     return patch_module("threading", patch);
 }
 
+/* compile_cell's answer for a cell run before, without its Python frame:
+ * a cell without IPython syntax whose code has no nested code and no
+ * trailing expression ("flat" in its `_compiled` entry), which is what a
+ * polling loop re-runs. The same steps as the helper: the cell's lines
+ * into linecache, the code object with this run's file name. NULL (no
+ * error set) sends the caller to compile_cell, which then does it all. */
+PyObject *wrk_py_compiled_hit(PyObject *code, PyObject *filename)
+{
+    static PyObject *compiled, *linecache, *k_cache, *k_replace, *kwnames;
+    if (!compiled) {
+        PyObject *g = fns[WRK_PY_COMPILE] ? PyFunction_GetGlobals(fns[WRK_PY_COMPILE]) : NULL;
+        PyObject *c = g ? PyDict_GetItemString(g, "_compiled") : NULL;
+        PyObject *l = g ? PyDict_GetItemString(g, "linecache") : NULL;
+        PyObject *name = PyUnicode_InternFromString("co_filename");
+        k_cache = PyUnicode_InternFromString("cache");
+        k_replace = PyUnicode_InternFromString("replace");
+        kwnames = name ? PyTuple_Pack(1, name) : NULL;
+        Py_XDECREF(name);
+        if (!c || !PyDict_Check(c) || !l || !k_cache || !k_replace || !kwnames) {
+            PyErr_Clear();
+            return NULL;
+        }
+        linecache = Py_NewRef(l);
+        compiled = Py_NewRef(c);
+    }
+    PyObject *hit = PyDict_GetItemWithError(compiled, code); /* borrowed */
+    if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 6 ||
+        PyTuple_GET_ITEM(hit, 5) != Py_True) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_INCREF(hit); /* the cell may change _compiled meanwhile (it is reachable) */
+    PyObject *out = NULL, *cache = NULL, *entry = NULL, *replace = NULL, *body = NULL;
+    if (PyObject_RichCompareBool(PyTuple_GET_ITEM(hit, 3), code, Py_EQ) != 1)
+        goto done;
+    cache = PyObject_GetAttr(linecache, k_cache);
+    entry = Py_BuildValue("(nOOO)", PyUnicode_GET_LENGTH(code), Py_None, PyTuple_GET_ITEM(hit, 4),
+                          filename);
+    if (!cache || !entry || PyObject_SetItem(cache, filename, entry) < 0)
+        goto done;
+    replace = PyObject_GetAttr(PyTuple_GET_ITEM(hit, 0), k_replace);
+    PyObject *args[1] = {filename};
+    body = replace ? PyObject_Vectorcall(replace, args, 0, kwnames) : NULL;
+    if (body)
+        out = PyTuple_Pack(3, body, Py_None, PyTuple_GET_ITEM(hit, 2));
+done:
+    if (!out)
+        PyErr_Clear();
+    Py_XDECREF(body);
+    Py_XDECREF(replace);
+    Py_XDECREF(entry);
+    Py_XDECREF(cache);
+    Py_DECREF(hit);
+    return out;
+}
+
 /* Sets a global of the helper module (reached through a helper function's
  * globals), e.g. `_rich` from wrk_display. */
 int wrk_py_set_global(const char *name, PyObject *value)

@@ -39,6 +39,10 @@ PyObject *wrk_py_private_module(const char *name, const char *src, const char *f
 int wrk_py_install_hooks(int (*patch_module)(const char *name, PyObject *patch));
 /* GIL held: sets a global of the helper module. -1 with a Python error. */
 int wrk_py_set_global(const char *name, PyObject *value);
+/* GIL held: compile_cell's (body, None, quiet) for a cell without IPython
+ * syntax cached without nested code or a trailing expression; NULL (no
+ * error set) when compile_cell must run. */
+PyObject *wrk_py_compiled_hit(PyObject *code, PyObject *filename);
 /* GIL held: calls a helper function with a tuple of arguments (stolen). */
 PyObject *wrk_py_call(wrk_py_fn fn, PyObject *args);
 

@@ -354,8 +354,9 @@ static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, bool 
     PyObject *ipy = ipython ? Py_True : Py_False;
     PyObject *value = NULL, *repr = NULL;
     bool quiet = false;
-    PyObject *cc =
-        wrk_py_call(WRK_PY_COMPILE, PyTuple_Pack(5, code, filename, sil, run_globals, ipy));
+    PyObject *cc = ipython ? NULL : wrk_py_compiled_hit(code, filename);
+    if (!cc)
+        cc = wrk_py_call(WRK_PY_COMPILE, PyTuple_Pack(5, code, filename, sil, run_globals, ipy));
     if (cc && PyTuple_Check(cc) && PyTuple_GET_SIZE(cc) == 3) {
         PyObject *r = eval_code(PyTuple_GET_ITEM(cc, 0));
         PyObject *last = PyTuple_GET_ITEM(cc, 1);
