@@ -154,11 +154,42 @@ static int check_field(const proto_val *v, const proto_field *f, proto_error *er
     return 0;
 }
 
-int proto_check(const proto_val *msg, const proto_field *fields, size_t nfields, proto_error *err)
+/* The value of each field (NULL: absent), in one walk over the message's
+ * keys rather than a walk per field; the first of repeated keys, as
+ * proto_map_get. */
+static void find_fields(const proto_val *msg, const proto_field *fields, size_t nfields,
+                        const proto_val **found, size_t *lens)
 {
     for (size_t i = 0; i < nfields; i++) {
+        found[i] = NULL;
+        lens[i] = strlen(fields[i].name);
+    }
+    for (uint32_t k = 0; k < msg->n; k++) {
+        const proto_val *key = &msg->as.items[2 * k];
+        if (key->kind != PROTO_STR)
+            continue;
+        for (size_t i = 0; i < nfields; i++) {
+            if (lens[i] == key->n && !found[i] &&
+                (key->n == 0 || (fields[i].name[0] == key->as.s[0] &&
+                                 memcmp(fields[i].name, key->as.s, key->n) == 0)))
+                found[i] = &msg->as.items[2 * k + 1];
+        }
+    }
+}
+
+/* Tables longer than this are checked a lookup per field. */
+#define CHECK_ONE_WALK_MAX 64
+
+int proto_check(const proto_val *msg, const proto_field *fields, size_t nfields, proto_error *err)
+{
+    const proto_val *found[CHECK_ONE_WALK_MAX];
+    size_t lens[CHECK_ONE_WALK_MAX];
+    bool walked = msg && msg->kind == PROTO_MAP && nfields <= CHECK_ONE_WALK_MAX;
+    if (walked)
+        find_fields(msg, fields, nfields, found, lens);
+    for (size_t i = 0; i < nfields; i++) {
         const proto_field *f = &fields[i];
-        const proto_val *v = proto_map_get(msg, f->name);
+        const proto_val *v = walked ? found[i] : proto_map_get(msg, f->name);
         if (v && v->kind == PROTO_NIL && (f->kinds & PF_NIL))
             v = NULL;
         if (!v) {

@@ -237,22 +237,22 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     /* Every request carries the supervisor's run id (absent: 0). */
     const proto_val *id = proto_map_get(msg, "run_id");
     wrk_run_set_id(id && id->kind == PROTO_UINT ? id->as.u : 0);
-    if (proto_str_eq(proto_map_get(msg, "t"), "fork"))
+    const proto_val *t = proto_map_get(msg, "t");
+    if (proto_str_eq(t, "fork"))
         return FRAME_FORK;
-    if (proto_str_eq(proto_map_get(msg, "t"), "exit"))
+    if (proto_str_eq(t, "exit"))
         return FRAME_EXIT;
-    if (proto_str_eq(proto_map_get(msg, "t"), "bind"))
+    if (proto_str_eq(t, "bind"))
         return FRAME_BIND;
-    if (proto_str_eq(proto_map_get(msg, "t"), "query")) {
+    if (proto_str_eq(t, "query")) {
         parse_query(msg, q);
         return FRAME_QUERY;
     }
-    if (proto_str_eq(proto_map_get(msg, "t"), "snapshot") ||
-        proto_str_eq(proto_map_get(msg, "t"), "restore")) {
+    if (proto_str_eq(t, "snapshot") || proto_str_eq(t, "restore")) {
         parse_snap(msg, snap);
         return FRAME_SNAP;
     }
-    if (!proto_str_eq(proto_map_get(msg, "t"), "run")) {
+    if (!proto_str_eq(t, "run")) {
         wrk_log("unexpected frame from the supervisor");
         _exit(2);
     }

@@ -3,6 +3,8 @@
 
 #include "mem.h"
 
+#include <stdbool.h>
+
 /* The helper's source. Names starting with "_" are internal. */
 static const char helper_src[] =
     "import ast, linecache, os, re, sys, traceback\n"
@@ -464,6 +466,58 @@ done:
     Py_XDECREF(cache);
     Py_DECREF(hit);
     return out;
+}
+
+/* The linecache entries of flat cells (no function, class, lambda or
+ * comprehension: no code of theirs can run after their run) are kept for
+ * the last FLAT_LINES_KEPT such cells, not forever: every run adds one, and
+ * a context that runs a polling cell a million times would otherwise hold
+ * a million (~190 bytes each, and a full collection walks them all). A
+ * cell with nested code keeps its lines for good, as in IPython: a
+ * function it defined can raise in any later run. */
+#define FLAT_LINES_KEPT 128
+static PyObject *flat_names[FLAT_LINES_KEPT];
+static size_t flat_next;
+
+/* Whether co (a code object, or None) holds no nested code. */
+static bool code_is_flat(PyObject *co)
+{
+    if (co == Py_None)
+        return true;
+    if (!PyCode_Check(co))
+        return false;
+    PyObject *consts = ((PyCodeObject *)co)->co_consts;
+    for (Py_ssize_t i = 0; consts && i < PyTuple_GET_SIZE(consts); i++)
+        if (PyCode_Check(PyTuple_GET_ITEM(consts, i)))
+            return false;
+    return true;
+}
+
+void wrk_py_cell_ran(PyObject *filename, PyObject *body, PyObject *last)
+{
+    static PyObject *linecache, *k_cache;
+    if (!PyUnicode_Check(filename) || PyUnicode_GET_LENGTH(filename) == 0 ||
+        PyUnicode_READ_CHAR(filename, 0) != '<' || !code_is_flat(body) || !code_is_flat(last))
+        return; /* a script's file, or code that can run again */
+    if (!linecache) {
+        linecache = PyImport_ImportModule("linecache");
+        k_cache = PyUnicode_InternFromString("cache");
+        if (!linecache || !k_cache) {
+            Py_CLEAR(linecache);
+            PyErr_Clear();
+            return;
+        }
+    }
+    PyObject *old = flat_names[flat_next];
+    flat_names[flat_next] = Py_NewRef(filename);
+    flat_next = (flat_next + 1) % FLAT_LINES_KEPT;
+    if (!old)
+        return;
+    PyObject *cache = PyObject_GetAttr(linecache, k_cache);
+    if (!cache || PyObject_DelItem(cache, old) < 0)
+        PyErr_Clear(); /* gone already (linecache.clearcache()) */
+    Py_XDECREF(cache);
+    Py_DECREF(old);
 }
 
 /* Sets a global of the helper module (reached through a helper function's

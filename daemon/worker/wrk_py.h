@@ -43,6 +43,10 @@ int wrk_py_set_global(const char *name, PyObject *value);
  * syntax cached without nested code or a trailing expression; NULL (no
  * error set) when compile_cell must run. */
 PyObject *wrk_py_compiled_hit(PyObject *code, PyObject *filename);
+/* GIL held: a cell compiled as filename (body and last, the code objects
+ * compile_cell gave) ran: its linecache entry is dropped FLAT_LINES_KEPT
+ * flat cells later if no code of it can run again. */
+void wrk_py_cell_ran(PyObject *filename, PyObject *body, PyObject *last);
 /* GIL held: calls a helper function with a tuple of arguments (stolen). */
 PyObject *wrk_py_call(wrk_py_fn fn, PyObject *args);
 

@@ -358,6 +358,7 @@ static PyObject *run_cell(PyObject *code, PyObject *filename, bool silent, bool 
     if (!cc)
         cc = wrk_py_call(WRK_PY_COMPILE, PyTuple_Pack(5, code, filename, sil, run_globals, ipy));
     if (cc && PyTuple_Check(cc) && PyTuple_GET_SIZE(cc) == 3) {
+        wrk_py_cell_ran(filename, PyTuple_GET_ITEM(cc, 0), PyTuple_GET_ITEM(cc, 1));
         PyObject *r = eval_code(PyTuple_GET_ITEM(cc, 0));
         PyObject *last = PyTuple_GET_ITEM(cc, 1);
         quiet = PyTuple_GET_ITEM(cc, 2) == Py_True;

@@ -114,6 +114,26 @@ def test_a_cell_run_again_is_named_for_its_own_run(client):
         assert r.status == "ok" and r.result is None, r
 
 
+def test_cell_lines_do_not_pile_up_but_functions_keep_theirs(client):
+    """Every run puts its cell's lines into linecache (tracebacks show
+    them). A flat cell's code cannot run again after its run, so only the
+    last 128 flat cells keep theirs: a polling loop of a million runs must
+    not hold a million entries. A cell that defined a function keeps its
+    lines however many runs come after, and so does the traceback through
+    it; a flat cell's own traceback has its line."""
+    assert client.execute("def g():\n    return 1 / 0").status == "ok"
+    for _ in range(300):
+        assert client.execute("x = 1").status == "ok"
+    r = client.execute("import linecache\n"
+                       "sum(1 for k in linecache.cache if k.startswith('<cell-'))")
+    assert r.status == "ok" and int(r.text) <= 130, r.text
+    r = client.execute("g()")
+    assert r.status == "error", r
+    assert "return 1 / 0" in tb_text(r), tb_text(r)
+    r = client.execute("y = 1 / 0")
+    assert r.status == "error" and "y = 1 / 0" in tb_text(r), tb_text(r)
+
+
 def test_chained_exception_explicit(client, daemon):
     code = ("try:\n"
             "    1 / 0\n"
