@@ -276,40 +276,47 @@ msg_in *ctxd_conn_recv(ctxd_client *c, int *rc)
 }
 
 /* Waits up to ms (-1: forever) for the socket to be readable. Returns 1
- * readable (a receive may still find nothing: ZMQ_FD also signals other
- * commands), 0 not (timeout or a signal), or CTXD_ETRANSPORT. One look at
- * the socket, then poll(2) on the two ZMQ_FDs: zmq_poll would look at both
- * sockets before and after the sleep, two system calls each, on every
- * wait of every run. */
+ * readable, 0 not (timeout, a signal, or the monitor has events: see
+ * mon_check), or CTXD_ETRANSPORT. A look at the socket (ZMQ_EVENTS), then
+ * poll(2) on the two ZMQ_FDs, and a look again when the socket's signalled:
+ * zmq_poll would look at both sockets before and after every sleep, two
+ * system calls each, on every wait of every run. */
 int ctxd_conn_wait(ctxd_client *c, long ms)
 {
-    /* A send (it processes the socket's commands) may have taken the
-     * signal of a reply queued since: look before sleeping. */
-    int ev = 0;
-    size_t len = sizeof ev;
-    if (zmq_getsockopt(c->sock, ZMQ_EVENTS, &ev, &len) < 0)
-        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_getsockopt(ZMQ_EVENTS): %s",
-                              zmq_strerror(zmq_errno()));
-    if (ev & ZMQ_POLLIN)
-        return 1;
-    /* The monitor needs no look: only take_disconnect processes its
-     * commands, and it reads it empty, so its ZMQ_FD signals every event
-     * that comes after. */
-    struct pollfd p[2] = {{.fd = c->sock_fd, .events = POLLIN},
-                          {.fd = c->mon_fd, .events = POLLIN}};
-    int n = poll(p, c->mon ? 2 : 1, ms < 0 ? -1 : ms > INT_MAX ? INT_MAX : (int)ms);
-    if (n < 0) {
-        c->mon_check = true;
-        if (errno == EINTR)
+    double deadline = ms > 0 ? now() + (double)ms / 1e3 : 0;
+    for (bool first = true;; first = false) {
+        /* A send (it processes the socket's commands) may have taken the
+         * signal of a reply queued since; ZMQ_FD also signals commands
+         * that bring no message: look before sleeping, and after. */
+        int ev = 0;
+        size_t len = sizeof ev;
+        if (zmq_getsockopt(c->sock, ZMQ_EVENTS, &ev, &len) < 0)
+            return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "zmq_getsockopt(ZMQ_EVENTS): %s",
+                                  zmq_strerror(zmq_errno()));
+        if (ev & ZMQ_POLLIN)
+            return 1;
+        long left = ms < 0 ? -1 : first || ms == 0 ? ms : ms_until(deadline);
+        /* The monitor needs no look: only take_disconnect processes its
+         * commands, and it reads it empty, so its ZMQ_FD signals every
+         * event that comes after. */
+        struct pollfd p[2] = {{.fd = c->sock_fd, .events = POLLIN},
+                              {.fd = c->mon_fd, .events = POLLIN}};
+        int n = poll(p, c->mon ? 2 : 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (n < 0) {
+            c->mon_check = true;
+            if (errno == EINTR)
+                return 0;
+            return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "poll: %s", strerror(errno));
+        }
+        /* The monitor is read after a wait only when the wait saw it
+         * readable (or timed out): reading it otherwise costs libzmq two
+         * system calls to learn nothing, twice per step. */
+        if (n == 0 || (c->mon && p[1].revents)) {
+            if (c->mon)
+                c->mon_check = true;
             return 0;
-        return ctxd_conn_fail(c, CTXD_ETRANSPORT, NULL, "poll: %s", strerror(errno));
+        }
     }
-    /* The monitor is read after a wait only when the wait saw it readable
-     * (or timed out): reading it otherwise costs libzmq two system calls
-     * to learn nothing, twice per step. */
-    if (c->mon && (p[1].revents || n == 0))
-        c->mon_check = true;
-    return p[0].revents ? 1 : 0;
 }
 
 /* Turns an `err` reply into CTXD_EREFUSED with the daemon's code/message. */

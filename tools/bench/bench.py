@@ -458,35 +458,8 @@ class Bench:
             old = None
             if self.a.compare:
                 old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="rtt-old")
-                old.c.req("ctx.create", name="rtt")
-            # Twenty blocks of 500 after 200 unmeasured: a block's first
-            # round trips after the other series ran find cold caches, and
-            # ctxd (five threads in three processes) more of them than the
-            # floor; a block this VM slows as a whole (seen: ctxd at 1.8x
-            # its usual time, the floor not) is one of twenty.
-            per1, warm1, blocks1 = max(n // 4, 1), self.n(200, 10), self.n(20, 2)
-            log(f"rtt: floor and ctxd C client again, everything on CPU 0 ({blocks1} blocks"
-                f"{', the --compare build alternating' if old else ''})")
-            f["zmq_floor_one_cpu"], f["ctxd_c_one_cpu"], f["one_cpu_block_ratios"] = [], [], []
-            if old:
-                f["ctxd_c_one_cpu_old"], f["one_cpu_block_ratios_old"] = [], []
-            pids = [self.d.proc.pid] + [p for p, _ in descendants(self.d.proc.pid)]
-            if old:
-                pids += [old.proc.pid] + [p for p, _ in descendants(old.proc.pid)]
             try:
-                with on_cpu0(pids):
-                    for _ in range(blocks1):
-                        fl = cbench(self.build, "floor", os.path.join(self.tmp, "floor.sock"),
-                                    per1, warm1)["rtt"]
-                        c1 = cbench(self.build, "rtt", self.d.endpoint, "rtt", per1, warm1)["rtt"]
-                        f["zmq_floor_one_cpu"] += fl
-                        f["ctxd_c_one_cpu"] += c1
-                        f["one_cpu_block_ratios"].append(pct(c1, .5) / pct(fl, .5))
-                        if old:
-                            o1 = cbench(os.path.abspath(self.a.compare), "rtt", old.endpoint,
-                                        "rtt", per1, warm1)["rtt"]
-                            f["ctxd_c_one_cpu_old"] += o1
-                            f["one_cpu_block_ratios_old"].append(pct(o1, .5) / pct(fl, .5))
+                self.one_cpu(f, n, old)
             finally:
                 if old:
                     old.stop()
@@ -516,6 +489,40 @@ class Bench:
             f["ctxd_kernel"] = v
             self.drop_kernel(k)
         self.d.c.req("ctx.delete", ctx="rtt")
+
+    def one_cpu(self, f, n, old):
+        """(1) again with every process and thread involved on CPU 0, the
+        floor and ctxd (and old, the --compare build's daemon, when given)
+        in alternating blocks."""
+        if old:
+            old.c.req("ctx.create", name="rtt")
+        # Twenty blocks of 500 after 200 unmeasured: a block's first
+        # round trips after the other series ran find cold caches, and
+        # ctxd (five threads in three processes) more of them than the
+        # floor; a block this VM slows as a whole (seen: ctxd at 1.8x
+        # its usual time, the floor not) is one of twenty.
+        per1, warm1, blocks1 = max(n // 4, 1), self.n(200, 10), self.n(20, 2)
+        log(f"rtt: floor and ctxd C client again, everything on CPU 0 ({blocks1} blocks"
+            f"{', the --compare build alternating' if old else ''})")
+        f["zmq_floor_one_cpu"], f["ctxd_c_one_cpu"], f["one_cpu_block_ratios"] = [], [], []
+        if old:
+            f["ctxd_c_one_cpu_old"], f["one_cpu_block_ratios_old"] = [], []
+        pids = [self.d.proc.pid] + [p for p, _ in descendants(self.d.proc.pid)]
+        if old:
+            pids += [old.proc.pid] + [p for p, _ in descendants(old.proc.pid)]
+        with on_cpu0(pids):
+            for _ in range(blocks1):
+                fl = cbench(self.build, "floor", os.path.join(self.tmp, "floor.sock"),
+                            per1, warm1)["rtt"]
+                c1 = cbench(self.build, "rtt", self.d.endpoint, "rtt", per1, warm1)["rtt"]
+                f["zmq_floor_one_cpu"] += fl
+                f["ctxd_c_one_cpu"] += c1
+                f["one_cpu_block_ratios"].append(pct(c1, .5) / pct(fl, .5))
+                if old:
+                    o1 = cbench(os.path.abspath(self.a.compare), "rtt", old.endpoint,
+                                "rtt", per1, warm1)["rtt"]
+                    f["ctxd_c_one_cpu_old"] += o1
+                    f["one_cpu_block_ratios_old"].append(pct(o1, .5) / pct(fl, .5))
 
     # 2 ------------------------------------------------------------------------
     def ready(self):
