@@ -96,6 +96,7 @@ static bool peek_key(const void *buf, size_t len, const char *key, size_t n, pro
     return false;
 }
 
+/* A request's id, for the `err too_large` of one not decoded whole. */
 bool proto_peek_id(const void *buf, size_t len, proto_val *id)
 {
     proto_val val;
@@ -109,6 +110,7 @@ bool proto_peek_id(const void *buf, size_t len, proto_val *id)
     return false;
 }
 
+/* A frame's `t`, for a reader that drops frames of one kind unread. */
 bool proto_peek_type(const void *buf, size_t len, proto_val *type)
 {
     return peek_key(buf, len, "t", 1, type) && type->kind == PROTO_STR;

@@ -108,6 +108,7 @@ static void text_putn(log_text *t, const char *p, size_t n)
     t->len += n;
 }
 
+/* Appends a NUL-terminated string. */
 static void text_put(log_text *t, const char *p)
 {
     text_putn(t, p, strlen(p));

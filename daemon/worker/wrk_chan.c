@@ -242,8 +242,6 @@ int wrk_chan_take_fds(int *fds, int n)
     return k;
 }
 
-/* Only the main thread reads, so no lock is needed here. recvmsg, so that
- * descriptors passed with a `fork` frame are kept (read() would drop them). */
 /* Sleeps until the channel is readable (or hung up). In poll, not in
  * recvmsg: a reader asleep in recvmsg is also woken each time the
  * supervisor reads what this worker wrote (the socket's write-space wake),
@@ -257,6 +255,8 @@ static void wait_readable(void)
     }
 }
 
+/* Only the main thread reads, so no lock is needed here. recvmsg, so that
+ * descriptors passed with a `fork` frame are kept (read() would drop them). */
 void wrk_chan_recv(proto_buf *in, const uint8_t **body, size_t *body_len, size_t *consumed)
 {
     for (;;) {

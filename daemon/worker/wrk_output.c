@@ -768,6 +768,8 @@ void wrk_output_begin_run(const proto_buf *start)
     wrk_chan_unlock();
 }
 
+/* The children's CPU at this run's start, for the run's cpu_time: read by
+ * other_writers_possible anyway, so the run's start reads it once. */
 double wrk_output_children_cpu(void)
 {
     return child_cpu;
@@ -1442,6 +1444,8 @@ int wrk_output_install(void)
     return 0;
 }
 
+/* Whether f is a stream object of this module: wrk_run skips flushing
+ * those, since wrk_output_end_run sends their buffers in order. */
 bool wrk_output_owns(PyObject *f)
 {
     return Py_IS_TYPE(f, &text_type) || Py_IS_TYPE(f, &bin_type);

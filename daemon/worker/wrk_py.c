@@ -493,6 +493,8 @@ static bool code_is_flat(PyObject *co)
     return true;
 }
 
+/* Keeps a flat cell's name in the ring and drops the linecache entry of
+ * the one it replaces. */
 void wrk_py_cell_ran(PyObject *filename, PyObject *body, PyObject *last)
 {
     static PyObject *linecache, *k_cache;
