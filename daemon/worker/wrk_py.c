@@ -133,10 +133,8 @@ static const char helper_src[] =
     "        _ipy_begun = True\n"
     "    hit = _compiled.get(src)\n"
     "    if hit is not None and hit[3] == code:\n"
-    "        body, last, quiet, _, lines, flat = hit\n"
+    "        body, last, quiet, _, lines = hit\n"
     "        linecache.cache[filename] = (len(code), None, lines, filename)\n"
-    "        if flat:\n"
-    "            return body.replace(co_filename=filename), None, quiet\n"
     "        return _relabel(body, filename), last and _relabel(last, filename), quiet\n"
     "    lines = _LINE.findall(code)\n"
     "    linecache.cache[filename] = (len(code), None, lines, filename)\n"
@@ -150,8 +148,7 @@ static const char helper_src[] =
     "    if len(src) <= _COMPILED_SRC_MAX:\n"
     "        if len(_compiled) >= _COMPILED_MAX:\n"
     "            del _compiled[next(iter(_compiled))]\n"
-    "        flat = last is None and not any(type(c) is _CodeType for c in out[0].co_consts)\n"
-    "        _compiled[src] = out + (code, lines, flat)\n"
+    "        _compiled[src] = out + (code, lines)\n"
     "    return out\n"
     "\n"
     /* The code objects of the last sources run, by source: compile() with
@@ -412,62 +409,6 @@ int wrk_py_install_hooks(int (*patch_module)(const char *name, PyObject *patch))
     return patch_module("threading", patch);
 }
 
-/* compile_cell's answer for a cell run before, without its Python frame:
- * a cell without IPython syntax whose code has no nested code and no
- * trailing expression ("flat" in its `_compiled` entry), which is what a
- * polling loop re-runs. The same steps as the helper: the cell's lines
- * into linecache, the code object with this run's file name. NULL (no
- * error set) sends the caller to compile_cell, which then does it all. */
-PyObject *wrk_py_compiled_hit(PyObject *code, PyObject *filename)
-{
-    static PyObject *compiled, *linecache, *k_cache, *k_replace, *kwnames;
-    if (!compiled) {
-        PyObject *g = fns[WRK_PY_COMPILE] ? PyFunction_GetGlobals(fns[WRK_PY_COMPILE]) : NULL;
-        PyObject *c = g ? PyDict_GetItemString(g, "_compiled") : NULL;
-        PyObject *l = g ? PyDict_GetItemString(g, "linecache") : NULL;
-        PyObject *name = PyUnicode_InternFromString("co_filename");
-        k_cache = PyUnicode_InternFromString("cache");
-        k_replace = PyUnicode_InternFromString("replace");
-        kwnames = name ? PyTuple_Pack(1, name) : NULL;
-        Py_XDECREF(name);
-        if (!c || !PyDict_Check(c) || !l || !k_cache || !k_replace || !kwnames) {
-            PyErr_Clear();
-            return NULL;
-        }
-        linecache = Py_NewRef(l);
-        compiled = Py_NewRef(c);
-    }
-    PyObject *hit = PyDict_GetItemWithError(compiled, code); /* borrowed */
-    if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 6 ||
-        PyTuple_GET_ITEM(hit, 5) != Py_True) {
-        PyErr_Clear();
-        return NULL;
-    }
-    Py_INCREF(hit); /* the cell may change _compiled meanwhile (it is reachable) */
-    PyObject *out = NULL, *cache = NULL, *entry = NULL, *replace = NULL, *body = NULL;
-    if (PyObject_RichCompareBool(PyTuple_GET_ITEM(hit, 3), code, Py_EQ) != 1)
-        goto done;
-    cache = PyObject_GetAttr(linecache, k_cache);
-    entry = Py_BuildValue("(nOOO)", PyUnicode_GET_LENGTH(code), Py_None, PyTuple_GET_ITEM(hit, 4),
-                          filename);
-    if (!cache || !entry || PyObject_SetItem(cache, filename, entry) < 0)
-        goto done;
-    replace = PyObject_GetAttr(PyTuple_GET_ITEM(hit, 0), k_replace);
-    PyObject *args[1] = {filename};
-    body = replace ? PyObject_Vectorcall(replace, args, 0, kwnames) : NULL;
-    if (body)
-        out = PyTuple_Pack(3, body, Py_None, PyTuple_GET_ITEM(hit, 2));
-done:
-    if (!out)
-        PyErr_Clear();
-    Py_XDECREF(body);
-    Py_XDECREF(replace);
-    Py_XDECREF(entry);
-    Py_XDECREF(cache);
-    Py_DECREF(hit);
-    return out;
-}
-
 /* The linecache entries of flat cells (no function, class, lambda or
  * comprehension: no code of theirs can run after their run) are kept for
  * the last FLAT_LINES_KEPT such cells, not forever: every run adds one, and
@@ -493,30 +434,90 @@ static bool code_is_flat(PyObject *co)
     return true;
 }
 
+/* linecache.cache (a new reference), fetched each time since a cell may
+ * put another dict there; NULL with no error set when it cannot be had. */
+static PyObject *linecache_dict(void)
+{
+    static PyObject *linecache, *k_cache;
+    if (!linecache) {
+        linecache = PyImport_ImportModule("linecache");
+        k_cache = linecache ? PyUnicode_InternFromString("cache") : NULL;
+        if (!k_cache)
+            Py_CLEAR(linecache);
+    }
+    PyObject *cache = linecache ? PyObject_GetAttr(linecache, k_cache) : NULL;
+    if (!cache)
+        PyErr_Clear();
+    return cache;
+}
+
+/* compile_cell's answer for a cell run before, without its Python frame:
+ * a cell without IPython syntax whose code has no nested code and no
+ * trailing expression (code_is_flat, last None), which is what a polling
+ * loop re-runs. The same steps as the helper: the cell's lines
+ * into linecache, the code object with this run's file name. NULL (no
+ * error set) sends the caller to compile_cell, which then does it all. */
+PyObject *wrk_py_compiled_hit(PyObject *code, PyObject *filename)
+{
+    static PyObject *compiled, *k_replace, *kwnames;
+    if (!compiled) {
+        PyObject *g = fns[WRK_PY_COMPILE] ? PyFunction_GetGlobals(fns[WRK_PY_COMPILE]) : NULL;
+        PyObject *c = g ? PyDict_GetItemString(g, "_compiled") : NULL;
+        PyObject *name = PyUnicode_InternFromString("co_filename");
+        k_replace = PyUnicode_InternFromString("replace");
+        kwnames = name ? PyTuple_Pack(1, name) : NULL;
+        Py_XDECREF(name);
+        if (!c || !PyDict_Check(c) || !k_replace || !kwnames) {
+            PyErr_Clear();
+            return NULL;
+        }
+        compiled = Py_NewRef(c);
+    }
+    PyObject *hit = PyDict_GetItemWithError(compiled, code); /* borrowed */
+    if (!hit || !PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 5 ||
+        PyTuple_GET_ITEM(hit, 1) != Py_None || !code_is_flat(PyTuple_GET_ITEM(hit, 0))) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_INCREF(hit); /* the cell may change _compiled meanwhile (it is reachable) */
+    PyObject *out = NULL, *cache = NULL, *entry = NULL, *replace = NULL, *body = NULL;
+    if (PyObject_RichCompareBool(PyTuple_GET_ITEM(hit, 3), code, Py_EQ) != 1)
+        goto done;
+    cache = linecache_dict();
+    entry = Py_BuildValue("(nOOO)", PyUnicode_GET_LENGTH(code), Py_None, PyTuple_GET_ITEM(hit, 4),
+                          filename);
+    if (!cache || !entry || PyObject_SetItem(cache, filename, entry) < 0)
+        goto done;
+    replace = PyObject_GetAttr(PyTuple_GET_ITEM(hit, 0), k_replace);
+    PyObject *args[1] = {filename};
+    body = replace ? PyObject_Vectorcall(replace, args, 0, kwnames) : NULL;
+    if (body)
+        out = PyTuple_Pack(3, body, Py_None, PyTuple_GET_ITEM(hit, 2));
+done:
+    if (!out)
+        PyErr_Clear();
+    Py_XDECREF(body);
+    Py_XDECREF(replace);
+    Py_XDECREF(entry);
+    Py_XDECREF(cache);
+    Py_DECREF(hit);
+    return out;
+}
+
 /* Keeps a flat cell's name in the ring and drops the linecache entry of
  * the one it replaces. */
 void wrk_py_cell_ran(PyObject *filename, PyObject *body, PyObject *last)
 {
-    static PyObject *linecache, *k_cache;
     if (!PyUnicode_Check(filename) || PyUnicode_GET_LENGTH(filename) == 0 ||
         PyUnicode_READ_CHAR(filename, 0) != '<' || !code_is_flat(body) || !code_is_flat(last))
         return; /* a script's file, or code that can run again */
-    if (!linecache) {
-        linecache = PyImport_ImportModule("linecache");
-        k_cache = PyUnicode_InternFromString("cache");
-        if (!linecache || !k_cache) {
-            Py_CLEAR(linecache);
-            PyErr_Clear();
-            return;
-        }
-    }
     PyObject *old = flat_names[flat_next];
     flat_names[flat_next] = Py_NewRef(filename);
     flat_next = (flat_next + 1) % FLAT_LINES_KEPT;
     if (!old)
         return;
-    PyObject *cache = PyObject_GetAttr(linecache, k_cache);
-    if (!cache || PyObject_DelItem(cache, old) < 0)
+    PyObject *cache = linecache_dict();
+    if (cache && PyObject_DelItem(cache, old) < 0)
         PyErr_Clear(); /* gone already (linecache.clearcache()) */
     Py_XDECREF(cache);
     Py_DECREF(old);
