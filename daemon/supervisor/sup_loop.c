@@ -435,6 +435,21 @@ static bool serve_zmq(void)
     return false;
 }
 
+/* The context table as last saved (sup_ctx_table_gen). */
+static uint64_t saved_gen = ~(uint64_t)0;
+
+/* Saves the context table if it changed: at the end of each turn (one
+ * journal write for a burst of changes), and before any message leaves
+ * (sup_send_before), so that no reply tells of a change a killed daemon
+ * would forget. */
+static void save_table(void)
+{
+    if (sup_ctx_table_gen() != saved_gen) {
+        saved_gen = sup_ctx_table_gen();
+        sup_persist_flush();
+    }
+}
+
 /* Runs until SIGTERM/SIGINT/SIGHUP. Each turn costs the same however many
  * contexts are alive: epoll reports only what fired, the timers look only
  * at contexts with something timed, the table is saved only when it
@@ -444,9 +459,9 @@ void sup_loop_run(void)
 {
     enum { MAX_EVENTS = 256, WAKE_MAX_MS = 1000 };
     struct epoll_event evs[MAX_EVENTS];
-    uint64_t saved_gen = ~(uint64_t)0;
     double all_due_at = 0;
     ep_open();
+    sup_send_before(save_table);
     while (!stopping) {
         /* Timers first: they can change what is read (a flushed backlog
          * resumes reading its worker). */
@@ -482,10 +497,7 @@ void sup_loop_run(void)
             timeout = ms <= 0 ? 0 : (long)ms + ((double)(long)ms < ms ? 1 : 0); /* rounded up */
         }
         sup_stats_flush();
-        if (sup_ctx_table_gen() != saved_gen) {
-            saved_gen = sup_ctx_table_gen();
-            sup_persist_flush();
-        }
+        save_table();
         /* At most a second's sleep, also with nothing timed: a safety net
          * under the edge-triggered ZMQ_FD, whose signal a send on another
          * socket can take. A ZAP request (a tcp client's handshake) was

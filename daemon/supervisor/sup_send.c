@@ -62,6 +62,13 @@ static void send_body(void *router, proto_buf *body, bool take)
         sup_log("send to client failed: %s", zmq_strerror(errno));
 }
 
+static void (*before_send)(void);
+
+void sup_send_before(void (*fn)(void))
+{
+    before_send = fn;
+}
+
 /* Per listening socket: sent on since sup_send_take_used last asked. */
 static bool used[2];
 
@@ -76,6 +83,8 @@ bool sup_send_take_used(int sock)
 static int send_to(const sup_peer *peer, proto_buf *body, bool take)
 {
     void *router = routers[peer->sock];
+    if (before_send)
+        before_send();
     used[peer->sock] = true; /* even a failed send processes its commands */
     if (!sup_route_ok(peer)) /* its connection is gone: not to whoever holds the id now */
         return 1;

@@ -25,6 +25,11 @@ typedef struct sup_outq {
 
 /* The listening socket number sock (0 plain, 1 CurveZMQ), or NULL. */
 void sup_send_router(int sock, void *router);
+/* Called before every message leaves (the loop saves a changed context
+ * table there: a reply to ctx.create or ctx.delete never goes out before
+ * the change is in the state directory, so a daemon killed right after it
+ * cannot undo it). */
+void sup_send_before(void (*fn)(void));
 /* Whether listening socket sock was sent on since the last call (the loop
  * must then look at it again: a send can take its ZMQ_FD signal). */
 bool sup_send_take_used(int sock);

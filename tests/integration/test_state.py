@@ -10,6 +10,7 @@ A full disk is a small tmpfs mounted by the test (the suite runs as root)."""
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -230,6 +231,85 @@ def test_contexts_come_back_after_a_restart(tmp_path, zctx):
         # the cause is said once: the next run is an ordinary one
         assert "previous_death" not in c.execute("1", ctx="exp-a").of("accepted")[0]
     _finish(d)
+
+
+def _spare_pids(daemon_pid):
+    """The daemon's spare workers (their title says "(spare)")."""
+    pids = []
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == daemon_pid and b"(spare)" in cmd:
+            pids.append(int(p))
+    return pids
+
+
+def test_a_reply_means_the_change_is_saved(tmp_path, zctx):
+    """A ctx.delete's or ctx.create's reply means the change is in the state
+    directory: a daemon killed the moment the reply arrived, while it still
+    has hundreds of requests to serve in the same turn, comes back with
+    exactly what the replies said (the table used to be saved only at the
+    end of the supervisor's turn, after those requests). The daemon is
+    stopped while the requests are queued (the change, then stats requests
+    of other clients), so that one turn reads them all; the create takes a
+    ready spare worker, so that it replies at once."""
+    from conftest import Daemon, _finish
+    state = tmp_path / "state"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    args = ("--state-dir", str(state), "--spare-workers", "1")
+    daemons = []  # their sockets closed whatever happens: zctx.term() waits for them
+
+    def start():
+        daemons.append(Daemon(run_dir, zctx).start(args))
+        return daemons[-1]
+
+    try:
+        d = start()
+        c = d.client()
+        c.ok("ctx.create", name="a")
+        want = {"a"}
+        # each step a chance to lose the race (most lose it without the fix)
+        for step, name in (("delete", "a"), ("create", "b"), ("delete", "b"), ("create", "c"),
+                           ("delete", "c"), ("create", "d")):
+            assert wait_until(lambda: _spare_pids(d.proc.pid), timeout=60)
+            c.ok("stats")
+            others = [d.client() for _ in range(12)]
+            for o in others:
+                o.ok("stats")  # connected
+            os.kill(d.proc.pid, signal.SIGSTOP)
+            rid = (c.send("ctx.delete", ctx=name) if step == "delete" else
+                   c.send("ctx.create", name=name))
+            for o in others:  # each within its own queue's bound (64 replies)
+                for _ in range(60):
+                    o.send("stats")
+            time.sleep(0.3)  # all of it in the daemon's sockets
+            os.kill(d.proc.pid, signal.SIGCONT)
+            assert c.next_for(rid)["t"] == "ok"
+            d.stopped_by_test = True
+            os.killpg(d.proc.pid, signal.SIGKILL)
+            d.proc.wait(10)
+            d = start()
+            c = d.client()
+            names = sorted(i["name"] for i in c.ok("ctx.list")["contexts"])
+            if step == "delete":
+                want.discard(name)
+            else:
+                want.add(name)
+            assert names == sorted(want), (step, name, names)
+        _finish(d)
+    finally:
+        for dd in daemons:
+            for cl in dd.clients:
+                cl.sock.close(0)
+            if dd.alive():
+                dd.proc.kill()
+                dd.proc.wait()
 
 
 def test_table_journal_replayed_and_a_torn_record_ignored(tmp_path, zctx):
