@@ -583,8 +583,9 @@ def _workers_reach_tmp(tmp_path):
     yield
 
 
-def zygote_of(d):
-    """The pid of daemon d's zygote (its child running --zygote), or None."""
+def children_of(d, marker):
+    """Pids of daemon d's children whose command line holds marker (bytes)."""
+    pids = []
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
@@ -595,9 +596,15 @@ def zygote_of(d):
                 cmd = f.read()
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == d.proc.pid and b"--zygote" in cmd:
-            return int(p)
-    return None
+        if ppid == d.proc.pid and marker in cmd:
+            pids.append(int(p))
+    return pids
+
+
+def zygote_of(d):
+    """The pid of daemon d's zygote (its child running --zygote), or None."""
+    pids = children_of(d, b"--zygote")
+    return pids[0] if pids else None
 
 
 def free_port():

@@ -233,22 +233,6 @@ def test_contexts_come_back_after_a_restart(tmp_path, zctx):
     _finish(d)
 
 
-def _spare_pids(daemon_pid):
-    """The daemon's spare workers (their title says "(spare)")."""
-    pids = []
-    for p in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                cmd = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == daemon_pid and b"(spare)" in cmd:
-            pids.append(int(p))
-    return pids
-
-
 def test_a_reply_means_the_change_is_saved(tmp_path, zctx):
     """A ctx.delete's or ctx.create's reply means the change is in the state
     directory: a daemon killed the moment the reply arrived, while it still
@@ -258,7 +242,7 @@ def test_a_reply_means_the_change_is_saved(tmp_path, zctx):
     stopped while the requests are queued (the change, then stats requests
     of other clients), so that one turn reads them all; the create takes a
     ready spare worker, so that it replies at once."""
-    from conftest import Daemon, _finish
+    from conftest import Daemon, _finish, children_of
     state = tmp_path / "state"
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -277,7 +261,7 @@ def test_a_reply_means_the_change_is_saved(tmp_path, zctx):
         # each step a chance to lose the race (most lose it without the fix)
         for step, name in (("delete", "a"), ("create", "b"), ("delete", "b"), ("create", "c"),
                            ("delete", "c"), ("create", "d")):
-            assert wait_until(lambda: _spare_pids(d.proc.pid), timeout=60)
+            assert wait_until(lambda: children_of(d, b"(spare)"), timeout=60)
             c.ok("stats")
             others = [d.client() for _ in range(12)]
             for o in others:

@@ -11,15 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "unit_check.h"
 
 static struct {
     int seen;
