@@ -35,7 +35,8 @@ CELLS = [
     "plt.plot([1, 2]);\nplt.show()\nprint('after show')",
 ]
 
-_TIME = re.compile(r"\d+(?:\.\d+)?\s*(?:ns|µs|us|ms|s)\b")
+# %timeit writes "%.3g": 1000 ns comes out as "1e+03 ns" (seen once in CI)
+_TIME = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?\s*(?:ns|µs|us|ms|s)\b")
 _ADDR = re.compile(r"\b0x[0-9a-fA-F]+")
 # %timeit's own warning when one run was much slower than another: it
 # depends on the machine's load, on either kernel.
