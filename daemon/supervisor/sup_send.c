@@ -62,6 +62,7 @@ static void send_body(void *router, proto_buf *body, bool take)
         sup_log("send to client failed: %s", zmq_strerror(errno));
 }
 
+/* The loop's hook, run before every send (sup_send_before). */
 static void (*before_send)(void);
 
 void sup_send_before(void (*fn)(void))

@@ -877,7 +877,9 @@ static void forward_unread_raw(int s)
     if (!(atomic_load_explicit(&raw_written[s], memory_order_relaxed) &&
           atomic_exchange(&raw_written[s], false))) {
         now = wrk_tick_ns();
-        if (now - last_raw_check[s] < RAW_CHECK_NS)
+        /* a clock that went back (a TSC out of step on another CPU)
+         * looks now rather than never again */
+        if (now >= last_raw_check[s] && now - last_raw_check[s] < RAW_CHECK_NS)
             return;
     }
     last_raw_check[s] = now ? now : wrk_tick_ns();
