@@ -68,7 +68,7 @@ static int wake_fd = -1;
  * next run's start goes out at once (the first after a bind: until it is
  * in, the supervisor reads an exit 126 as the bind's failure). */
 static atomic_int start_timer = -1;
-static long long start_timer_due; /* when it fires next (now_ns), if later than now */
+static long long start_timer_due; /* when it fires next (wrk_tick_clock_ns), if later than now */
 static bool start_now;
 static bool flusher_started; /* start_flusher: at the worker's first run */
 /* Read ends of replaced pipes (both streams), owned by the flusher; new ones
@@ -117,14 +117,6 @@ static atomic_bool raw_written[OUT_NSTREAMS];
 static proto_buf frame;
 
 /* ---- helpers shared by all senders (channel lock held) ----------------- */
-
-/* Monotonic clock in nanoseconds (vDSO: no system call). */
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* Appends a msgpack bin header for n bytes (the smallest form). */
 static void put_bin_header(proto_buf *b, size_t n)
@@ -372,7 +364,7 @@ static void *flusher_main(void *arg)
         }
         struct timespec ts, *tp = NULL;
         if (timed) {
-            long long left = deadline - now_ns();
+            long long left = deadline - wrk_tick_clock_ns();
             if (left < 0)
                 left = 0;
             ts.tv_sec = (time_t)(left / 1000000000LL);
@@ -390,7 +382,7 @@ static void *flusher_main(void *arg)
                 fatal("eventfd read: %s", strerror(errno));
             if (!timed) {
                 timed = true;
-                deadline = now_ns() + FLUSH_DELAY_NS;
+                deadline = wrk_tick_clock_ns() + FLUSH_DELAY_NS;
             }
         }
         if (pfd[3].revents)
@@ -419,7 +411,7 @@ static void *flusher_main(void *arg)
             nstale = k;
             gen = ~0u; /* rebuild the poll set */
         }
-        if (timed && now_ns() >= deadline) {
+        if (timed && wrk_tick_clock_ns() >= deadline) {
             timed = false;
             /* Cleared before taking the buffers: a write that lands after
              * the take finds the buffer empty and `armed` false, and wakes
@@ -755,7 +747,7 @@ void wrk_output_begin_run(const proto_buf *start)
          * flusher's look at it reads a clock past start_timer_due (which
          * is never later than the expiry) and arms it again. */
         wrk_chan_defer_locked(start->data, start->len);
-        long long now = now_ns();
+        long long now = wrk_tick_clock_ns();
         struct itimerspec due = {.it_value = {0, START_DELAY_NS}};
         if (now >= start_timer_due) {
             if (timerfd_settime(timer, 0, &due, NULL) == 0)

@@ -26,8 +26,9 @@ static uint64_t tsc0;   /* TSC at the start or at calibration */
 static long long ns0;   /* CLOCK_MONOTONIC at the same instant */
 static uint64_t mult;   /* nanoseconds per tick, 32.32 fixed point */
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-static long long clock_ns(void)
+/* The clock itself: the calibration's reference and every caller's
+ * before it completes. */
+long long wrk_tick_clock_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -40,7 +41,7 @@ static long long clock_ns(void)
 static bool read_pair(uint64_t *tsc, long long *ns)
 {
     uint64_t a = __rdtsc();
-    *ns = clock_ns();
+    *ns = wrk_tick_clock_ns();
     uint64_t b = __rdtsc();
     *tsc = a + (b - a) / 2;
     return b - a < PAIR_SLACK;
@@ -88,7 +89,7 @@ long long wrk_tick_ns(void)
         return n;
     }
 #endif
-    return clock_ns();
+    return wrk_tick_clock_ns();
 }
 
 /* For the unit test: whether the rate is known. */

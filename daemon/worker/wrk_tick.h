@@ -15,6 +15,9 @@ void wrk_tick_init(void);
  * well under 1%). Callers serialise their calls (the GIL): the rate is
  * set by the first call made WRK_TICK_CAL_NS after wrk_tick_init. */
 long long wrk_tick_ns(void);
+/* CLOCK_MONOTONIC itself, in nanoseconds (deadlines of timers that the
+ * kernel keeps on that clock). */
+long long wrk_tick_clock_ns(void);
 /* Whether the TSC is used yet (for the unit test). */
 int wrk_tick_uses_tsc(void);
 
