@@ -23,6 +23,7 @@
 #include "wrk_log.h"
 #include "wrk_mpmain.h"
 #include "wrk_output.h"
+#include "wrk_print.h"
 #include "wrk_py.h"
 #include "wrk_query.h"
 #include "wrk_snap.h"
@@ -106,8 +107,8 @@ static void init_python(void)
  * import as in an interactive interpreter. */
 static void init_session(void)
 {
-    if (wrk_output_install() < 0 || wrk_py_init() < 0 || wrk_display_init() < 0 ||
-        wrk_ipy_init() < 0 || wrk_mpmain_init() < 0 ||
+    if (wrk_output_install() < 0 || wrk_print_install() < 0 || wrk_py_init() < 0 ||
+        wrk_display_init() < 0 || wrk_ipy_init() < 0 || wrk_mpmain_init() < 0 ||
         wrk_py_install_hooks(wrk_display_patch_module) < 0 || wrk_query_init() < 0 ||
         wrk_snap_init() < 0)
         goto fail;

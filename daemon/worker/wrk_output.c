@@ -25,6 +25,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -909,18 +910,20 @@ static void send_large_nogil(int s, const char *p, size_t n)
     PyEval_RestoreThread(ts);
 }
 
-/* Appends n bytes to stream s. The common case is a memcpy under a mutex;
- * a buffer that would grow past PROTO_STREAM_CHUNK, or a large write, is sent
- * by the writer itself with the GIL released (so buffers stay bounded). p
- * must stay valid while the GIL is released (callers pass data of objects
- * they hold a reference to). */
-static void out_write(int s, const char *p, size_t n)
+/* Appends the pieces (iov, cnt; n bytes in all) to stream s, in order. The
+ * common case is a memcpy per piece under a mutex; a buffer that would grow
+ * past PROTO_STREAM_CHUNK, or a large write, is sent by the writer itself
+ * with the GIL released (so buffers stay bounded). The data must stay valid
+ * while the GIL is released (callers pass data of objects they hold a
+ * reference to). */
+static void out_writev(int s, const struct iovec *iov, size_t cnt, size_t n)
 {
     if (n == 0)
         return;
     if (atomic_load(&forked)) {
         PyThreadState *ts = PyEval_SaveThread();
-        write_fd_all(s + 1, p, n);
+        for (size_t i = 0; i < cnt; i++)
+            write_fd_all(s + 1, iov[i].iov_base, iov[i].iov_len);
         PyEval_RestoreThread(ts);
         return;
     }
@@ -929,7 +932,11 @@ static void out_write(int s, const char *p, size_t n)
         return;
     }
     if (n >= CHUNK) {
-        send_large_nogil(s, p, n);
+        for (size_t i = 0; i < cnt; i++)
+            if (iov[i].iov_len >= CHUNK)
+                send_large_nogil(s, iov[i].iov_base, iov[i].iov_len);
+            else
+                out_writev(s, &iov[i], 1, iov[i].iov_len);
         return;
     }
     forward_unread_raw(s);
@@ -945,12 +952,22 @@ static void out_write(int s, const char *p, size_t n)
         pthread_mutex_unlock(&out_mu);
         return;
     }
-    uint32_t len = m->pend_len;
-    memcpy(m->buf[m->pend_idx] + len, p, n);
-    OM_SET(m->pend_len, len + (uint32_t)n);
+    uint32_t len = m->pend_len, at = len;
+    for (size_t i = 0; i < cnt; i++) {
+        memcpy(m->buf[m->pend_idx] + at, iov[i].iov_base, iov[i].iov_len);
+        at += (uint32_t)iov[i].iov_len;
+    }
+    OM_SET(m->pend_len, at);
     pthread_mutex_unlock(&out_mu);
     if (len == 0 && !atomic_exchange(&armed, true))
         wake_flusher();
+}
+
+/* out_writev of one piece. */
+static void out_write(int s, const char *p, size_t n)
+{
+    struct iovec v = {.iov_base = (void *)p, .iov_len = n};
+    out_writev(s, &v, 1, n);
 }
 
 /* Sends stream s's buffer now: flush() promises the data has left the
@@ -1053,6 +1070,47 @@ static PyObject *text_write(out_obj *self, PyObject *arg)
     if (self->line_buffering || self->write_through)
         out_flush(self->stream);
     return PyLong_FromSsize_t(nchars);
+}
+
+/* Writes the str pieces to text stream f as text_write writes their
+ * concatenation: copied into the buffer in one go when all are ASCII and
+ * the stream re-encodes nothing (a print's text and its end), else joined
+ * and given to text_write. 0, or -1 with an exception set. */
+int wrk_output_text_writev(PyObject *f, PyObject *const *parts, size_t n)
+{
+    out_obj *self = (out_obj *)f;
+    if (n == 0)
+        return 0;
+    if (out_closed(self)) {
+        closed_error();
+        return -1;
+    }
+    struct iovec iov[WRK_OUTPUT_MAX_PIECES];
+    size_t total = 0;
+    bool plain = n <= WRK_OUTPUT_MAX_PIECES && !self->encoding && !self->errors &&
+                 !(self->newline && PyUnicode_GET_LENGTH(self->newline) > 0);
+    for (size_t i = 0; plain && i < n; i++) {
+        plain = PyUnicode_IS_COMPACT_ASCII(parts[i]);
+        iov[i] = (struct iovec){PyUnicode_DATA(parts[i]), (size_t)PyUnicode_GET_LENGTH(parts[i])};
+        total += iov[i].iov_len;
+    }
+    if (plain) {
+        out_writev(self->stream, iov, n, total);
+        if (self->line_buffering || self->write_through)
+            out_flush(self->stream);
+        return 0;
+    }
+    PyObject *empty = PyUnicode_New(0, 0);
+    PyObject *seq = empty ? PyTuple_New((Py_ssize_t)n) : NULL;
+    for (size_t i = 0; seq && i < n; i++)
+        PyTuple_SET_ITEM(seq, (Py_ssize_t)i, Py_NewRef(parts[i]));
+    PyObject *text = seq ? PyUnicode_Join(empty, seq) : NULL;
+    PyObject *r = text ? text_write(self, text) : NULL;
+    Py_XDECREF(empty);
+    Py_XDECREF(seq);
+    Py_XDECREF(text);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
 }
 
 /* BufferedIOBase.write: any bytes-like object, returns its length. */
@@ -1439,6 +1497,13 @@ int wrk_output_install(void)
             return -1;
     }
     return 0;
+}
+
+/* Whether f is one of the worker's own text streams and open: print()'s
+ * fast path (wrk_print.c) writes to those directly. */
+bool wrk_output_is_open_text(PyObject *f)
+{
+    return Py_IS_TYPE(f, &text_type) && !out_closed((const out_obj *)f);
 }
 
 /* Whether f is a stream object of this module: wrk_run skips flushing

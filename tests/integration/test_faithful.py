@@ -278,6 +278,61 @@ def test_stdout_reconfigure_and_close_as_a_pipe(client, tmp_path):
     assert r.stdout == b"False False\r\n", r
 
 
+# print() writes a line to the worker's own streams in one piece
+# (wrk_print.c); everything a script can see of it is the interpreter's.
+PRINT = textwrap.dedent("""\
+    import io, pickle, sys
+    print(1, 2.5, None, True, "x", sep="-", end="!\\n"); print()
+    print("to stderr", 3, file=sys.stderr, flush=True)
+    print(print.__name__, print.__qualname__, print.__module__, print.__self__,
+          print.__text_signature__, print.__doc__.splitlines()[0], repr(print))
+    print(pickle.loads(pickle.dumps(print)) is print, type(print).__name__)
+    print(*range(40), sep=",")
+    class Noisy:
+        def __str__(self):
+            print("(from __str__)", end=" ")
+            return "noisy"
+    print("before", Noisy(), "after")
+    class Bad:
+        def __str__(self):
+            raise ValueError("no str")
+    try:
+        print("one", "two", Bad(), "never")
+    except ValueError as e:
+        print("| caught", e)
+    print("\u00e9t\u00e9", "\u4e2d", sep="\u2014")
+    for bad in (dict(sep=b""), dict(end=1), dict(foo=1), dict(flush="yes")):
+        try:
+            print("x", **bad)
+        except TypeError as e:
+            print("TypeError:", e)
+    class S(str):
+        def __str__(self):
+            return "S!"
+    print(S("s"), "t", sep=S("|"))
+    print("k", **{"se" + "p": "+"}, end=".\\n")
+    buf = io.StringIO()
+    print("into", "a", "buffer", file=buf)
+    print(repr(buf.getvalue()))
+    sys.stdout.reconfigure(newline="\\r\\n")
+    print("crlf", "line")
+    sys.stdout.reconfigure(newline="\\n")
+    print("x" * 70000, "y")
+    saved, sys.stdout = sys.stdout, None
+    print("to nowhere")
+    sys.stdout = saved
+    sys.stdout.close()
+    try:
+        print("closed")
+    except ValueError as e:
+        print(e, file=sys.stderr)
+    """)
+
+
+def test_print_writes_what_the_interpreters_print_writes(client, tmp_path):
+    same(client, tmp_path, PRINT)
+
+
 HOOKS = textwrap.dedent("""\
     import threading, sys
     def boom():
