@@ -1090,7 +1090,8 @@ int wrk_output_text_writev(PyObject *f, PyObject *const *parts, size_t n)
     bool plain = n <= WRK_OUTPUT_MAX_PIECES && !self->encoding && !self->errors &&
                  !(self->newline && PyUnicode_GET_LENGTH(self->newline) > 0);
     for (size_t i = 0; plain && i < n; i++) {
-        plain = PyUnicode_IS_COMPACT_ASCII(parts[i]);
+        if (!(plain = PyUnicode_IS_COMPACT_ASCII(parts[i])))
+            break; /* a str subclass, or not ASCII */
         iov[i] = (struct iovec){PyUnicode_DATA(parts[i]), (size_t)PyUnicode_GET_LENGTH(parts[i])};
         total += iov[i].iov_len;
     }
