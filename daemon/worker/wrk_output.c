@@ -1030,28 +1030,18 @@ static PyObject *closed_error_raw(void)
     return NULL;
 }
 
-/* TextIOBase.write: str only, encoded as reconfigure() said (default UTF-8
- * with backslashreplace), returns the number of characters. ASCII strings
- * are copied without re-encoding. */
-static PyObject *text_write(out_obj *self, PyObject *arg)
+/* Writes text (a str) as reconfigure() said: '\n' as the newline, encoded
+ * with the encoding and errors (default UTF-8 with backslashreplace); ASCII
+ * text with neither set is copied without re-encoding. */
+static int write_encoded(out_obj *self, PyObject *text)
 {
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "write() argument must be str, not %.100s",
-                     Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    if (out_closed(self))
-        return closed_error();
-    if (PyUnicode_READY(arg) < 0)
-        return NULL;
-    Py_ssize_t nchars = PyUnicode_GET_LENGTH(arg);
-    PyObject *text = Py_NewRef(arg);
+    Py_INCREF(text);
     if (self->newline && PyUnicode_GET_LENGTH(self->newline) > 0) { /* '\r' or '\r\n' */
         PyObject *nl = PyUnicode_FromString("\n");
         Py_SETREF(text, nl ? PyUnicode_Replace(text, nl, self->newline, -1) : NULL);
         Py_XDECREF(nl);
         if (!text)
-            return NULL;
+            return -1;
     }
     if (!self->encoding && !self->errors && PyUnicode_IS_COMPACT_ASCII(text)) {
         out_write(self->stream, PyUnicode_DATA(text), (size_t)PyUnicode_GET_LENGTH(text));
@@ -1061,26 +1051,24 @@ static PyObject *text_write(out_obj *self, PyObject *arg)
             self->errors ? PyUnicode_AsUTF8(self->errors) : "backslashreplace");
         if (!b) {
             Py_DECREF(text);
-            return NULL;
+            return -1;
         }
         out_write(self->stream, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
         Py_DECREF(b);
     }
     Py_DECREF(text);
-    if (self->line_buffering || self->write_through)
-        out_flush(self->stream);
-    return PyLong_FromSsize_t(nchars);
+    return 0;
 }
 
-/* Writes the str pieces to text stream f as text_write writes their
- * concatenation: copied into the buffer in one go when all are ASCII and
- * the stream re-encodes nothing (a print's text and its end), else joined
- * and given to text_write. 0, or -1 with an exception set. */
+/* Writes the str pieces to text stream f as one write of their
+ * concatenation: text_write's one piece, or a print's values, separators
+ * and end. When all are ASCII and the stream re-encodes nothing they are
+ * copied into the buffer in one go; otherwise joined and written by
+ * write_encoded. Flushed after, as line_buffering / write_through say. 0,
+ * or -1 with an exception set. */
 int wrk_output_text_writev(PyObject *f, PyObject *const *parts, size_t n)
 {
     out_obj *self = (out_obj *)f;
-    if (n == 0)
-        return 0;
     if (out_closed(self)) {
         closed_error();
         return -1;
@@ -1095,23 +1083,40 @@ int wrk_output_text_writev(PyObject *f, PyObject *const *parts, size_t n)
         iov[i] = (struct iovec){PyUnicode_DATA(parts[i]), (size_t)PyUnicode_GET_LENGTH(parts[i])};
         total += iov[i].iov_len;
     }
+    int rc = 0;
     if (plain) {
         out_writev(self->stream, iov, n, total);
-        if (self->line_buffering || self->write_through)
-            out_flush(self->stream);
-        return 0;
+    } else if (n == 1) {
+        rc = write_encoded(self, parts[0]);
+    } else {
+        PyObject *empty = PyUnicode_New(0, 0);
+        PyObject *seq = empty ? PyTuple_New((Py_ssize_t)n) : NULL;
+        for (size_t i = 0; seq && i < n; i++)
+            PyTuple_SET_ITEM(seq, (Py_ssize_t)i, Py_NewRef(parts[i]));
+        PyObject *text = seq ? PyUnicode_Join(empty, seq) : NULL;
+        rc = text ? write_encoded(self, text) : -1;
+        Py_XDECREF(empty);
+        Py_XDECREF(seq);
+        Py_XDECREF(text);
     }
-    PyObject *empty = PyUnicode_New(0, 0);
-    PyObject *seq = empty ? PyTuple_New((Py_ssize_t)n) : NULL;
-    for (size_t i = 0; seq && i < n; i++)
-        PyTuple_SET_ITEM(seq, (Py_ssize_t)i, Py_NewRef(parts[i]));
-    PyObject *text = seq ? PyUnicode_Join(empty, seq) : NULL;
-    PyObject *r = text ? text_write(self, text) : NULL;
-    Py_XDECREF(empty);
-    Py_XDECREF(seq);
-    Py_XDECREF(text);
-    Py_XDECREF(r);
-    return r ? 0 : -1;
+    if (rc == 0 && (self->line_buffering || self->write_through))
+        out_flush(self->stream);
+    return rc;
+}
+
+/* TextIOBase.write: str only, returns the number of characters. */
+static PyObject *text_write(out_obj *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "write() argument must be str, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) < 0)
+        return NULL;
+    if (wrk_output_text_writev((PyObject *)self, &arg, 1) < 0)
+        return NULL;
+    return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(arg));
 }
 
 /* BufferedIOBase.write: any bytes-like object, returns its length. */

@@ -43,9 +43,9 @@ void wrk_output_begin_run(const proto_buf *start);
  * or binary), whose buffered data wrk_output_end_run sends anyway. */
 bool wrk_output_owns(PyObject *f);
 /* print()'s fast path (wrk_print.c). Whether f is one of this module's text
- * objects and open; and a write of the str pieces (at most
- * WRK_OUTPUT_MAX_PIECES at once) as text_write writes their concatenation:
- * 0, or -1 with a Python error set. */
+ * objects and open; and one write of the str pieces' concatenation, as
+ * sys.stdout.write writes it (up to WRK_OUTPUT_MAX_PIECES ASCII pieces are
+ * copied without joining): 0, or -1 with a Python error set. */
 #define WRK_OUTPUT_MAX_PIECES 16
 bool wrk_output_is_open_text(PyObject *f);
 int wrk_output_text_writev(PyObject *f, PyObject *const *parts, size_t n);
