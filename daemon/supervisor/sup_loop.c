@@ -63,6 +63,10 @@ static void send_gap(int sock, const uint8_t *route, size_t len, uint64_t droppe
     proto_buf_free(&b);
 }
 
+/* A client message was read in this turn (read_client): the background
+ * work that waits for a pause of the clients' requests waits again. */
+static bool client_read;
+
 /* Receives client messages (all the frames of each) and hands them on, up
  * to a budget. A message with more than one body frame is a client error,
  * answered as such. True when it stopped because none was left: that last
@@ -78,6 +82,7 @@ static bool read_client(int sock)
             zmq_msg_close(&route);
             return true;
         }
+        client_read = true;
         zmq_msg_init(&body);
         bool have_body = zmq_msg_more(&route) && zmq_msg_recv(&body, router, 0) >= 0;
         bool multipart = have_body && zmq_msg_more(&body);
@@ -460,6 +465,7 @@ void sup_loop_run(void)
     enum { MAX_EVENTS = 256, WAKE_MAX_MS = 1000 };
     struct epoll_event evs[MAX_EVENTS];
     double all_due_at = 0;
+    double client_at = 0; /* monotonic: the last turn that read a client message */
     ep_open();
     sup_send_before(save_table);
     while (!stopping) {
@@ -483,6 +489,15 @@ void sup_loop_run(void)
         if (sup_ctx_read_ready() && (next == 0 || now + 0.001 < next))
             next = now + 0.001;
         bool quiet = serve_zmq();
+        if (client_read) {
+            client_at = now;
+            client_read = false;
+        }
+        /* After the clients' messages: a turn that brings one asks for no
+         * background read before serving it. */
+        double pss_next = sup_ctx_pss_tick(now, client_at);
+        if (pss_next > 0 && (next == 0 || pss_next < next))
+            next = pss_next;
         long timeout = -1;
         /* A timer set since the tick (a lease renewed, a zygote to
          * restart) is not in next: one more turn, then sleep; one with its

@@ -167,6 +167,23 @@ def test_back_to_back_runs_do_not_each_read_pss(client):
     assert client.info("busy")["pss"] > 0
 
 
+def test_pss_is_read_under_requests_without_a_pause(client):
+    """The background PSS reads wait for a pause in the clients' requests
+    (a read takes a CPU from the request in hand), but not for ever: under
+    back-to-back requests for 3 s a context whose runs keep ending still
+    gets its figure read (at most a second late)."""
+    client.ok("ctx.create", name="steady")
+    assert client.execute("x = 0", ctx="steady").status == "ok"
+    time.sleep(1.2)  # the new worker's first read is behind us
+    before = client.request("stats")["counters"]["pss_reads"]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 3.0:
+        assert client.execute("x += 1", ctx="steady").status == "ok"
+    reads = client.request("stats")["counters"]["pss_reads"] - before
+    assert reads >= 1, reads
+    assert client.info("steady")["pss"] > 0
+
+
 def test_delete_kills_worker_and_children(client):
     client.ok("ctx.create", name="del")
     pid = client.info("del")["pid"]
