@@ -1847,17 +1847,20 @@ static void spare_drop(sup_ctx *c)
         spare_after = sup_now() + 1.0;
 }
 
-/* Queues a spare's warm-up: a silent `pass` for no client (ctx_send
+/* Queues a spare's warm-up: a silent cell for no client (ctx_send
  * drops what it would send). A worker's first run costs ~10 ms more than
  * its next ones (the output thread starts, the run machinery's pages are
  * first written: copy-on-write faults); a spare pays it before it is
- * taken. Its queue holds the context's first run behind it if taken
- * early. */
+ * taken. The cell compiles an assignment of a call and runs nothing: the
+ * compiler's pools and caches are then written too (a taken spare's first
+ * `x = 1` copied 15 pages after a `pass`, 1 after this). Its queue holds
+ * the context's first run behind it if taken early. */
 static void spare_warm(sup_ctx *c)
 {
     sup_run *r = mem_calloc(1, sizeof *r);
-    r->code = mem_strdup("pass");
-    r->code_len = 4;
+    static const char warm[] = "if 0:\n    x = f(1, a.b[2])\n";
+    r->code = mem_strdup(warm);
+    r->code_len = sizeof warm - 1;
     r->silent = true;
     r->timeout = 60; /* a warm-up that hangs is killed, the spare dropped */
     r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;

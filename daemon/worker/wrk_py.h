@@ -24,6 +24,7 @@ typedef enum wrk_py_fn {
     WRK_PY_CHILD_EXIT, /* (exc or None) -> exit status of a forked child */
     WRK_PY_EXIT_CODE,  /* (SystemExit) -> the exit status a script would have */
     WRK_PY_END_RUN,    /* (silent) -> None: the figures the run left open */
+    WRK_PY_WARM,       /* () -> None: a cell compiled, run and shown, kept nowhere (zygote) */
     WRK_PY_NFNS
 } wrk_py_fn;
 

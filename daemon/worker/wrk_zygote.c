@@ -28,6 +28,7 @@
 #include "wrk_chan.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
+#include "wrk_py.h"
 #include "wrk_run.h"
 
 #define ZYGOTE_FD 3
@@ -802,6 +803,13 @@ void wrk_zygote_main(int argc, char **argv)
     PyObject *loaded = NULL, *skipped = NULL;
     do_preloads(preload, &loaded, &skipped);
     wrk_main_init_session();
+    /* Before the pools are filled: what it leaves allocated is the zygote's. */
+    r = wrk_py_call(WRK_PY_WARM, PyTuple_New(0));
+    if (!r) { /* a worker's first run only faults more without it */
+        wrk_log("zygote: the compiler's warm-up failed");
+        PyErr_Print();
+    }
+    Py_XDECREF(r);
     r = PyObject_CallFunctionObjArgs(fn_fill_pools, NULL);
     if (!r) { /* a worker is only bigger without it */
         wrk_log("zygote: filling the allocator's pools failed");

@@ -36,18 +36,22 @@ def test_a_context_takes_a_spare_and_is_like_a_fresh_one(make_daemon):
     before = ready_spares(d, 2)
     info = c.ok("ctx.create", name="s1")["ctx"]
     assert info["pid"] in before, (info, before)
-    r = c.execute("import os, sys\n"
+    r = c.execute("import os, sys, linecache\n"
                   f"(os.getcwd(), sorted(k for k in globals() if not k.startswith('__')),\n"
-                  f" __name__, '{PRELOAD}' in sys.modules, 'x' in globals())", ctx="s1")
+                  f" __name__, '{PRELOAD}' in sys.modules, 'x' in globals(),\n"
+                  f" [k for k in linecache.cache if 'warm' in k])", ctx="s1")
     assert r.status == "ok", r
     # named and placed as a forked one: its title (`bind` is obeyed before
     # the run, not before the `ok` of ctx.create), its private directory
     assert cmdline(info["pid"]) == [b"ctxd-worker", b"s1"]
     # the warm-up run left nothing behind, and this is the context's first run
     assert r.accepted["execution_count"] == 1, r.accepted
-    cwd, names, name, preloaded, has_x = eval(r.text)
+    cwd, names, name, preloaded, has_x, warm_lines = eval(r.text)
     assert cwd == info["cwd"] and os.path.basename(cwd).startswith("s1."), (cwd, info)
-    assert names == ["os", "sys"] and name == "__main__" and preloaded and not has_x, r.text
+    assert names == ["linecache", "os", "sys"] and name == "__main__" and preloaded, r.text
+    # neither the zygote's warm-up cell nor the spare's (`if 0:` over an
+    # assignment to x) left a name or a source line
+    assert not has_x and warm_lines == [], r.text
     # a spare is made again to replace it
     after = ready_spares(d, 2)
     assert info["pid"] not in after

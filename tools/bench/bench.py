@@ -20,7 +20,8 @@ thousand):
             path: the same jupyter_client loop against the ctxd kernel
             (ctxd.kernel, attached to this bench's daemon)
   ready     ctx.create -> first `x = 1` done (numpy preloaded); ipykernel:
-            start -> first execute done
+            start -> first execute done; the page faults of a new context's
+            first `x = 1` (a spare taken; --compare BUILD: that build's too)
   fork      ctx.fork of a context holding 200 MB of numpy arrays: time to
             ready; PSS of source + fork
   stream    1,000,000 x print('x'*99) and one 100 MB sys.stdout.write, every
@@ -96,6 +97,28 @@ def summary(v, unit_scale=1.0):
         return None
     return {"n": len(v), "median": pct(v, 0.5) * unit_scale, "p99": pct(v, 0.99) * unit_scale,
             "min": min(v) * unit_scale, "max": max(v) * unit_scale}
+
+
+def minor_faults(pid):
+    """A process's minor page faults so far (all threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[7])
+
+
+def first_run_faults(d, n):
+    """Page faults of a new context's first x = 1 (its worker a spare, made
+    and warmed up ahead): each a copy-on-write copy of a page the zygote
+    shares, or a first touch; n creations GAP_MS apart, then deleted."""
+    out = []
+    for i in range(n):
+        time.sleep(GAP_MS / 1e3)
+        pid = d.c.req("ctx.create", name=f"pf{i}")["ctx"]["pid"]
+        f0 = minor_faults(pid)
+        d.c.run("x = 1", f"pf{i}")
+        out.append(minor_faults(pid) - f0)
+    for i in range(n):
+        d.c.req("ctx.delete", ctx=f"pf{i}")
+    return out
 
 
 def pss_of(pid):
@@ -551,8 +574,20 @@ class Bench:
             time.sleep(0.5)  # its spares are made
             f["ctxd_spares"] = cbench(self.build, "create", d.endpoint, "sp", n, "-",
                                       GAP_MS)["ready"]
+            f["first_run_faults"] = first_run_faults(d, self.n(20, 3))
         finally:
             d.stop()
+        if self.a.compare:
+            d = Daemon(os.path.abspath(self.a.compare), self.tmp, name="spares-old",
+                       extra=("--spare-workers", str(SPARES)))
+            try:
+                time.sleep(0.5)
+                f["first_run_faults_old"] = first_run_faults(d, self.n(20, 3))
+            finally:
+                d.stop()
+        log(f"ready: page faults of a new context's first x = 1 (a spare taken): median "
+            f"{pct(f['first_run_faults'], .5):.0f}"
+            + (f", old {pct(f['first_run_faults_old'], .5):.0f}" if self.a.compare else ""))
         for tier in ("local", "sandbox"):  # confined: policy set-up; namespaces + root
             log(f"ready: {n} x {tier} tier")
             f[tier] = cbench(self.build, "create", self.d.endpoint, tier[:3], n, tier)["ready"]
@@ -1407,6 +1442,11 @@ def make_table(res):
                          "<= 5 ms median",
                          goal("context ready <= 5 ms median (a spare ready)",
                               pct(sp, .5) <= 0.005, "median")))
+        if r.get("first_run_faults"):
+            fo = r.get("first_run_faults_old")
+            rows.append(("2 ready", "  page faults of its first x = 1 (median)",
+                         f"{pct(r['first_run_faults'], .5):.0f}", "",
+                         f"old {pct(fo, .5):.0f}" if fo else "", "", ""))
         if r.get("local"):
             rows.append(("2 ready", "  the same, local tier (confined)", ms(r["local"]), "", "",
                          "", ""))
@@ -1739,8 +1779,8 @@ def main():
     ap.add_argument("--counts", help="contexts alive for the scale figure (default "
                     "10,100,1000,5000)")
     ap.add_argument("--compare", metavar="BUILD",
-                    help="another build directory (an earlier tree) for stream, scale "
-                    "and cpu, measured in the same run")
+                    help="another build directory (an earlier tree) for stream, scale, "
+                    "cpu and ready's page faults, measured in the same run")
     args = ap.parse_args()
     if args.only and any(f not in FIGS for f in args.only.split(",")):
         ap.error(f"--only takes some of {','.join(FIGS)}")
