@@ -1868,11 +1868,12 @@ static void spare_warm(sup_ctx *c)
     sup_ctx_submit(c, r);
 }
 
+static bool spare_due(double now);
+
 /* Asks the zygote for spares until --spare-workers are alive or coming. */
 static void spare_fill(double now)
 {
-    while (nspares < sup_cfg.spare_workers && spare_after >= 0 && now >= spare_after &&
-           sup_zygote_ready() && ncontexts + nspares < sup_cfg.max_contexts) {
+    while (spare_due(now)) {
         sup_ctx *c = mem_calloc(1, sizeof *c);
         c->name = mem_strdup("(spare)");
         c->cwd = mem_strdup("/");
@@ -2286,18 +2287,8 @@ static bool check_cpu_budget(sup_ctx *c, double now)
 #define PSS_TICK_SCAN 32
 #define PSS_TICK_GAP 0.05
 #define PSS_MIN_GAP 1.0
-/* The reads wait for a pause in the clients' requests: a read is ~0.3-0.7
- * ms of a CPU, and the sup_pss thread it wakes took that CPU from the
- * request in hand (measured: a paced ctx.create answered in 1.15 ms
- * instead of 0.4 when its turn asked for a read, on a 2-core host where
- * the other core was busy). None is asked within PSS_QUIET of the last
- * client message; under requests without such a pause, the reads wait at
- * most PSS_DEFER_MAX, then go ahead as before. */
-#define PSS_QUIET 0.02
-#define PSS_DEFER_MAX 1.0
 static double info_deadline; /* monotonic; 0: INFO reads every stale PSS */
 static double pss_tick_next;
-static double pss_defer_since; /* monotonic: reads wanted but held since; 0 none */
 
 /* Resident memory of a worker (bytes; 0 when unknown) from statm, which
  * the kernel answers from counters: cheap enough for every INFO. */
@@ -2394,29 +2385,19 @@ void sup_ctx_info_budget(double seconds)
     info_deadline = seconds > 0 ? sup_now() + seconds : 0;
 }
 
+/* Whether the tick has PSS figures to read now. */
+static bool pss_due(double now)
+{
+    return now >= pss_tick_next && mem_list.head && mem_list.head->pss_at == 0;
+}
+
 /* Reads the PSS of new workers and of those whose run ended (mem_list's
- * head: they are put there) at a bounded cost per tick, in a pause of the
- * clients' requests (client_at: the last client message, monotonic);
- * returns when to come back, 0 when none waits. */
-double sup_ctx_pss_tick(double now, double client_at)
+ * head: they are put there) at a bounded cost per tick; returns when to
+ * come back, 0 when none waits. */
+static double pss_tick(double now)
 {
     if (now < pss_tick_next)
         return pss_tick_next;
-    sup_ctx *head = mem_list.head;
-    if (!head || head->pss_at != 0) {
-        pss_defer_since = 0;
-        return pss_tick_next = 0;
-    }
-    if (now - client_at < PSS_QUIET) {
-        if (pss_defer_since == 0)
-            pss_defer_since = now;
-        double until = pss_defer_since + PSS_DEFER_MAX;
-        if (now < until) {
-            double quiet = client_at + PSS_QUIET;
-            return pss_tick_next = quiet < until ? quiet : until;
-        }
-    }
-    pss_defer_since = 0;
     /* The wanted figures are the head of mem_list; a read moves its
      * context to the tail, one read less than PSS_MIN_GAP ago stays. */
     int reads = 0, scanned = 0;
@@ -2436,6 +2417,61 @@ double sup_ctx_pss_tick(double now, double client_at)
     return pss_tick_next;
 }
 
+/* ---- background work, in the clients' pauses ----------------------------- */
+
+/* Making spares (a zygote fork, then a warm-up run) and reading PSS figures
+ * (~0.3-0.7 ms of a CPU each) take a CPU from the request in hand when they
+ * start beside it: a read asked in the turn that brought a paced
+ * ctx.create had it answered in 1.15 ms instead of 0.4 (2 cores, the other
+ * busy; the sup_pss thread it woke ran first). So such work starts after a
+ * turn's client messages are served and only BG_QUIET after the last one;
+ * under requests without such a pause it waits at most BG_DEFER_MAX, then
+ * goes ahead (spares and figures are never starved). */
+#define BG_QUIET 0.02
+#define BG_DEFER_MAX 1.0
+static double bg_held_since; /* monotonic: work due but held since; 0 none */
+
+/* Whether work that is due may start now; else *again is when to look. */
+static bool bg_may_start(double now, double client_at, double *again)
+{
+    if (now - client_at >= BG_QUIET) {
+        bg_held_since = 0;
+        return true;
+    }
+    if (bg_held_since == 0)
+        bg_held_since = now;
+    double until = bg_held_since + BG_DEFER_MAX;
+    if (now >= until) {
+        bg_held_since = 0;
+        return true;
+    }
+    double quiet = client_at + BG_QUIET;
+    *again = quiet < until ? quiet : until;
+    return false;
+}
+
+/* Whether spare_fill would ask the zygote for a spare now. */
+static bool spare_due(double now)
+{
+    return nspares < sup_cfg.spare_workers && spare_after >= 0 && now >= spare_after &&
+           sup_zygote_ready() && ncontexts + nspares < sup_cfg.max_contexts;
+}
+
+double sup_ctx_background_tick(double now, double client_at)
+{
+    bool spares = spare_due(now), reads = pss_due(now);
+    if (!spares && !reads) {
+        bg_held_since = 0;
+        return pss_tick_next > now ? pss_tick_next : 0;
+    }
+    double again = 0;
+    if (!bg_may_start(now, client_at, &again))
+        return again;
+    if (spares)
+        spare_fill(now);
+    return pss_tick(now);
+}
+
 /* Fires the timers: a run past its deadline is interrupted, a worker past
  * its kill time is killed. Also retries held-back client messages. */
 double sup_ctx_tick(double now)
@@ -2446,8 +2482,6 @@ double sup_ctx_tick(double now)
         graveyard = c->next;
         free_ctx(c);
     }
-    if (now > 0)
-        spare_fill(now);
     double next = reap_idle(now), lease_next = reap_leases(now);
     if (lease_next && (!next || lease_next < next))
         next = lease_next;

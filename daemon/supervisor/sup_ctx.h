@@ -284,11 +284,12 @@ void sup_ctx_spawned(sup_ctx *c, pid_t pid);
 void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held);
 /* Timers and stalled sends; returns the next deadline (monotonic), 0 = none. */
 double sup_ctx_tick(double now);
-/* Refreshes stale PSS figures, a few at a time, once the clients pause
- * (client_at: monotonic time of the last client message): called after the
- * turn's client messages are served, so a turn that brings a request never
- * asks for a read first. Returns when to come back, 0 = nothing waits. */
-double sup_ctx_pss_tick(double now, double client_at);
+/* The background work (spares made, stale PSS figures read a few at a
+ * time) once the clients pause (client_at: monotonic time of the last
+ * client message): called after the turn's client messages are served, so
+ * a turn that brings a request starts none of it first. Returns when to
+ * come back, 0 = nothing waits. */
+double sup_ctx_background_tick(double now, double client_at);
 void sup_ctx_shutdown_all(void);
 const char *sup_ctx_state_name(const sup_ctx *c);
 void sup_run_free(sup_run *r);

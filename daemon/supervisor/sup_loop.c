@@ -493,11 +493,11 @@ void sup_loop_run(void)
             client_at = now;
             client_read = false;
         }
-        /* After the clients' messages: a turn that brings one asks for no
-         * background read before serving it. */
-        double pss_next = sup_ctx_pss_tick(now, client_at);
-        if (pss_next > 0 && (next == 0 || pss_next < next))
-            next = pss_next;
+        /* After the clients' messages: a turn that brings one starts no
+         * background work (a spare, a PSS read) before serving it. */
+        double bg_next = sup_ctx_background_tick(now, client_at);
+        if (bg_next > 0 && (next == 0 || bg_next < next))
+            next = bg_next;
         long timeout = -1;
         /* A timer set since the tick (a lease renewed, a zygote to
          * restart) is not in next: one more turn, then sleep; one with its

@@ -6,6 +6,7 @@ one whose worker was forked for it; a context that needs anything else
 
 import os
 import signal
+import time
 
 from conftest import pid_gone, wait_until
 from test_zygote_fork import children
@@ -58,6 +59,22 @@ def test_a_context_takes_a_spare_and_is_like_a_fresh_one(make_daemon):
     # the spares are nobody's contexts
     listed = {x["name"] for x in c.ok("ctx.list")["contexts"]}
     assert listed == {"s1"}, listed
+
+
+def test_a_spare_is_made_again_under_requests_without_a_pause(make_daemon):
+    """A taken spare's successor is forked in a pause of the clients'
+    requests (a fork beside a request takes its CPU), but not only then:
+    under back-to-back requests for 3 s it is made all the same."""
+    d = make_daemon("--spare-workers", "1")
+    c = d.client()
+    ready_spares(d, 1)
+    spawned = c.ok("stats")["counters"]["workers_spawned"]
+    c.ok("ctx.create", name="steady")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 3.0:
+        assert c.execute("x = 1", ctx="steady").status == "ok"
+    # asked at once, no pause before it
+    assert c.ok("stats")["counters"]["workers_spawned"] > spawned
 
 
 def test_contexts_needing_more_than_the_default_never_take_a_spare(make_daemon, tmp_path):
