@@ -1868,7 +1868,12 @@ static void spare_warm(sup_ctx *c)
     sup_ctx_submit(c, r);
 }
 
-static bool spare_due(double now);
+/* Whether spare_fill would ask the zygote for a spare now. */
+static bool spare_due(double now)
+{
+    return nspares < sup_cfg.spare_workers && spare_after >= 0 && now >= spare_after &&
+           sup_zygote_ready() && ncontexts + nspares < sup_cfg.max_contexts;
+}
 
 /* Asks the zygote for spares until --spare-workers are alive or coming. */
 static void spare_fill(double now)
@@ -2448,13 +2453,6 @@ static bool bg_may_start(double now, double client_at, double *again)
     double quiet = client_at + BG_QUIET;
     *again = quiet < until ? quiet : until;
     return false;
-}
-
-/* Whether spare_fill would ask the zygote for a spare now. */
-static bool spare_due(double now)
-{
-    return nspares < sup_cfg.spare_workers && spare_after >= 0 && now >= spare_after &&
-           sup_zygote_ready() && ncontexts + nspares < sup_cfg.max_contexts;
 }
 
 double sup_ctx_background_tick(double now, double client_at)
