@@ -92,5 +92,12 @@ int sbx_allow_load(bool no_network, bool no_subprocess);
  * allowed but for those two; in a denylist (sbx_apply.c), those two
  * refused with EPERM. 0, or -errno. */
 int sbx_merge_rules(void *filter, bool allowlist);
+/* Adds to filter (a denylist, sbx_apply.c) the rules on new processes that
+ * hold in every confined tier: clone with any flag making a new namespace
+ * refused (EPERM), clone3 answered ENOSYS (its flags are behind a pointer
+ * a filter cannot read; glibc then falls back to clone). The allowlist
+ * (sbx_allow_load) holds the same by allowing clone only without those
+ * flags. 0, or -errno. */
+int sbx_clone_rules(void *filter);
 
 #endif

@@ -124,6 +124,18 @@ int sbx_merge_rules(void *filter, bool allowlist)
                                  SCMP_A0(op, SBX_PR_SET_MEMORY_MERGE));
 }
 
+int sbx_clone_rules(void *filter)
+{
+    static const unsigned long flags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS,
+                                          CLONE_NEWIPC, CLONE_NEWUSER,   CLONE_NEWPID,
+                                          CLONE_NEWNET};
+    int rc = 0;
+    for (size_t i = 0; !rc && i < sizeof flags / sizeof *flags; i++)
+        rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, flags[i], flags[i]));
+    return rc ? rc : seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+}
+
 int sbx_allow_load(bool no_network, bool no_subprocess)
 {
     scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));

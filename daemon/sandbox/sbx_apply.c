@@ -27,6 +27,7 @@
 #include <linux/securebits.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -270,6 +271,8 @@ static int landlock_prepare(void)
             add_rule(rs, system_read[i], LL_READ, false, "filesystem_read_roots (system)");
         for (size_t i = 0; pol.py_paths && pol.py_paths[i]; i++)
             add_rule(rs, pol.py_paths[i], LL_READ, false, "filesystem_read_roots (sys.path)");
+        /* its own directory (the worker runs in it) */
+        add_rule(rs, ".", LL_READ, false, "filesystem_read_roots (its directory)");
     }
     /* Writing to /dev/null is not writing to the filesystem. */
     if (pol.write_set)
@@ -290,14 +293,31 @@ static void landlock_apply(int rs)
 
 /* ---- the worker's identity (local tier, root daemon) ------------------ */
 
+/* While the worker is still root (local tier, root daemon): its own IPC
+ * namespace (SysV IPC private per context) and its own mount namespace,
+ * receiving the host's mounts but sending none back, with a tmpfs of its
+ * own on /dev/shm (POSIX shared memory and multiprocessing's semaphores),
+ * the context's uid's alone (mode 0700), memory_bytes / 4 at most (256 MiB
+ * by default, as the sandbox tier's): no context sees another's, and it
+ * goes with the worker's last process. */
+static void private_namespaces(void)
+{
+    if (unshare(CLONE_NEWIPC | CLONE_NEWNS) < 0)
+        fail("private SysV IPC and mount namespaces");
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+        fail("a mount namespace receiving only");
+    unsigned long long size = (pol.memory_bytes ? pol.memory_bytes : 1ULL << 30) / 4;
+    char opts[96];
+    snprintf(opts, sizeof opts, "mode=0700,uid=%u,gid=%u,size=%llu", pol.uid, pol.gid, size);
+    if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        fail("a private /dev/shm");
+}
+
 /* Becomes the context's own uid/gid (with the workers' group) for good:
  * no capability in any set, the bounding set empty, root not special on
- * exec, no real-time scheduling. Its own IPC namespace first, while it may
- * still make one: SysV IPC is private per context. */
+ * exec, no real-time scheduling. */
 static void drop_identity(void)
 {
-    if (unshare(CLONE_NEWIPC) < 0)
-        fail("a private SysV IPC namespace");
     if (prctl(PR_SET_SECUREBITS,
               SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
                   SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
@@ -372,9 +392,12 @@ static void collect_py_paths(void)
  *    reboot, swap, handles by inode);
  *  - network_access false: socket() of every family (socketpair stays:
  *    it reaches nothing outside the process tree);
+ *  - always: clone with a flag making a new namespace (a user namespace
+ *    is the kernel's attack surface behind it), and clone3 answers ENOSYS
+ *    so glibc falls back to clone, whose flags the filter can read
+ *    (sbx_clone_rules);
  *  - subprocess_execution false: execve/execveat, fork/vfork, and clone
- *    without CLONE_THREAD (threads stay); clone3 answers ENOSYS so glibc
- *    falls back to clone, whose flags the filter can read. */
+ *    without CLONE_THREAD (threads stay). */
 static const char *const always_denied[] = {
     "ptrace",
     "process_vm_readv",
@@ -446,6 +469,7 @@ static void seccomp_filter(void)
      * process's is a page whose copy-on-write a tenant can time, learning
      * what the unsafe-tier workers (which are merged, wrk_zygote.c) hold. */
     rc = rc ? rc : sbx_merge_rules(f, false);
+    rc = rc ? rc : sbx_clone_rules(f);
     if (!rc && pol.no_network) {
         /* No new socket, and none reached through one it already has (a
          * socketpair end connected or sent to a path). */
@@ -465,7 +489,6 @@ static void seccomp_filter(void)
         rc = rc ? rc
                 : seccomp_rule_add(f, eperm, SCMP_SYS(clone), 1,
                                    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
-        rc = rc ? rc : seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
     }
     if (!rc)
         rc = seccomp_load(f);
@@ -623,6 +646,11 @@ void sbx_init(void)
      * zygote (or the supervisor) before this worker ran anything. */
     if (pol.sandbox)
         pol.write_set = pol.read_set = false;
+    /* Private by default: what it creates is its uid's alone (inherited by
+     * every process it starts). */
+    umask(077);
+    if (!pol.sandbox && pol.has_uid)
+        private_namespaces(); /* before Landlock opens /dev/shm: the new one */
     int rs = landlock_prepare();
     if (!pol.sandbox && pol.has_uid)
         drop_identity();

@@ -587,7 +587,12 @@ static char *sandbox_var(const sup_policy *p, const char *extra)
     put_list_line(&s, "write_roots", &p->write_roots);
     if (p->write_default) /* tempfile writes where the context may */
         put_line(&s, "tmpdir", p->write_roots.v[0]);
-    if ((p->read_roots.set || p->tier == SUP_TIER_SANDBOX) && sup_pkgs_source_dir()) {
+    /* A local context without read roots still reads only what it needs
+     * (sbx_apply.c: the system's directories, the interpreter's, its own
+     * directory and write roots): never the state directory or another
+     * context's directory. */
+    bool reads = p->read_roots.set || p->tier == SUP_TIER_LOCAL;
+    if ((reads || p->tier == SUP_TIER_SANDBOX) && sup_pkgs_source_dir()) {
         /* The package directory's links point into the install cache (a
          * sandbox binds it read-only, sbx_ns.c). */
         sup_strlist roots = p->read_roots;
@@ -599,7 +604,9 @@ static char *sandbox_var(const sup_policy *p, const char *extra)
         put_list_line(&s, "read_roots", &roots);
         free(roots.v);
     } else {
-        put_list_line(&s, "read_roots", &p->read_roots);
+        sup_strlist roots = p->read_roots;
+        roots.set = reads;
+        put_list_line(&s, "read_roots", &roots);
     }
     if (extra)
         proto_buf_append(&s, extra, strlen(extra));

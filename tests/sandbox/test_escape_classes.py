@@ -499,3 +499,195 @@ def test_forged_frames_act_on_nothing(make_daemon, tmp_path, tier, table):
             assert c.request("hello")["t"] == "ok"
     finally:
         victim.kill()
+
+
+# ---- 10. namespaces by flag; private by default --------------------------
+# (the issue's classes 1 and 3, and /dev/shm outliving ctx.delete of 2)
+
+# A raw clone/clone3 made with the GIL held (PyDLL), so the child, one
+# thread, can run os._exit at once: 0 in the child, its pid in the parent.
+CLONE_PRELUDE = textwrap.dedent("""
+    import ctypes, os, signal
+    _py = ctypes.PyDLL(None, use_errno=True)
+    _py.syscall.restype = ctypes.c_long
+    def _clone(flags):
+        pid = _py.syscall(ctypes.c_long(56), ctypes.c_long(flags | signal.SIGCHLD),
+                          ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0))
+        if pid == 0:
+            os._exit(0)
+        if pid < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, 'clone: ' + os.strerror(e))
+        os.waitpid(pid, 0)
+    class _Args(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_uint64) for n in (
+            'flags', 'pidfd', 'child_tid', 'parent_tid', 'exit_signal', 'stack',
+            'stack_size', 'tls', 'set_tid', 'set_tid_size', 'cgroup')]
+    def _clone3(flags):
+        a = _Args(flags=flags, exit_signal=signal.SIGCHLD)
+        pid = _py.syscall(ctypes.c_long(435), ctypes.byref(a), ctypes.c_long(ctypes.sizeof(a)))
+        if pid == 0:
+            os._exit(0)
+        if pid < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, 'clone3: ' + os.strerror(e))
+        os.waitpid(pid, 0)
+""")
+
+NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET = (
+    0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
+
+NAMESPACE_ATTEMPTS = [
+    ("clone(CLONE_NEWUSER | SIGCHLD), subprocess allowed", f"_clone({NEWUSER})"),
+    ("clone(CLONE_NEWUSER | CLONE_NEWNET)", f"_clone({NEWUSER | NEWNET})"),
+    ("clone(CLONE_NEWUSER | CLONE_NEWNS)", f"_clone({NEWUSER | NEWNS})"),
+    ("clone(CLONE_NEWUSER | CLONE_NEWPID)", f"_clone({NEWUSER | NEWPID})"),
+    ("clone(CLONE_NEWUSER | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)",
+     f"_clone({NEWUSER | NEWIPC | NEWUTS | NEWCGROUP})"),
+    ("clone(CLONE_NEWNET) alone", f"_clone({NEWNET})"),
+    ("clone3 {flags: CLONE_NEWUSER}", f"_clone3({NEWUSER})"),
+    ("clone3 {flags: CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS}",
+     f"_clone3({NEWUSER | NEWNET | NEWNS})"),
+    ("unshare(CLONE_NEWUSER)", f"assert _py.unshare({NEWUSER}) == 0, 'refused'"),
+]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_namespace_flags(make_daemon, tmp_path, tier, table):
+    d = make_daemon()
+    c = d.client()
+    make_contexts(c, tmp_path, tier)
+    # the same process can still fork and start programs
+    r = c.execute("import subprocess; print(subprocess.run(['true']).returncode)",
+                  ctx=f"{tier}-a")
+    assert r.status == "ok" and r.stdout.decode().strip() == "0", r
+    by = {"local": "seccomp: clone with a CLONE_NEW* flag EPERM; clone3 ENOSYS",
+          "sandbox": "seccomp allowlist: clone only without CLONE_NEW*; clone3 ENOSYS"}[tier]
+    for name, code in NAMESPACE_ATTEMPTS:
+        r, alive = run(c, f"{tier}-a", CLONE_PRELUDE + code)
+        table.add(name, tier, r, alive, by)
+    assert d.alive()
+    assert not [f for f in table.failures if f.startswith(tier)], "\n".join(table.failures)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_dev_shm_private(make_daemon, tmp_path, tier, table):
+    """One context's 0644 file in /dev/shm (and /tmp) is not another's to
+    read, and none is left on the host after ctx.delete."""
+    d = make_daemon()
+    c = d.client()
+    c.ok("ctx.create", name=f"{tier}-a", tier=tier)  # local's default roots: /dev/shm
+    c.ok("ctx.create", name=f"{tier}-v", tier=tier)
+    name = f"ctxd-ns-{os.getpid()}-{tier}"
+    places = ["/dev/shm"] + (["/tmp"] if tier == "sandbox" else [])
+    for place in places:
+        r = c.execute(f"import os\np = {place + '/' + name!r}\nopen(p, 'w').write('secret')\n"
+                      "os.chmod(p, 0o644)", ctx=f"{tier}-a")
+        assert r.status == "ok", (r.error, r)
+        r, alive = run(c, f"{tier}-v", f"print(open({place + '/' + name!r}).read())")
+        table.add(f"read another context's 0644 file in {place}", tier, r, alive,
+                  f"its own tmpfs {place} per context: ENOENT")
+    # a POSIX shared memory segment, multiprocessing's way
+    r = c.execute("import os\nfrom multiprocessing import shared_memory\n"
+                  f"s = shared_memory.SharedMemory({name + '-sm'!r}, create=True, size=4096)\n"
+                  "s.buf[:6] = b'secret'\nos.fchmod(s._fd, 0o666)", ctx=f"{tier}-a")
+    assert r.status == "ok", (r.error, r)
+    r, alive = run(c, f"{tier}-v", "from multiprocessing import shared_memory\n"
+                   f"print(bytes(shared_memory.SharedMemory({name + '-sm'!r}).buf[:6]))")
+    table.add("open another context's SharedMemory (mode 0666)", tier, r, alive,
+              "its own tmpfs /dev/shm per context: ENOENT")
+    c.ok("ctx.delete", ctx=f"{tier}-a")
+    left = [p for p in ("/dev/shm/" + name, "/dev/shm/" + name + "-sm") if os.path.exists(p)]
+    for p in left:
+        os.unlink(p)
+    table.add("/dev/shm files left on the host after ctx.delete", tier, None, True,
+              "the context's /dev/shm is its own tmpfs, gone with its worker",
+              "left on the host: " + ", ".join(left) if left else None, host_checked=True)
+    assert d.alive()
+    assert not [f for f in table.failures if f.startswith(tier)], "\n".join(table.failures)
+
+
+def test_multiprocessing_with_private_shm(make_daemon):
+    """multiprocessing's semaphores and shared memory live in /dev/shm: they
+    work in `local` with a private one."""
+    d = make_daemon()
+    c = d.client()
+    c.ok("ctx.create", name="mp", tier="local")
+    r = c.execute(textwrap.dedent("""
+        import multiprocessing as mp
+        from multiprocessing import shared_memory
+        q = mp.Queue()
+        p = mp.Process(target=q.put, args=(42,))
+        p.start(); got = q.get(timeout=20); p.join()
+        s = shared_memory.SharedMemory(create=True, size=4096)
+        s.buf[:2] = b'ok'
+        t = shared_memory.SharedMemory(s.name)
+        print(got, bytes(t.buf[:2]).decode(), mp.Lock().acquire())
+        t.close(); s.close(); s.unlink()
+        """), ctx="mp", timeout=60)
+    assert r.status == "ok" and r.stdout.decode().split() == ["42", "ok", "True"], r
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_files_private_by_default(make_daemon, tmp_path, tier, table):
+    """umask 077: what a confined context creates with plain open(), mkdir()
+    and a subprocess is neither group- nor other-readable on the host."""
+    d = make_daemon()
+    c = d.client()
+    wr = make_contexts(c, tmp_path, tier)
+    cwd = c.info(f"{tier}-v")["cwd"]  # the default policy: it writes its directory
+    f, dd, g, sub = wr / "f", wr / "d", os.path.join(cwd, "g"), os.path.join(cwd, "s")
+    made = {"open() in a write root": f, "mkdir() in a write root": dd,
+            "open() in its directory": g, "a subprocess's file": sub}
+    r = c.execute(f"import os\nopen({str(f)!r}, 'w').write('x')\nos.mkdir({str(dd)!r})",
+                  ctx=f"{tier}-a")
+    assert r.status == "ok", (r.error, r)
+    r = c.execute("import subprocess\nopen('g', 'w').write('x')\n"
+                  "subprocess.run(['touch', 's'], check=True)", ctx=f"{tier}-v")
+    assert r.status == "ok", (r.error, r)
+    for what, path in made.items():
+        mode = os.stat(path).st_mode & 0o777
+        table.add(f"{what} readable by group/other", tier, None, True,
+                  "umask 077 in every confined worker (inherited by its children)",
+                  f"mode {mode:04o}" if mode & 0o077 else None, host_checked=True)
+    assert not [f for f in table.failures if f.startswith(tier)], "\n".join(table.failures)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_default_read_set(make_daemon, tmp_path, tier, table):
+    """A context without read roots still reads no other context's
+    operator-given cwd shared the README's way (group FIRST of
+    --worker-uids, g+rwx), nor the host's /tmp. (The state directory is
+    closed by its modes already: 0711, nothing in it other-readable.)"""
+    d = make_daemon()
+    c = d.client()
+    group = d.hello["identity"]["worker_uids"][0]
+    shared = tmp_path / f"{tier}-victim-cwd"
+    shared.mkdir()
+    os.chown(shared, 0, group)
+    os.chmod(shared, 0o2770)
+    reachable.open_ancestors(shared)
+    (shared / "data.csv").write_text("secret\n")
+    os.chown(shared / "data.csv", 0, group)
+    os.chmod(shared / "data.csv", 0o640)
+    c.ok("ctx.create", name=f"{tier}-v", tier=tier, cwd=str(shared))
+    c.ok("ctx.create", name=f"{tier}-a", tier=tier)
+    if tier == "local":  # its own cwd it reads (a sandbox's root is not in group FIRST)
+        r = c.execute("print(open('data.csv').read())", ctx=f"{tier}-v")
+        assert r.status == "ok" and b"secret" in r.stdout, r
+    by = {"local": "Landlock: the default read set (system, its directory and write roots)",
+          "sandbox": "not in its root: ENOENT"}[tier]
+    r, alive = run(c, f"{tier}-a", f"print(open({str(shared / 'data.csv')!r}).read())")
+    table.add("read another context's group-shared cwd", tier, r, alive, by)
+    r, alive = run(c, f"{tier}-a", "print(os.listdir('/tmp'))")
+    table.add("list the host's /tmp", tier, r, alive,
+              {"local": by, "sandbox": "its own tmpfs /tmp (empty listing)"}[tier],
+              None, host_checked=tier == "sandbox")
+    # what a context needs still works without read roots
+    r = c.execute("import numpy, subprocess, json, ssl, tempfile\n"
+                  "tempfile.NamedTemporaryFile().write(b'x')\n"
+                  "print(subprocess.run(['/usr/bin/python3', '-c', 'print(6*7)'], capture_output=True,"
+                  " text=True).stdout.strip())", ctx=f"{tier}-a", timeout=60)
+    assert r.status == "ok" and r.stdout.decode().strip() == "42", r
+    assert d.alive()
+    assert not [f for f in table.failures if f.startswith(tier)], "\n".join(table.failures)
