@@ -691,3 +691,39 @@ def test_default_read_set(make_daemon, tmp_path, tier, table):
     assert r.status == "ok" and r.stdout.decode().strip() == "42", r
     assert d.alive()
     assert not [f for f in table.failures if f.startswith(tier)], "\n".join(table.failures)
+
+
+LOCAL_WORKLOAD = r"""
+import io, json, os, ssl, sqlite3, subprocess, sys, tempfile, time, multiprocessing as mp
+import numpy
+assert float(numpy.linalg.inv(numpy.eye(3)).sum()) == 3.0
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3]); b = io.BytesIO(); plt.savefig(b, format='png')
+assert b.getvalue()[:4] == b'\x89PNG'
+ssl.create_default_context()
+time.localtime()
+with tempfile.NamedTemporaryFile() as f:
+    f.write(b'x')
+sqlite3.connect('t.db').execute('create table if not exists t (x)')
+out = subprocess.run(['/usr/bin/python3', '-c', 'import numpy; print(6*7)'],
+                     capture_output=True, text=True, check=True).stdout.strip()
+with mp.Pool(2) as p:
+    sq = p.map(abs, [-1, -2])
+print(out, sq, len(os.listdir('/usr/lib')) > 0)
+"""
+
+
+def test_local_default_read_set_runs_workload(make_daemon):
+    """Without read roots, `local` reads only the system, the interpreter,
+    its directory and write roots: numpy, matplotlib, ssl, subprocess and
+    multiprocessing still work."""
+    d = make_daemon()
+    c = d.client()
+    # a local worker's uid has no home directory: matplotlib is told where
+    # its cache goes (the same without this change)
+    c.ok("ctx.create", name="wl", tier="local", env={"MPLCONFIGDIR": "/dev/shm/mpl"})
+    r = c.execute(LOCAL_WORKLOAD, ctx="wl", timeout=90)
+    assert r.status == "ok" and r.stdout.decode().split() == ["42", "[1,", "2]", "True"], \
+        (r.error, r.stderr, r)
