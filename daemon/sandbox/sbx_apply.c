@@ -182,10 +182,11 @@ struct sbx_ll_path {
 #define LL_READ ((1ULL << 0) | (1ULL << 2) | (1ULL << 3)) /* execute, read file, dir */
 #define LL_FILE_ONLY ((1ULL << 0) | (1ULL << 1) | (1ULL << 2) | LL_FS_TRUNCATE)
 
-/* With filesystem_read_roots: what CPython, its extension modules and
- * numpy read besides the installation (sys.path, the prefixes). A missing
- * one is skipped. /proc stays readable (another process's entries are
- * still guarded by Landlock's ptrace restriction). */
+/* With filesystem_read_roots, and in every local context without them
+ * (sup_policy.c then sends an empty list): what CPython, its extension
+ * modules and numpy read besides the installation (sys.path, the
+ * prefixes). A missing one is skipped. /proc stays readable (another
+ * process's entries are still guarded by Landlock's ptrace restriction). */
 static const char *const system_read[] = {
     "/usr",
     "/lib",
@@ -205,6 +206,19 @@ static const char *const system_read[] = {
     "/etc/ca-certificates",
     "/etc/python3.11",
     "/etc/matplotlibrc",
+    /* as the sandbox tier's root has them (sbx_ns.c) */
+    "/etc/alternatives",
+    "/etc/fonts",
+    "/etc/python3",
+    "/etc/timezone",
+    "/etc/debian_version",
+    "/etc/os-release",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/libx32",
+    "/dev/full",
     "/proc",
     "/sys/devices/system/cpu",
     "/dev/null",
