@@ -5,13 +5,19 @@
  * toward max_queue) and runs when its turn comes: the supervisor opens the
  * file itself, under STATE_DIR/snapshots/CTX/ by descriptor without
  * following symbolic links, and sends the worker a `snapshot` or `restore`
- * frame with the descriptor attached; the worker sends `start` and then
- * `answer {data}`. A snapshot is written to a temporary name and renamed
- * into place only when the worker answered ok and the file's size, read by
- * the supervisor (fstat), is within the cap. What is in the file is the
- * worker's: the supervisor takes nothing from it but the execution count a
- * restore reports (a number), so a context's tier and policy never come
- * from a snapshot. */
+ * frame with a descriptor attached; the worker sends `start` and then
+ * `answer {data}`. A snapshot is never the worker's to hold: it gets the
+ * write end of a pipe, which a thread of the supervisor copies into a
+ * temporary file of its own, counting the bytes against the cap (past it,
+ * the pipe is closed) and computing their HMAC (sup_snapmac.h). When the
+ * worker answered ok, what is in the pipe is taken, the pipe closed, the
+ * tag (writer's tier and context, HMAC) appended, and the file renamed
+ * into place: nothing the worker still holds reaches it. A restore gets a
+ * read-only descriptor, after the tag was checked: a file whose tag does
+ * not verify under the daemon's key is of the sandbox tier. What else is
+ * in the file is the worker's: the supervisor takes nothing from it but
+ * the execution count a restore reports (a number), so a context's tier
+ * and policy never come from a snapshot. */
 #include "sup_snap.h"
 
 #include "sup_auth.h"
@@ -21,6 +27,7 @@
 #include "sup_peer.h"
 #include "sup_policy.h"
 #include "sup_send.h"
+#include "sup_snapmac.h"
 #include "sup_stats.h"
 
 #include "mem.h"
@@ -30,13 +37,16 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -361,16 +371,13 @@ double sup_snap_parse_auto(const proto_val *v, const sup_peer *peer)
 
 /* ---- who wrote it ----------------------------------------------------- */
 
-/* The tier of the context whose worker wrote a snapshot, kept by the
- * supervisor in an extended attribute of the trusted namespace, which no
- * confined worker can set or remove (CAP_SYS_ADMIN in the host's user
- * namespace) although it held the file open for writing. Unpickling runs
- * the file's code, so a snapshot is restored only into a context at least
- * as confined as its writer: a sandboxed cell never gets its code run
- * unconfined by a restore. A file without the mark was put there by the
- * operator or by an `unsafe` worker (the daemon's own uid): trusted. */
-#define WRITER_XATTR "trusted.ctxd.writer_tier"
-
+/* Unpickling runs the file's code, so a snapshot is restored only into a
+ * context at least as confined as its writer: a sandboxed cell never gets
+ * its code run unconfined by a restore. The writer's tier is the one in
+ * the file's tag (sup_snapmac.h), which only the supervisor can make; a
+ * file without a tag that verifies (copied in by hand, forged, changed)
+ * is of the sandbox tier. ctx.snapshot_export and ctx.snapshot_import
+ * carry the tier between daemons under the operator's export key. */
 static const char *const tier_names[] = {
     [SUP_TIER_STATIC] = "static",
     [SUP_TIER_UNSAFE] = "unsafe",
@@ -383,27 +390,210 @@ static sup_tier ctx_tier(const sup_ctx *c)
     return c->policy ? c->policy->tier : SUP_TIER_UNSAFE;
 }
 
-/* Marks the file with c's tier; false (errno set) when it cannot, which
- * matters only for a confined writer. */
-static bool mark_writer(int fd, const sup_ctx *c)
+/* The writer's tier of the snapshot on fd by its tag under key (the
+ * sandbox tier when it does not verify), *verified whether it did, and
+ * the length of the content a worker reads. */
+static sup_tier tagged_tier(int fd, sup_snapmac_key key, bool *verified, char *origin,
+                            uint64_t *content_len)
 {
-    const char *t = tier_names[ctx_tier(c)];
-    return fsetxattr(fd, WRITER_XATTR, t, strlen(t), 0) == 0;
+    int t;
+    *verified = sup_snapmac_verify(fd, key, &t, origin, content_len);
+    if (!*verified || t < SUP_TIER_UNSAFE || t > SUP_TIER_SANDBOX)
+        return SUP_TIER_SANDBOX;
+    return (sup_tier)t;
 }
 
-/* The writer's tier from the mark: SUP_TIER_UNSAFE without one, and the
- * most confined tier for a mark it cannot read. */
-static sup_tier writer_tier(int fd)
+/* ---- the pipe a snapshot comes through --------------------------------- */
+
+/* What the worker writes to the pipe is records, each a u64 (little-
+ * endian): a length, then that many bytes of the file; or, with bit 63
+ * set, an offset at most what was written, to which the file goes back
+ * (the worker writes the stream again without the globals that failed). */
+#define DRAIN_CHUNK (1 << 20)
+#define DRAIN_RESET (1ull << 63)
+#define PIPE_BYTES (1 << 20)
+
+typedef struct sup_snap_drain {
+    pthread_t thread;
+    bool running;
+    int rd, evfd, out;
+    uint64_t max, n;
+    sup_snapmac *mac;
+    atomic_bool stop; /* set with a write to evfd: take what is there, end */
+    /* Why the file is not the snapshot (read by the loop after join). */
+    const char *bad;
+    int bad_errno;
+} sup_snap_drain;
+
+/* Writes n bytes at the file's end and into the HMAC; false (d->bad set)
+ * when it cannot or the cap would be passed. */
+static bool drain_put(sup_snap_drain *d, const unsigned char *p, uint64_t n)
 {
-    char v[16];
-    ssize_t n = fgetxattr(fd, WRITER_XATTR, v, sizeof v - 1);
-    if (n < 0)
-        return errno == ENODATA ? SUP_TIER_UNSAFE : SUP_TIER_SANDBOX;
-    v[n] = '\0';
-    for (size_t t = SUP_TIER_UNSAFE; t < sizeof tier_names / sizeof *tier_names; t++)
-        if (strcmp(v, tier_names[t]) == 0)
-            return (sup_tier)t;
-    return SUP_TIER_SANDBOX;
+    if (d->n + n > d->max) {
+        d->bad = "too_large";
+        return false;
+    }
+    sup_snapmac_add(d->mac, p, n);
+    while (n) {
+        ssize_t w = pwrite(d->out, p, n, (off_t)d->n);
+        if (w <= 0) {
+            d->bad = "io";
+            d->bad_errno = w < 0 ? errno : EIO;
+            return false;
+        }
+        p += w;
+        n -= (uint64_t)w;
+        d->n += (uint64_t)w;
+    }
+    return true;
+}
+
+/* Takes the file back to off: cut, and its HMAC computed again. */
+static bool drain_reset(sup_snap_drain *d, uint64_t off)
+{
+    if (off > d->n || ftruncate(d->out, (off_t)off) < 0) {
+        d->bad = off > d->n ? "internal" : "io";
+        d->bad_errno = errno;
+        return false;
+    }
+    sup_snapmac_reset(d->mac);
+    unsigned char *buf = mem_alloc(DRAIN_CHUNK);
+    for (uint64_t at = 0; at < off;) {
+        size_t want = off - at < DRAIN_CHUNK ? (size_t)(off - at) : DRAIN_CHUNK;
+        ssize_t k = pread(d->out, buf, want, (off_t)at);
+        if (k <= 0) {
+            d->bad = "io";
+            d->bad_errno = k < 0 ? errno : EIO;
+            free(buf);
+            return false;
+        }
+        sup_snapmac_add(d->mac, buf, (uint64_t)k);
+        at += (uint64_t)k;
+    }
+    free(buf);
+    d->n = off;
+    return true;
+}
+
+/* The copier's thread: the pipe into the file until its end, a fault, the
+ * cap, or the stop (then what the pipe holds, without waiting). Closing
+ * its read end makes the worker's further writes fail. */
+static void *drain_main(void *arg)
+{
+    sup_snap_drain *d = arg;
+    unsigned char *buf = mem_alloc(DRAIN_CHUNK);
+    unsigned char hdr[8];
+    size_t hn = 0;
+    uint64_t left = 0;
+    bool stopping = false;
+    while (!d->bad) {
+        if (!stopping) {
+            struct pollfd p[2] = {{d->rd, POLLIN, 0}, {d->evfd, POLLIN, 0}};
+            if (poll(p, 2, -1) < 0 && errno != EINTR) {
+                d->bad = "io";
+                d->bad_errno = errno;
+                break;
+            }
+            if (atomic_load(&d->stop)) {
+                stopping = true;
+                (void)fcntl(d->rd, F_SETFL, O_NONBLOCK);
+            } else if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+                continue;
+            }
+        }
+        ssize_t k = read(d->rd, buf, DRAIN_CHUNK);
+        if (k == 0)
+            break;
+        if (k < 0) {
+            if (errno == EINTR || (errno == EAGAIN && !stopping))
+                continue;
+            if (errno != EAGAIN) {
+                d->bad = "io";
+                d->bad_errno = errno;
+            }
+            break;
+        }
+        for (size_t i = 0; i < (size_t)k && !d->bad;) {
+            if (left == 0) {
+                hdr[hn++] = buf[i++];
+                if (hn < 8)
+                    continue;
+                hn = 0;
+                uint64_t v = 0;
+                for (int j = 7; j >= 0; j--)
+                    v = v << 8 | hdr[j];
+                if (v & DRAIN_RESET)
+                    (void)drain_reset(d, v & ~DRAIN_RESET);
+                else
+                    left = v;
+                continue;
+            }
+            size_t m = (size_t)k - i < left ? (size_t)k - i : (size_t)left;
+            if (drain_put(d, buf + i, m)) {
+                i += m;
+                left -= m;
+            }
+        }
+    }
+    if (!d->bad && (left || hn))
+        d->bad = "internal"; /* a record cut short */
+    free(buf);
+    close(d->rd);
+    d->rd = -1;
+    return NULL;
+}
+
+/* Ends the copier (it takes what the pipe holds first) and waits for it. */
+static void drain_join(sup_snap_drain *d)
+{
+    if (!d->running)
+        return;
+    atomic_store(&d->stop, true);
+    uint64_t one = 1;
+    if (write(d->evfd, &one, sizeof one) != sizeof one)
+        fatal("eventfd write: %s", strerror(errno));
+    pthread_join(d->thread, NULL);
+    d->running = false;
+}
+
+/* sup_run.snap_drop: the copier ended and freed. */
+static void drain_drop(sup_snap_drain *d)
+{
+    drain_join(d);
+    if (d->rd >= 0)
+        close(d->rd);
+    close(d->evfd);
+    sup_snapmac_free(d->mac);
+    free(d);
+}
+
+/* Starts copying a pipe into out (capped at max); the pipe's write end for
+ * the worker in *wfd, or NULL with errno. */
+static sup_snap_drain *drain_start(int out, uint64_t max, int *wfd)
+{
+    sup_snapmac *mac = sup_snapmac_new(SUP_SNAPMAC_OWN);
+    if (!mac)
+        return NULL;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        sup_snapmac_free(mac);
+        return NULL;
+    }
+    (void)fcntl(p[0], F_SETPIPE_SZ, PIPE_BYTES);
+    sup_snap_drain *d = mem_calloc(1, sizeof *d);
+    d->rd = p[0];
+    d->out = out;
+    d->max = max;
+    d->mac = mac;
+    d->evfd = eventfd(0, EFD_CLOEXEC);
+    if (d->evfd < 0)
+        fatal("eventfd: %s", strerror(errno));
+    int e = pthread_create(&d->thread, NULL, drain_main, d);
+    if (e)
+        fatal("pthread_create: %s", strerror(e));
+    d->running = true;
+    *wfd = p[1];
+    return d;
 }
 
 /* ---- the run ---------------------------------------------------------- */
@@ -478,14 +668,16 @@ static void fail(sup_ctx *c, const char *code, const char *fmt, ...)
     end_snap(c, r->snap_mode == SUP_SNAP_CREATE);
 }
 
-/* The `snapshot` frame: the file is made under a temporary name. */
-static void start_write(sup_ctx *c, sup_run *r, proto_buf *b)
+/* The `snapshot` frame: the file is made under a temporary name and its
+ * copier started; the pipe's write end for the worker, or -1 after the run
+ * failed and ended. */
+static int start_write(sup_ctx *c, sup_run *r, proto_buf *b)
 {
     const char *name = strchr(r->snap_id, '/') + 1;
     r->snap_dirfd = ctx_dir(c->name, true);
     if (r->snap_dirfd < 0) {
         fail(c, "io", "cannot open the snapshot directory of '%s': %s", c->name, strerror(errno));
-        return;
+        return -1;
     }
     tally mine = {name, 0, 0};
     each_snapshot(r->snap_dirfd, tally_one, &mine);
@@ -494,7 +686,7 @@ static void start_write(sup_ctx *c, sup_run *r, proto_buf *b)
              "context '%s' already has %llu snapshots (max_snapshots); delete one "
              "(ctx.snapshot_delete) first",
              c->name, (unsigned long long)mine.count);
-        return;
+        return -1;
     }
     struct stat old;
     uint64_t replaced =
@@ -504,15 +696,25 @@ static void start_write(sup_ctx *c, sup_run *r, proto_buf *b)
     uint64_t total = total_bytes() - replaced;
     uint64_t left = total < sup_cfg.max_snapshot_total ? sup_cfg.max_snapshot_total - total : 0;
     r->snap_max = left < sup_cfg.max_snapshot_bytes ? left : sup_cfg.max_snapshot_bytes;
+    /* The file holds the worker's bytes and the tag. */
+    r->snap_max = r->snap_max > SUP_SNAPMAC_TAG ? r->snap_max - SUP_SNAPMAC_TAG : 0;
     char tmp[PROTO_MAX_NAME + 40];
     snprintf(tmp, sizeof tmp, ".%s.%016llx.tmp", name, (unsigned long long)r->run_id);
     r->snap_fd =
         openat(r->snap_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (r->snap_fd < 0) {
         fail(c, "io", "cannot create snapshot '%s': %s", r->snap_id, strerror(errno));
-        return;
+        return -1;
     }
     r->snap_tmp = mem_strdup(tmp);
+    int wfd = -1;
+    r->snap_drain = drain_start(r->snap_fd, r->snap_max, &wfd);
+    if (!r->snap_drain) {
+        fail(c, "io", "cannot start snapshot '%s': %s (the daemon's key %s/snapshot.key)",
+             r->snap_id, strerror(errno), sup_auth_state_dir());
+        return -1;
+    }
+    r->snap_drop = drain_drop;
     proto_buf info;
     proto_buf_init(&info);
     sup_ctx_put_info(&info, c);
@@ -530,6 +732,7 @@ static void start_write(sup_ctx *c, sup_run *r, proto_buf *b)
     proto_put_bin(b, info.data, info.len);
     proto_frame_end(b, start);
     proto_buf_free(&info);
+    return wfd;
 }
 
 static void snap_start(sup_ctx *c)
@@ -540,37 +743,54 @@ static void snap_start(sup_ctx *c)
     c->run_t0 = sup_now();
     proto_buf b;
     proto_buf_init(&b);
+    int pass = r->snap_fd; /* the descriptor the worker gets */
     if (r->snap_mode == SUP_SNAP_WRITE) {
-        start_write(c, r, &b);
-        if (c->running != r) { /* it failed and ended */
+        pass = start_write(c, r, &b);
+        if (pass < 0) { /* it failed and ended */
             proto_buf_free(&b);
             return;
         }
     } else {
-        sup_tier w = writer_tier(r->snap_fd);
+        bool verified;
+        char origin[PROTO_MAX_NAME + 1];
+        uint64_t content_len;
+        sup_tier w = tagged_tier(r->snap_fd, SUP_SNAPMAC_OWN, &verified, origin, &content_len);
         if (w > ctx_tier(c)) {
             proto_buf_free(&b);
-            fail(c, "forbidden",
-                 "snapshot '%s' was written by a %s context; restoring it runs its code, so it "
-                 "goes only into a %s context (this one is %s)",
-                 r->snap_id, tier_names[w], w == SUP_TIER_SANDBOX ? "sandbox" : "local or sandbox",
-                 tier_names[ctx_tier(c)]);
+            if (verified)
+                fail(c, "forbidden",
+                     "snapshot '%s' was written by a %s context; restoring it runs its code, so "
+                     "it goes only into a %s context (this one is %s)",
+                     r->snap_id, tier_names[w],
+                     w == SUP_TIER_SANDBOX ? "sandbox" : "local or sandbox",
+                     tier_names[ctx_tier(c)]);
+            else
+                fail(c, "forbidden",
+                     "snapshot '%s' has no writer's mark this daemon made (copied in by hand, "
+                     "forged or changed): restoring it runs its code, so it goes only into a "
+                     "sandbox context (this one is %s); to move snapshots between daemons use "
+                     "ctx.snapshot_export and ctx.snapshot_import",
+                     r->snap_id, tier_names[ctx_tier(c)]);
             return;
         }
         size_t start = proto_frame_begin(&b);
-        proto_put_map(&b, 2);
+        proto_put_map(&b, 3);
         proto_put_str(&b, "t");
         proto_put_str(&b, "restore");
         proto_put_str(&b, "run_id");
         proto_put_uint(&b, r->run_id);
+        proto_put_str(&b, "max_bytes"); /* the worker's part of the file */
+        proto_put_uint(&b, content_len);
         proto_frame_end(&b, start);
     }
     /* Between runs nothing waits to be written; if something does, the
      * descriptor cannot ride on the frame's first byte. */
     if (c->out.len)
         sup_ctx_on_writable(c);
-    ssize_t n = c->out.len ? -1 : send_with_fd(c->fd, &b, r->snap_fd);
+    ssize_t n = c->out.len ? -1 : send_with_fd(c->fd, &b, pass);
     int e = c->out.len ? EBUSY : errno;
+    if (pass != r->snap_fd)
+        close(pass); /* the worker's copy is the only one */
     if (n < 0) {
         proto_buf_free(&b);
         fail(c, "internal", "cannot pass the snapshot's descriptor to '%s': %s", c->name,
@@ -633,25 +853,40 @@ static void put_unsaved(proto_buf *b, const proto_val *u)
 }
 
 /* A snapshot the worker says it wrote: checked by size, put in place. */
-static void written(sup_ctx *c, sup_run *r, const proto_val *unsaved)
+static void written(sup_ctx *c, sup_run *r, const proto_val *data, const proto_val *unsaved)
 {
+    sup_snap_drain *d = r->snap_drain;
+    drain_join(d); /* what the pipe holds now is all there is */
+    const proto_val *size = proto_map_get(data, "size");
+    if (d->bad && strcmp(d->bad, "too_large") == 0) {
+        fail(c, "too_large",
+             "the snapshot would need more than %llu bytes, the cap (max_snapshot_bytes, or what "
+             "max_snapshot_total leaves, less the %d bytes of its tag)",
+             (unsigned long long)r->snap_max, SUP_SNAPMAC_TAG);
+        return;
+    }
+    if (d->bad) {
+        fail(c, strcmp(d->bad, "io") == 0 ? "io" : "internal",
+             "snapshot '%s' did not come through whole from the worker of '%s'%s%s", r->snap_id,
+             c->name, d->bad_errno ? ": " : "", d->bad_errno ? strerror(d->bad_errno) : "");
+        return;
+    }
+    if (!size || size->as.u != d->n) {
+        fail(c, "internal",
+             "the worker of '%s' says snapshot '%s' is %llu bytes; %llu came through the pipe",
+             c->name, r->snap_id, size ? (unsigned long long)size->as.u : 0ull,
+             (unsigned long long)d->n);
+        return;
+    }
+    sup_snapmac *mac = d->mac;
+    d->mac = NULL;
+    if (!sup_snapmac_seal(mac, r->snap_fd, d->n, (int)ctx_tier(c), c->name)) {
+        fail(c, "io", "cannot write the tag of snapshot '%s': %s", r->snap_id, strerror(errno));
+        return;
+    }
     struct stat st;
     if (fstat(r->snap_fd, &st) < 0) {
         fail(c, "io", "cannot read the size of snapshot '%s': %s", r->snap_id, strerror(errno));
-        return;
-    }
-    if ((uint64_t)st.st_size > r->snap_max) {
-        fail(c, "too_large",
-             "the snapshot would need %llu bytes; the cap is %llu (max_snapshot_bytes, or what "
-             "max_snapshot_total leaves)",
-             (unsigned long long)st.st_size, (unsigned long long)r->snap_max);
-        return;
-    }
-    if (!mark_writer(r->snap_fd, c) && ctx_tier(c) > SUP_TIER_UNSAFE) {
-        fail(c, "io",
-             "cannot mark snapshot '%s' with its writer's tier: %s (snapshots of %s contexts "
-             "need a state directory whose filesystem keeps trusted.* extended attributes)",
-             r->snap_id, strerror(errno), tier_names[ctx_tier(c)]);
         return;
     }
     const char *name = strchr(r->snap_id, '/') + 1;
@@ -763,7 +998,7 @@ static void snap_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
         return;
     }
     if (r->snap_mode == SUP_SNAP_WRITE)
-        written(c, r, unsaved);
+        written(c, r, data, unsaved);
     else
         restored(c, r, data, unsaved);
 }
@@ -865,6 +1100,239 @@ void sup_snap_delete(const proto_val *msg, const sup_peer *peer)
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 0);
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+}
+
+/* ---- ctx.snapshot_export, ctx.snapshot_import ----------------------- */
+
+/* STATE_DIR/SUB/CTX (both made 0700 when make); -1 with errno. */
+static int side_dir(const char *sub, const char *ctx, bool make)
+{
+    const char *state = sup_auth_state_dir();
+    int sfd = state ? open(state, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (sfd < 0)
+        return -1;
+    if (make)
+        (void)mkdirat(sfd, sub, 0700);
+    int dfd = openat(sfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(sfd);
+    if (dfd < 0) {
+        errno = e;
+        return -1;
+    }
+    if (make)
+        (void)mkdirat(dfd, ctx, 0700);
+    int cfd = openat(dfd, ctx, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    e = errno;
+    close(dfd);
+    errno = e;
+    return cfd;
+}
+
+/* Copies the first len bytes of src into dirfd/NAME (through a temporary
+ * name), tagged under key as written by a context named origin of tier
+ * tier; false with errno. */
+static bool copy_tagged(int src, uint64_t len, int dirfd, const char *name, sup_snapmac_key key,
+                        sup_tier tier, const char *origin)
+{
+    char tmp[PROTO_MAX_NAME + 40];
+    snprintf(tmp, sizeof tmp, ".%s.%08x.tmp", name, (unsigned)rand());
+    sup_snapmac *m = sup_snapmac_new(key);
+    if (!m)
+        return false;
+    int out = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0) {
+        int e = errno;
+        sup_snapmac_free(m);
+        errno = e;
+        return false;
+    }
+    unsigned char *buf = mem_alloc(DRAIN_CHUNK);
+    bool ok = true;
+    for (uint64_t at = 0; ok && at < len;) {
+        size_t want = len - at < DRAIN_CHUNK ? (size_t)(len - at) : DRAIN_CHUNK;
+        ssize_t k = pread(src, buf, want, (off_t)at);
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO;
+            ok = false;
+            break;
+        }
+        sup_snapmac_add(m, buf, (uint64_t)k);
+        for (ssize_t w = 0; ok && w < k;) {
+            ssize_t n = pwrite(out, buf + w, (size_t)(k - w), (off_t)(at + (uint64_t)w));
+            if (n <= 0)
+                ok = false;
+            else
+                w += n;
+        }
+        at += (uint64_t)k;
+    }
+    free(buf);
+    if (ok)
+        ok = sup_snapmac_seal(m, out, len, (int)tier, origin);
+    else
+        sup_snapmac_free(m);
+    if (ok)
+        ok = renameat(dirfd, tmp, dirfd, name) == 0;
+    int e = errno;
+    close(out);
+    if (!ok)
+        (void)unlinkat(dirfd, tmp, 0);
+    errno = e;
+    return ok;
+}
+
+void sup_snap_export(const proto_val *msg, const sup_peer *peer)
+{
+    char ctx[PROTO_MAX_NAME + 1], name[PROTO_MAX_NAME + 1];
+    if (!parse_id(proto_map_get(msg, "snapshot"), NULL, ctx, name)) {
+        sup_reply_err(peer, "bad_name", "field 'snapshot' must be CTX/NAME");
+        return;
+    }
+    int fd = open_snapshot(ctx, name, peer);
+    if (fd < 0)
+        return;
+    bool verified;
+    char origin[PROTO_MAX_NAME + 1];
+    uint64_t len;
+    sup_tier tier = tagged_tier(fd, SUP_SNAPMAC_OWN, &verified, origin, &len);
+    if (!verified)
+        snprintf(origin, sizeof origin, "%s", ctx);
+    int dfd = side_dir("exports", ctx, true);
+    sup_snapmac *probe = dfd >= 0 ? sup_snapmac_new(SUP_SNAPMAC_EXPORT) : NULL;
+    if (!probe) {
+        int e = errno;
+        close(fd);
+        if (dfd >= 0)
+            close(dfd);
+        sup_reply_err(peer, e == ENOENT ? "no_key" : "io", "cannot export snapshot '%s/%s': %s%s",
+                      ctx, name, strerror(e),
+                      dfd >= 0 ? " (the operator's key: STATE_DIR/export.key, 16 to 4096 bytes, "
+                                 "the same file on both daemons)"
+                               : "");
+        return;
+    }
+    sup_snapmac_free(probe);
+    bool ok = copy_tagged(fd, len, dfd, name, SUP_SNAPMAC_EXPORT, tier, origin);
+    int e = errno;
+    close(fd);
+    close(dfd);
+    if (!ok) {
+        sup_reply_err(peer, "io", "cannot export snapshot '%s/%s': %s", ctx, name, strerror(e));
+        return;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/exports/%s/%s", sup_auth_state_dir(), ctx, name);
+    sup_stats_event("snapshot-export snapshot=%s/%s tier=%s", ctx, name, tier_names[tier]);
+    proto_buf b;
+    proto_buf_init(&b);
+    char id[ID_MAX + 1];
+    snprintf(id, sizeof id, "%s/%s", ctx, name);
+    sup_msg_begin(&b, "ok", peer, 4);
+    proto_put_str(&b, "snapshot");
+    proto_put_str(&b, id);
+    proto_put_str(&b, "path");
+    proto_put_str(&b, path);
+    proto_put_str(&b, "tier");
+    proto_put_str(&b, tier_names[tier]);
+    proto_put_str(&b, "size");
+    proto_put_uint(&b, len + SUP_SNAPMAC_TAG);
+    sup_deliver(peer, &b);
+    proto_buf_free(&b);
+}
+
+void sup_snap_import(const proto_val *msg, const sup_peer *peer)
+{
+    char ctx[PROTO_MAX_NAME + 1], name[PROTO_MAX_NAME + 1];
+    if (!parse_id(proto_map_get(msg, "snapshot"), NULL, ctx, name)) {
+        sup_reply_err(peer, "bad_name", "field 'snapshot' must be CTX/NAME");
+        return;
+    }
+    int idir = side_dir("imports", ctx, false);
+    int fd = idir >= 0 ? openat(idir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) : -1;
+    int e = errno;
+    if (idir >= 0)
+        close(idir);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        sup_reply_err(peer, e == ENOENT ? "not_found" : "io",
+                      "no file to import at STATE_DIR/imports/%s/%s%s%s (put ctx.snapshot_export's "
+                      "file there)",
+                      ctx, name, e == ENOENT ? "" : ": ", e == ENOENT ? "" : strerror(e));
+        return;
+    }
+    uint64_t total = total_bytes();
+    if ((uint64_t)st.st_size > sup_cfg.max_snapshot_bytes ||
+        total + (uint64_t)st.st_size > sup_cfg.max_snapshot_total) {
+        close(fd);
+        sup_reply_err(peer, "too_large",
+                      "the file to import is %llu bytes: past max_snapshot_bytes (%llu) or what "
+                      "max_snapshot_total leaves",
+                      (unsigned long long)st.st_size,
+                      (unsigned long long)sup_cfg.max_snapshot_bytes);
+        return;
+    }
+    bool verified;
+    char origin[PROTO_MAX_NAME + 1];
+    uint64_t len;
+    sup_tier tier = tagged_tier(fd, SUP_SNAPMAC_EXPORT, &verified, origin, &len);
+    if (!verified) {
+        close(fd);
+        sup_reply_err(peer, "bad_snapshot",
+                      "STATE_DIR/imports/%s/%s is not a snapshot exported under this daemon's "
+                      "STATE_DIR/export.key (its tag does not verify: another key, changed, or "
+                      "no export)",
+                      ctx, name);
+        return;
+    }
+    int dfd = ctx_dir(ctx, true);
+    tally mine = {name, 0, 0};
+    if (dfd >= 0)
+        each_snapshot(dfd, tally_one, &mine);
+    if (dfd >= 0 && mine.count >= sup_cfg.max_snapshots) {
+        close(fd);
+        close(dfd);
+        sup_reply_err(peer, "limit", "context '%s' already has %llu snapshots (max_snapshots)", ctx,
+                      (unsigned long long)mine.count);
+        return;
+    }
+    bool ok = dfd >= 0 && copy_tagged(fd, len, dfd, name, SUP_SNAPMAC_OWN, tier, origin);
+    e = errno;
+    close(fd);
+    struct stat out;
+    if (ok && fstatat(dfd, name, &out, AT_SYMLINK_NOFOLLOW) < 0)
+        ok = false;
+    if (dfd >= 0)
+        close(dfd);
+    if (!ok) {
+        sup_reply_err(peer, "io", "cannot import snapshot '%s/%s': %s", ctx, name, strerror(e));
+        return;
+    }
+    char id[ID_MAX + 1];
+    snprintf(id, sizeof id, "%s/%s", ctx, name);
+    sup_stats_event("snapshot-import snapshot=%s tier=%s", id, tier_names[tier]);
+    proto_buf b;
+    proto_buf_init(&b);
+    sup_msg_begin(&b, "ok", peer, 1);
+    proto_put_str(&b, "snapshot");
+    proto_put_map(&b, 6);
+    proto_put_str(&b, "id");
+    proto_put_str(&b, id);
+    proto_put_str(&b, "ctx");
+    proto_put_str(&b, ctx);
+    proto_put_str(&b, "name");
+    proto_put_str(&b, name);
+    proto_put_str(&b, "size");
+    proto_put_uint(&b, (uint64_t)out.st_size);
+    proto_put_str(&b, "created");
+    proto_put_double(&b, (double)out.st_mtim.tv_sec + out.st_mtim.tv_nsec / 1e9);
+    proto_put_str(&b, "tier");
+    proto_put_str(&b, tier_names[tier]);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
