@@ -181,8 +181,23 @@ def _export_key(*states, key=b"k" * 32):
 def test_move_between_two_daemons(tmp_path, start):
     """Snapshot on A, ctx.snapshot_export, copy the file into B's imports,
     ctx.snapshot_import, ctx.create from_snapshot on B; B's side through
-    the Python client (ctxd.Client). The writer's tier survives the move."""
+    the Python client (ctxd.Client), and the same for a local context's
+    snapshot through the CLI (ctx snapshot-export / snapshot-import). The
+    writer's tier survives the move."""
+    import json
+    import subprocess
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
     import ctxd
+    from conftest import CTXD_BIN
+    ctx_bin = os.environ.get("CTXD_CTX_BIN", os.path.join(os.path.dirname(CTXD_BIN), "..",
+                                                          "tools", "ctx"))
+
+    def cli(d, *args):
+        r = subprocess.run([ctx_bin, "--json", *args], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, CTXD_ENDPOINT=d.endpoint))
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
     _export_key(tmp_path / "a-state", tmp_path / "b-state")
     a = start("a")
     b = start("b")
@@ -212,12 +227,12 @@ def test_move_between_two_daemons(tmp_path, start):
         with pytest.raises(ctxd.RefusedError):
             pc.restore_context("moved", "again")
         # a local context's snapshot stays local on B
-        with ctxd.Client(a.endpoint) as pa:
-            ex = pa.export_snapshot("box/s")
-        assert ex["tier"] == "local"
+        ex = cli(a, "snapshot-export", "box/s")
+        assert ex["tier"] == "local", ex
         (tmp_path / "b-state" / "imports" / "box").mkdir()
         shutil.copy(ex["path"], tmp_path / "b-state" / "imports" / "box" / "s")
-        assert pc.import_snapshot("box/s")["snapshot"]["tier"] == "local"
+        im = cli(b, "snapshot-import", "box/s")
+        assert im["tier"] == "local" and im["snapshot"]["id"] == "box/s", im
     cb.ok("ctx.create", name="plain")
     assert "local" in cb.err("ctx.restore", "forbidden", ctx="plain", snapshot="box/s")["message"]
     cb.ok("ctx.create", name="box2", tier="local", from_snapshot="box/s")
