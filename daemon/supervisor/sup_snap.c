@@ -460,68 +460,117 @@ static sup_tier tagged_tier(int fd, sup_snapmac_key key, bool *verified, char *o
  * (the worker writes the stream again without the globals that failed). */
 #define DRAIN_CHUNK (1 << 20)
 #define DRAIN_RESET (1ull << 63)
-#define PIPE_BYTES (1 << 20)
+#define PIPE_BYTES (8 << 20)
 
 typedef struct sup_snap_drain {
-    pthread_t thread;
+    pthread_t thread, hasher;
     bool running;
     int rd, evfd, out;
-    uint64_t max, n;
+    uint64_t max;
     sup_snapmac *mac;
     atomic_bool stop; /* set with a write to evfd: take what is there, end */
-    /* Why the file is not the snapshot (read by the loop after join). */
+    /* Under mu: the file's length so far, how much of it the hasher took
+     * into mac, the number of the last reset (the hasher starts over),
+     * whether the copier ended; cv: any of them moved. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t n, hashed;
+    unsigned gen;
+    bool copied;
+    /* Why the file is not the snapshot (set by the copier, under mu; read
+     * by the loop after the join), and a fault of the hasher's. */
     const char *bad;
     int bad_errno;
+    bool hash_failed;
 } sup_snap_drain;
 
-/* Writes n bytes at the file's end and into the HMAC; false (d->bad set)
- * when it cannot or the cap would be passed. */
-static bool drain_put(sup_snap_drain *d, const unsigned char *p, uint64_t n)
+static void drain_fail(sup_snap_drain *d, const char *why, int e)
 {
-    if (d->n + n > d->max) {
-        d->bad = "too_large";
+    pthread_mutex_lock(&d->mu);
+    if (!d->bad) {
+        d->bad = why;
+        d->bad_errno = e;
+    }
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* The hasher's thread: the file's bytes into the HMAC as the copier writes
+ * them (read back from the page cache), so the two run side by side. */
+static void *hash_main(void *arg)
+{
+    sup_snap_drain *d = arg;
+    unsigned char *buf = mem_alloc(DRAIN_CHUNK);
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (d->hashed == d->n && !d->copied && !d->bad)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (d->bad || (d->hashed == d->n && d->copied))
+            break;
+        uint64_t at = d->hashed;
+        size_t want = d->n - at < DRAIN_CHUNK ? (size_t)(d->n - at) : DRAIN_CHUNK;
+        unsigned gen = d->gen;
+        pthread_mutex_unlock(&d->mu);
+        ssize_t k = pread(d->out, buf, want, (off_t)at);
+        if (k > 0)
+            sup_snapmac_add(d->mac, buf, (uint64_t)k);
+        pthread_mutex_lock(&d->mu);
+        if (d->gen != gen) { /* the file went back: start over */
+            sup_snapmac_reset(d->mac);
+            d->hashed = 0;
+            continue;
+        }
+        if (k <= 0) {
+            d->hash_failed = true;
+            break;
+        }
+        d->hashed += (uint64_t)k;
+    }
+    pthread_mutex_unlock(&d->mu);
+    free(buf);
+    return NULL;
+}
+
+/* Moves len bytes of the record being read from the pipe to the file's
+ * end (splice: no copy); false (d->bad set) when it cannot. The bytes
+ * moved, through *moved (0 when the pipe was empty). */
+static bool drain_move(sup_snap_drain *d, uint64_t len, unsigned flags, size_t *moved)
+{
+    pthread_mutex_lock(&d->mu);
+    loff_t off = (loff_t)d->n;
+    pthread_mutex_unlock(&d->mu);
+    size_t want = len < DRAIN_CHUNK ? (size_t)len : DRAIN_CHUNK;
+    ssize_t k = splice(d->rd, NULL, d->out, &off, want, SPLICE_F_MOVE | flags);
+    *moved = 0;
+    if (k < 0 && (errno == EAGAIN || errno == EINTR))
+        return true;
+    if (k <= 0) {
+        drain_fail(d, k == 0 ? "internal" : "io", k == 0 ? 0 : errno);
         return false;
     }
-    sup_snapmac_add(d->mac, p, n);
-    while (n) {
-        ssize_t w = pwrite(d->out, p, n, (off_t)d->n);
-        if (w <= 0) {
-            d->bad = "io";
-            d->bad_errno = w < 0 ? errno : EIO;
-            return false;
-        }
-        p += w;
-        n -= (uint64_t)w;
-        d->n += (uint64_t)w;
-    }
+    pthread_mutex_lock(&d->mu);
+    d->n += (uint64_t)k;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    *moved = (size_t)k;
     return true;
 }
 
-/* Takes the file back to off: cut, and its HMAC computed again. */
+/* Takes the file back to off (the hasher starts over). */
 static bool drain_reset(sup_snap_drain *d, uint64_t off)
 {
-    if (off > d->n || ftruncate(d->out, (off_t)off) < 0) {
-        d->bad = off > d->n ? "internal" : "io";
-        d->bad_errno = errno;
-        return false;
+    pthread_mutex_lock(&d->mu);
+    bool ok = off <= d->n && ftruncate(d->out, (off_t)off) == 0;
+    int e = errno;
+    if (ok) {
+        d->n = off;
+        d->gen++;
+        pthread_cond_broadcast(&d->cv);
     }
-    sup_snapmac_reset(d->mac);
-    unsigned char *buf = mem_alloc(DRAIN_CHUNK);
-    for (uint64_t at = 0; at < off;) {
-        size_t want = off - at < DRAIN_CHUNK ? (size_t)(off - at) : DRAIN_CHUNK;
-        ssize_t k = pread(d->out, buf, want, (off_t)at);
-        if (k <= 0) {
-            d->bad = "io";
-            d->bad_errno = k < 0 ? errno : EIO;
-            free(buf);
-            return false;
-        }
-        sup_snapmac_add(d->mac, buf, (uint64_t)k);
-        at += (uint64_t)k;
-    }
-    free(buf);
-    d->n = off;
-    return true;
+    pthread_mutex_unlock(&d->mu);
+    if (!ok)
+        drain_fail(d, off > d->n ? "internal" : "io", e);
+    return ok;
 }
 
 /* The copier's thread: the pipe into the file until its end, a fault, the
@@ -530,18 +579,16 @@ static bool drain_reset(sup_snap_drain *d, uint64_t off)
 static void *drain_main(void *arg)
 {
     sup_snap_drain *d = arg;
-    unsigned char *buf = mem_alloc(DRAIN_CHUNK);
     unsigned char hdr[8];
     size_t hn = 0;
-    uint64_t left = 0;
+    uint64_t left = 0; /* bytes of the record being read still to come */
     bool stopping = false;
     size_t last = 0; /* once stopping: what the pipe held then, left to read */
     while (!d->bad) {
         if (!stopping) {
             struct pollfd p[2] = {{d->rd, POLLIN, 0}, {d->evfd, POLLIN, 0}};
             if (poll(p, 2, -1) < 0 && errno != EINTR) {
-                d->bad = "io";
-                d->bad_errno = errno;
+                drain_fail(d, "io", errno);
                 break;
             }
             if (atomic_load(&d->stop)) {
@@ -560,47 +607,56 @@ static void *drain_main(void *arg)
         }
         if (stopping && last == 0)
             break;
-        ssize_t k = read(d->rd, buf, stopping && last < DRAIN_CHUNK ? last : DRAIN_CHUNK);
-        if (k == 0)
-            break;
-        if (k < 0) {
-            if (errno == EINTR || (errno == EAGAIN && !stopping))
-                continue;
-            if (errno != EAGAIN) {
-                d->bad = "io";
-                d->bad_errno = errno;
-            }
-            break;
-        }
-        if (stopping)
-            last -= (size_t)k;
-        for (size_t i = 0; i < (size_t)k && !d->bad;) {
-            if (left == 0) {
-                hdr[hn++] = buf[i++];
-                if (hn < 8)
+        size_t got = 0;
+        if (left) {
+            uint64_t want = stopping && last < left ? last : left;
+            if (!drain_move(d, want, stopping ? SPLICE_F_NONBLOCK : 0, &got))
+                break;
+            left -= got;
+        } else {
+            size_t want = stopping && last < 8 - hn ? last : 8 - hn;
+            ssize_t k = read(d->rd, hdr + hn, want);
+            if (k == 0)
+                break; /* the worker closed its end */
+            if (k < 0) {
+                if (errno != EAGAIN && errno != EINTR)
+                    drain_fail(d, "io", errno);
+                if (errno == EINTR || (errno == EAGAIN && !stopping))
                     continue;
+                break;
+            }
+            got = (size_t)k;
+            hn += got;
+            if (hn == 8) {
                 hn = 0;
                 uint64_t v = 0;
                 for (int j = 7; j >= 0; j--)
                     v = v << 8 | hdr[j];
+                pthread_mutex_lock(&d->mu);
+                uint64_t n = d->n;
+                pthread_mutex_unlock(&d->mu);
                 if (v & DRAIN_RESET)
                     (void)drain_reset(d, v & ~DRAIN_RESET);
+                else if (n + v > d->max) /* the cap: known from the length */
+                    drain_fail(d, "too_large", 0);
                 else
                     left = v;
-                continue;
             }
-            size_t m = (size_t)k - i < left ? (size_t)k - i : (size_t)left;
-            if (drain_put(d, buf + i, m)) {
-                i += m;
-                left -= m;
-            }
+        }
+        if (stopping) {
+            if (got == 0)
+                break; /* nothing more was there */
+            last -= got;
         }
     }
     if (!d->bad && (left || hn))
-        d->bad = "internal"; /* a record cut short */
-    free(buf);
+        drain_fail(d, "internal", 0); /* a record cut short */
     close(d->rd);
     d->rd = -1;
+    pthread_mutex_lock(&d->mu);
+    d->copied = true;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
     return NULL;
 }
 
@@ -614,7 +670,12 @@ static void drain_join(sup_snap_drain *d)
     if (write(d->evfd, &one, sizeof one) != sizeof one)
         fatal("eventfd write: %s", strerror(errno));
     pthread_join(d->thread, NULL);
+    pthread_join(d->hasher, NULL);
     d->running = false;
+    if (d->hash_failed && !d->bad) {
+        d->bad = "io";
+        d->bad_errno = EIO;
+    }
 }
 
 /* sup_run.snap_drop: the copier ended and freed. */
@@ -625,6 +686,8 @@ static void drain_drop(sup_snap_drain *d)
         close(d->rd);
     close(d->evfd);
     sup_snapmac_free(d->mac);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
     free(d);
 }
 
@@ -649,7 +712,11 @@ static sup_snap_drain *drain_start(int out, uint64_t max, int *wfd)
     d->evfd = eventfd(0, EFD_CLOEXEC);
     if (d->evfd < 0)
         fatal("eventfd: %s", strerror(errno));
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
     int e = pthread_create(&d->thread, NULL, drain_main, d);
+    if (!e)
+        e = pthread_create(&d->hasher, NULL, hash_main, d);
     if (e)
         fatal("pthread_create: %s", strerror(e));
     d->running = true;
