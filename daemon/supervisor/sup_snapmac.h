@@ -2,7 +2,8 @@
  * appends a fixed block (a tag) to what the worker wrote: the writer's
  * tier, its context's name, the content's length and an HMAC-SHA256 over
  * the content and the block, under a key only the daemon holds
- * (STATE_DIR/snapshot.key, 0600, made at first use) or, for an export
+ * (STATE_DIR/snapshot.key, 0600, made at first use; the state directory
+ * is root's, so no confined worker reads it) or, for an export
  * between daemons, under the operator's STATE_DIR/export.key. A file
  * without a tag that verifies is of the most confined tier. */
 #ifndef CTXD_SUP_SNAPMAC_H
