@@ -431,18 +431,31 @@ static void remember_verified(int fd, sup_tier tier, const char *origin, uint64_
 /* The writer's tier of the snapshot on fd by its tag under key (the
  * sandbox tier when it does not verify), *verified whether it did, and
  * the length of the content a worker reads. */
+/* Whether the file on fd is one checked before (then its tier, origin and
+ * content length). */
+static bool cached_tier(int fd, sup_tier *tier, char *origin, uint64_t *content_len)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return false;
+    for (size_t i = 0; i < VERIFIED_MAX; i++)
+        if (same_file(&verified_files[i], &st)) {
+            *tier = verified_files[i].tier;
+            *content_len = verified_files[i].content_len;
+            snprintf(origin, PROTO_MAX_NAME + 1, "%s", verified_files[i].origin);
+            return true;
+        }
+    return false;
+}
+
 static sup_tier tagged_tier(int fd, sup_snapmac_key key, bool *verified, char *origin,
                             uint64_t *content_len)
 {
-    struct stat st;
-    if (key == SUP_SNAPMAC_OWN && fstat(fd, &st) == 0)
-        for (size_t i = 0; i < VERIFIED_MAX; i++)
-            if (same_file(&verified_files[i], &st)) {
-                *verified = true;
-                *content_len = verified_files[i].content_len;
-                snprintf(origin, PROTO_MAX_NAME + 1, "%s", verified_files[i].origin);
-                return verified_files[i].tier;
-            }
+    sup_tier cached;
+    if (key == SUP_SNAPMAC_OWN && cached_tier(fd, &cached, origin, content_len)) {
+        *verified = true;
+        return cached;
+    }
     int t;
     *verified = sup_snapmac_verify(fd, key, &t, origin, content_len);
     if (!*verified || t < SUP_TIER_UNSAFE || t > SUP_TIER_SANDBOX)
@@ -482,7 +495,22 @@ typedef struct sup_snap_drain {
     const char *bad;
     int bad_errno;
     bool hash_failed;
+    /* A restore whose file's tag a thread checks (verifier) while the
+     * loop goes on: its result when checked is set, the context and run
+     * it is for, and the next such check (the list the tick looks at). */
+    bool verifying;
+    pthread_t verifier;
+    atomic_bool checked;
+    bool ok;
+    int tier;
+    uint64_t content_len;
+    char origin[PROTO_MAX_NAME + 1];
+    sup_ctx *ctx;
+    sup_run *run;
+    struct sup_snap_drain *next_check;
 } sup_snap_drain;
+
+static sup_snap_drain *checks; /* restores whose tags are being checked */
 
 static void drain_fail(sup_snap_drain *d, const char *why, int e)
 {
@@ -681,6 +709,16 @@ static void drain_join(sup_snap_drain *d)
 /* sup_run.snap_drop: the copier ended and freed. */
 static void drain_drop(sup_snap_drain *d)
 {
+    if (d->verifying) {
+        pthread_join(d->verifier, NULL);
+        for (sup_snap_drain **p = &checks; *p; p = &(*p)->next_check)
+            if (*p == d) {
+                *p = d->next_check;
+                break;
+            }
+        free(d);
+        return;
+    }
     drain_join(d);
     if (d->rd >= 0)
         close(d->rd);
@@ -863,72 +901,150 @@ static int start_write(sup_ctx *c, sup_run *r, proto_buf *b)
     return wfd;
 }
 
+/* Sends the run's frame b with descriptor pass (closed after, unless it
+ * is the file's own). */
+static void send_snap_frame(sup_ctx *c, sup_run *r, proto_buf *b, int pass)
+{
+    /* Between runs nothing waits to be written; if something does, the
+     * descriptor cannot ride on the frame's first byte. */
+    if (c->out.len)
+        sup_ctx_on_writable(c);
+    ssize_t n = c->out.len ? -1 : send_with_fd(c->fd, b, pass);
+    int e = c->out.len ? EBUSY : errno;
+    if (pass != r->snap_fd)
+        close(pass); /* the worker's copy is the only one */
+    if (n < 0) {
+        proto_buf_free(b);
+        fail(c, "internal", "cannot pass the snapshot's descriptor to '%s': %s", c->name,
+             strerror(e));
+        return;
+    }
+    if ((size_t)n < b->len)
+        proto_buf_append(&c->out, b->data + n, b->len - (size_t)n);
+    proto_buf_free(b);
+    sup_log("%s ctx=%s snapshot=%s: frame sent", r->query_op, c->name, r->snap_id);
+}
+
+/* A restore whose file's tag was checked: refused when its writer was less
+ * confined than c, else its frame sent. */
+static void restore_go(sup_ctx *c, sup_run *r, sup_tier w, bool verified, uint64_t content_len)
+{
+    if (w > ctx_tier(c)) {
+        if (verified)
+            fail(c, "forbidden",
+                 "snapshot '%s' was written by a %s context; restoring it runs its code, so "
+                 "it goes only into a %s context (this one is %s)",
+                 r->snap_id, tier_names[w], w == SUP_TIER_SANDBOX ? "sandbox" : "local or sandbox",
+                 tier_names[ctx_tier(c)]);
+        else
+            fail(c, "forbidden",
+                 "snapshot '%s' has no writer's mark this daemon made (copied in by hand, "
+                 "forged or changed): restoring it runs its code, so it goes only into a "
+                 "sandbox context (this one is %s); to move snapshots between daemons use "
+                 "ctx.snapshot_export and ctx.snapshot_import",
+                 r->snap_id, tier_names[ctx_tier(c)]);
+        return;
+    }
+    proto_buf b;
+    proto_buf_init(&b);
+    size_t start = proto_frame_begin(&b);
+    proto_put_map(&b, 3);
+    proto_put_str(&b, "t");
+    proto_put_str(&b, "restore");
+    proto_put_str(&b, "run_id");
+    proto_put_uint(&b, r->run_id);
+    proto_put_str(&b, "max_bytes"); /* the worker's part of the file */
+    proto_put_uint(&b, content_len);
+    proto_frame_end(&b, start);
+    send_snap_frame(c, r, &b, r->snap_fd);
+}
+
+/* The verifier's thread: the tag of a restore's file checked. */
+static void *verify_main(void *arg)
+{
+    sup_snap_drain *d = arg;
+    d->ok =
+        sup_snapmac_verify(d->run->snap_fd, SUP_SNAPMAC_OWN, &d->tier, d->origin, &d->content_len);
+    atomic_store(&d->checked, true);
+    return NULL;
+}
+
+/* Below this, a restore's tag is checked in the loop (milliseconds); from
+ * it on, by a thread while the loop goes on. */
+#define VERIFY_INLINE_MAX (16 << 20)
+#define CHECK_POLL 0.005 /* seconds between the tick's looks at the checks */
+
 static void snap_start(sup_ctx *c)
 {
     sup_run *r = c->running;
     c->started = c->interrupt_wanted = c->timed_out = false;
     c->deadline = 0; /* no timeout: an interrupt stops it */
     c->run_t0 = sup_now();
-    proto_buf b;
-    proto_buf_init(&b);
-    int pass = r->snap_fd; /* the descriptor the worker gets */
     if (r->snap_mode == SUP_SNAP_WRITE) {
-        pass = start_write(c, r, &b);
+        proto_buf b;
+        proto_buf_init(&b);
+        int pass = start_write(c, r, &b);
         if (pass < 0) { /* it failed and ended */
             proto_buf_free(&b);
             return;
         }
-    } else {
-        bool verified;
-        char origin[PROTO_MAX_NAME + 1];
-        uint64_t content_len;
-        sup_tier w = tagged_tier(r->snap_fd, SUP_SNAPMAC_OWN, &verified, origin, &content_len);
-        if (w > ctx_tier(c)) {
-            proto_buf_free(&b);
-            if (verified)
-                fail(c, "forbidden",
-                     "snapshot '%s' was written by a %s context; restoring it runs its code, so "
-                     "it goes only into a %s context (this one is %s)",
-                     r->snap_id, tier_names[w],
-                     w == SUP_TIER_SANDBOX ? "sandbox" : "local or sandbox",
-                     tier_names[ctx_tier(c)]);
-            else
-                fail(c, "forbidden",
-                     "snapshot '%s' has no writer's mark this daemon made (copied in by hand, "
-                     "forged or changed): restoring it runs its code, so it goes only into a "
-                     "sandbox context (this one is %s); to move snapshots between daemons use "
-                     "ctx.snapshot_export and ctx.snapshot_import",
-                     r->snap_id, tier_names[ctx_tier(c)]);
-            return;
-        }
-        size_t start = proto_frame_begin(&b);
-        proto_put_map(&b, 3);
-        proto_put_str(&b, "t");
-        proto_put_str(&b, "restore");
-        proto_put_str(&b, "run_id");
-        proto_put_uint(&b, r->run_id);
-        proto_put_str(&b, "max_bytes"); /* the worker's part of the file */
-        proto_put_uint(&b, content_len);
-        proto_frame_end(&b, start);
-    }
-    /* Between runs nothing waits to be written; if something does, the
-     * descriptor cannot ride on the frame's first byte. */
-    if (c->out.len)
-        sup_ctx_on_writable(c);
-    ssize_t n = c->out.len ? -1 : send_with_fd(c->fd, &b, pass);
-    int e = c->out.len ? EBUSY : errno;
-    if (pass != r->snap_fd)
-        close(pass); /* the worker's copy is the only one */
-    if (n < 0) {
-        proto_buf_free(&b);
-        fail(c, "internal", "cannot pass the snapshot's descriptor to '%s': %s", c->name,
-             strerror(e));
+        send_snap_frame(c, r, &b, pass);
         return;
     }
-    if ((size_t)n < b.len)
-        proto_buf_append(&c->out, b.data + n, b.len - (size_t)n);
-    proto_buf_free(&b);
-    sup_log("%s ctx=%s snapshot=%s: frame sent", r->query_op, c->name, r->snap_id);
+    sup_tier w;
+    char origin[PROTO_MAX_NAME + 1];
+    uint64_t content_len;
+    struct stat st;
+    if (cached_tier(r->snap_fd, &w, origin, &content_len)) {
+        restore_go(c, r, w, true, content_len);
+        return;
+    }
+    if (fstat(r->snap_fd, &st) < 0 || st.st_size < VERIFY_INLINE_MAX) {
+        bool verified;
+        w = tagged_tier(r->snap_fd, SUP_SNAPMAC_OWN, &verified, origin, &content_len);
+        restore_go(c, r, w, verified, content_len);
+        return;
+    }
+    sup_snap_drain *d = mem_calloc(1, sizeof *d);
+    d->verifying = true;
+    d->ctx = c;
+    d->run = r;
+    d->rd = d->evfd = -1;
+    int e = pthread_create(&d->verifier, NULL, verify_main, d);
+    if (e)
+        fatal("pthread_create: %s", strerror(e));
+    r->snap_drain = d;
+    r->snap_drop = drain_drop;
+    d->next_check = checks;
+    checks = d;
+    sup_timer_moved();
+}
+
+/* The checks that ended: their restores go on. */
+static void checks_done(void)
+{
+    for (sup_snap_drain **p = &checks; *p;) {
+        sup_snap_drain *d = *p;
+        if (!atomic_load(&d->checked)) {
+            p = &d->next_check;
+            continue;
+        }
+        *p = d->next_check;
+        pthread_join(d->verifier, NULL);
+        sup_run *r = d->run;
+        sup_ctx *c = d->ctx;
+        bool ok = d->ok && d->tier >= SUP_TIER_UNSAFE && d->tier <= SUP_TIER_SANDBOX;
+        sup_tier w = ok ? (sup_tier)d->tier : SUP_TIER_SANDBOX;
+        uint64_t len = d->content_len;
+        if (ok)
+            remember_verified(r->snap_fd, w, d->origin, len);
+        r->snap_drain = NULL;
+        r->snap_drop = NULL;
+        free(d);
+        if (c->running != r)
+            fatal("a snapshot's check outlived its run");
+        restore_go(c, r, w, ok, len);
+    }
 }
 
 static void snap_abort(const sup_run *r, const char *status, const char *cause)
@@ -1514,7 +1630,8 @@ static void after_ok(sup_ctx *c)
 
 double sup_snap_tick(double now)
 {
-    double next = 0;
+    checks_done();
+    double next = checks ? now + CHECK_POLL : 0;
     for (size_t i = 0; i < ndues;) {
         if (dues[i].at <= now) {
             sup_ctx *c = sup_ctx_find(dues[i].name, strlen(dues[i].name));

@@ -437,3 +437,37 @@ arr = np.arange(100000)
     assert "no writer's mark" in c.err("ctx.restore", "forbidden", ctx="exp",
                                        snapshot="s")["message"]
     _finish(d)
+
+
+def test_large_snapshot_checked_after_restart(tmp_path, start):
+    """A snapshot past 16 MB, restored after a daemon restart: its tag is
+    checked by a thread while the daemon answers other requests. The mark
+    is in the file, so a plain copy keeps it; a copy with one byte changed
+    has none and goes only into a sandbox context."""
+    d = start("a")
+    c = d.client()
+    c.ok("ctx.create", name="exp")
+    assert c.execute("import hashlib, os\nbig = os.urandom(24 << 20)\n"
+                     "h = hashlib.sha256(big).hexdigest()", ctx="exp").status == "ok"
+    c.ok("ctx.snapshot", ctx="exp", name="s")
+    d.stopped_by_test = True
+    _finish(d)
+    snapdir = tmp_path / "a-state" / "snapshots" / "exp"
+    shutil.copy(snapdir / "s", snapdir / "copy")
+    blob = bytearray((snapdir / "s").read_bytes())
+    blob[len(blob) // 2] ^= 1  # inside `big`
+    (snapdir / "changed").write_bytes(blob)
+    d = start("a")
+    c = d.client()
+    c.ok("ctx.create", name="u")
+    c.ok("ctx.restore", ctx="u", snapshot="exp/s")
+    assert c.execute("hashlib.sha256(big).hexdigest() == h and len(big)",
+                     ctx="u").text == str(24 << 20)
+    assert c.ok("hello")["t"] == "ok"
+    c.ok("ctx.restore", ctx="u", snapshot="exp/copy")
+    e = c.err("ctx.restore", "forbidden", ctx="u", snapshot="exp/changed")
+    assert "no writer's mark" in e["message"], e
+    c.ok("ctx.create", name="sb", tier="sandbox")  # it reads it, and finds the change
+    assert "checksum" in c.err("ctx.restore", "bad_snapshot", ctx="sb",
+                               snapshot="exp/changed")["message"]
+    _finish(d)
