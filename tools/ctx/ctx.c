@@ -184,7 +184,7 @@ const struct ctx_cmd ctx_cmd_table[] = {
     {.name = "snapshot-export",
      .usage = "CTX/NAME",
      .handler = ctx_cmd_snap_export,
-     .summary = "copy a snapshot out for another daemon, its writer's tier kept",
+     .summary = "export a snapshot for another daemon, its writer's tier kept",
      .help = "Writes STATE_DIR/exports/CTX/NAME on the daemon's host: the snapshot with its\n"
              "writer's tier marked under the operator's key STATE_DIR/export.key (16 to\n"
              "4096 bytes; the same file on both daemons). Prints the file's path and the\n"
