@@ -573,6 +573,15 @@ int ctxd_ctx_restore(ctxd_client *c, const char *ctx, const char *snapshot, uint
 int ctxd_ctx_snapshots(ctxd_client *c, const char *ctx, const ctxd_snapshot **out, size_t *n);
 /* ctx.snapshot_delete of "CTX/NAME". */
 int ctxd_snapshot_delete(ctxd_client *c, const char *snapshot);
+/* ctx.snapshot_export of "CTX/NAME": the exported file's path on the
+ * daemon's host (STATE_DIR/exports/CTX/NAME) and the writer's tier it
+ * carries, marked under the operator's STATE_DIR/export.key. */
+int ctxd_snapshot_export(ctxd_client *c, const char *snapshot, const char **path,
+                         const char **tier);
+/* ctx.snapshot_import of "CTX/NAME" (an export put at the daemon's
+ * STATE_DIR/imports/CTX/NAME): the snapshot made, and the writer's tier. */
+int ctxd_snapshot_import(ctxd_client *c, const char *snapshot, ctxd_snapshot *out,
+                         const char **tier);
 
 /* ---- queries: complete, inspect, is_complete ----------------------------- */
 /* Answered by the context's worker from its live globals (PROTOCOL.md

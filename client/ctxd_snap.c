@@ -1,5 +1,6 @@
 /* ctxd_snap: the snapshot requests of libctxd (ctx.snapshot, ctx.restore,
- * ctx.snapshots, ctx.snapshot_delete; PROTOCOL.md section 5). Results are
+ * ctx.snapshots, ctx.snapshot_delete, ctx.snapshot_export,
+ * ctx.snapshot_import; PROTOCOL.md section 5). Results are
  * owned by the client until its next call, as ctxd_req.c's. */
 #include "ctxd_int.h"
 #include "mem.h"
@@ -131,4 +132,49 @@ int ctxd_snapshot_delete(ctxd_client *c, const char *snapshot)
         return r;
     ctxd_conn_msg_free(m);
     return 0;
+}
+
+int ctxd_snapshot_export(ctxd_client *c, const char *snapshot, const char **path, const char **tier)
+{
+    static const proto_field fields[] = {{"path", PF_STR, true, 8192}, {"tier", PF_STR, true, 16}};
+    if (ctxd_conn_begin(c) < 0)
+        return c->last_rc;
+    if (!snapshot)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "ctx.snapshot_export needs a snapshot");
+    msg_in *m = NULL;
+    /* No deadline: the copy takes as long as the file's size. */
+    int r = ctxd_conn_str_request(c, "ctx.snapshot_export", true, &m, "snapshot", snapshot, NULL);
+    if (r < 0)
+        return r;
+    r = ctxd_conn_check(c, "ctx.snapshot_export reply", m->root, fields, 2);
+    if (r == 0 && path)
+        *path = ctxd_conn_own_str(c, proto_map_get(m->root, "path"));
+    if (r == 0 && tier)
+        *tier = ctxd_conn_own_str(c, proto_map_get(m->root, "tier"));
+    ctxd_conn_msg_free(m);
+    return r;
+}
+
+int ctxd_snapshot_import(ctxd_client *c, const char *snapshot, ctxd_snapshot *out,
+                         const char **tier)
+{
+    if (ctxd_conn_begin(c) < 0)
+        return c->last_rc;
+    if (!snapshot)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "ctx.snapshot_import needs a snapshot");
+    msg_in *m = NULL;
+    int r = ctxd_conn_str_request(c, "ctx.snapshot_import", true, &m, "snapshot", snapshot, NULL);
+    if (r < 0)
+        return r;
+    const proto_val *sm = proto_map_get(m->root, "snapshot");
+    ctxd_snapshot s;
+    r = parse_snapshot(c, sm, &s);
+    if (r == 0 && out)
+        *out = s;
+    if (r == 0 && tier) {
+        const proto_val *t = proto_map_get(sm, "tier");
+        *tier = t && t->kind == PROTO_STR ? ctxd_conn_own_str(c, t) : "";
+    }
+    ctxd_conn_msg_free(m);
+    return r;
 }

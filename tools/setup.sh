@@ -13,7 +13,8 @@ build=${BUILD_DIR:-$root/build}
 
 PACKAGES="build-essential cmake pkg-config libzmq3-dev libmsgpack-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
-python3-matplotlib python3-pip libedit-dev python3-dill"
+python3-matplotlib python3-pip libedit-dev python3-dill libssl-dev"
+# libssl-dev: HMAC-SHA256 of snapshots' writer marks (sup_snapmac.c).
 # libedit-dev: ctx repl's line editor (tools/ctx/ctx_edit.c).
 # python3-dill: snapshots of a context's state (daemon/worker/wrk_snap.py).
 # python3-matplotlib: the figure tests (tests/integration/test_rich.py).

@@ -357,6 +357,8 @@ void sup_run_free(sup_run *r)
         free(r->fork_name);
     }
     if (r->snap_mode) { /* a snapshot or restore: the file (sup_snap.c) */
+        if (r->snap_drain)
+            r->snap_drop(r->snap_drain);
         if (r->snap_fd >= 0)
             close(r->snap_fd);
         if (r->snap_dirfd >= 0)

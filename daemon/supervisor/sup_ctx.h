@@ -65,6 +65,10 @@ typedef struct sup_run {
     char *snap_tmp;
     int snap_fd, snap_dirfd;
     uint64_t snap_max;
+    /* A snapshot being written: the supervisor's copier of the worker's
+     * pipe into snap_fd, and how sup_run_free ends it (NULL: none). */
+    struct sup_snap_drain *snap_drain;
+    void (*snap_drop)(struct sup_snap_drain *d);
 } sup_run;
 
 enum {

@@ -1058,6 +1058,8 @@ static const request_kind request_kinds[] = {
     {"ctx.restore", FIELDS(restore_fields), sup_snap_restore_request},
     {"ctx.snapshots", FIELDS(snapshots_fields), sup_snap_list},
     {"ctx.snapshot_delete", FIELDS(snapshot_delete_fields), sup_snap_delete},
+    {"ctx.snapshot_export", FIELDS(snapshot_delete_fields), sup_snap_export},
+    {"ctx.snapshot_import", FIELDS(snapshot_delete_fields), sup_snap_import},
 };
 
 static void log_request(const char *type, const proto_val *msg, double t0)

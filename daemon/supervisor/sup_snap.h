@@ -16,6 +16,12 @@ void sup_snap_request(const proto_val *msg, const sup_peer *peer);
 void sup_snap_restore_request(const proto_val *msg, const sup_peer *peer);
 void sup_snap_list(const proto_val *msg, const sup_peer *peer);
 void sup_snap_delete(const proto_val *msg, const sup_peer *peer);
+/* ctx.snapshot_export: a copy in STATE_DIR/exports/CTX/NAME tagged under
+ * the operator's STATE_DIR/export.key; ctx.snapshot_import: such a file
+ * in STATE_DIR/imports/CTX/NAME, checked with that key, made snapshot
+ * CTX/NAME under the daemon's own key (the writer's tier kept). */
+void sup_snap_export(const proto_val *msg, const sup_peer *peer);
+void sup_snap_import(const proto_val *msg, const sup_peer *peer);
 
 /* ctx.create from_snapshot: opens the snapshot named by id (a str value)
  * before the context is made; its descriptor, or -1 after replying `err`. */

@@ -33,7 +33,8 @@ int wrk_snap_init(void)
 PyObject *wrk_snap_do(const wrk_snap_req *req, PyObject *globals)
 {
     if (req->restore)
-        return PyObject_CallFunction(restore_fn, "iO", req->fd, globals);
+        return PyObject_CallFunction(restore_fn, "iOK", req->fd, globals,
+                                     (unsigned long long)req->max_bytes);
     PyObject *meta =
         Py_BuildValue("{s:K,s:y#}", "execution_count", (unsigned long long)req->execution_count,
                       "info", req->info, (Py_ssize_t)req->info_len);

@@ -16,8 +16,9 @@
 
 typedef struct wrk_snap_req {
     bool restore;             /* false: write a snapshot */
-    int fd;                   /* the file, opened by the supervisor */
-    uint64_t max_bytes;       /* a snapshot past this is refused with its size */
+    int fd;                   /* a pipe the supervisor copies into the file; or the file */
+    uint64_t max_bytes;       /* a snapshot past this is refused with its size; a
+                               * restore's: the length of the worker's part of the file */
     uint64_t execution_count; /* recorded in the snapshot */
     const char *info;         /* msgpack of the context's INFO, recorded */
     size_t info_len;

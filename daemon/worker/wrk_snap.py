@@ -1,6 +1,10 @@
 # wrk_snap: a context's Python state to and from a snapshot file
 # (PROTOCOL.md, ctx.snapshot). Embedded in ctxd-worker as a private module
-# (wrk_snap.c); the supervisor hands it an open descriptor, never a path.
+# (wrk_snap.c); the supervisor hands it an open descriptor, never a path:
+# to write, the write end of a pipe it copies into the file (counting),
+# carrying records (u64 length, then the bytes; or u64 with bit 63 set:
+# go back to that offset); to read, the file, of which the first
+# `max_bytes` are the worker's (the supervisor's tag follows).
 #
 # File layout (all integers little-endian):
 #   MAGIC (8) | u32 n | header: n bytes of JSON (format, Python, packages,
@@ -28,6 +32,7 @@ FORMAT = 1
 _HEADER_MAX = 16 << 20
 _TRAILER_FIXED = 8 + 8 + 4 + 4 + 8
 _BUFFERS_MAX = 1 << 20
+_TAG = 128  # SUP_SNAPMAC_TAG: the supervisor's tag at the file's end
 
 # Objects saved by value would be a lie (a copy of a socket is no open
 # connection, a thread does not run again): listed as unsaved, with why.
@@ -58,9 +63,24 @@ class SnapError(Exception):
         self.needed = needed
 
 
+_RESET = 1 << 63
+
+
+def _write_all(fd, parts):
+    """os.writev of parts (bytes-like) until all of it went out."""
+    views = [memoryview(p).cast('B') for p in parts]
+    while views:
+        k = os.writev(fd, views)
+        while views and k >= len(views[0]):
+            k -= len(views[0])
+            views.pop(0)
+        if views and k:
+            views[0] = views[0][k:]
+
+
 class _Sink:
-    """Writes to the descriptor, counting; past max it only counts (the
-    size the snapshot would need is still learnt)."""
+    """Writes records to the supervisor's pipe, counting; past max it only
+    counts (the size the snapshot would need is still learnt)."""
 
     def __init__(self, fd, limit):
         self.fd = fd
@@ -69,16 +89,19 @@ class _Sink:
         self.crc = None
 
     def write(self, b):
-        m = len(b)
+        m = len(b) if not isinstance(b, memoryview) else b.nbytes
         if self.crc is not None:
             self.crc = zlib.crc32(b, self.crc)
-        if self.fd >= 0 and self.n + m <= self.limit:
-            view = memoryview(b).cast('B')
-            off = 0
-            while off < m:
-                off += os.write(self.fd, view[off:])
+        if self.fd >= 0 and self.n + m <= self.limit and m:
+            _write_all(self.fd, [struct.pack('<Q', m), b])
         self.n += m
         return m
+
+    def reset(self, off):
+        """The file goes back to off (written already)."""
+        if self.fd >= 0 and off <= self.limit:
+            _write_all(self.fd, [struct.pack('<Q', _RESET | off)])
+        self.n = off
 
 
 def _user_names(g):
@@ -215,9 +238,8 @@ def save(fd, g, meta, limit):
             except BaseException as e:
                 unsaved.append({'name': k, 'reason': '%s: %s' % (type(e).__name__, e)})
                 del state[k]
-        os.ftruncate(fd, min(start, limit))
-        os.lseek(fd, min(start, limit), os.SEEK_SET)
-        sink.n, sink.crc = start, 0
+        sink.reset(start)
+        sink.crc = 0
         buffers = _dump(sink, state)
     plen, crc = sink.n - start, sink.crc & 0xffffffff
     sink.crc = None
@@ -232,8 +254,11 @@ def save(fd, g, meta, limit):
     trailer += struct.pack('<Q', len(trailer) + 8 + len(END)) + END
     sink.write(trailer)
     if sink.n > limit:
+        # The file is the supervisor's tag longer (sup_snapmac.h), which the
+        # cap given here left out.
+        need, cap = sink.n + _TAG, limit + _TAG
         raise SnapError('too_large', 'the snapshot would need %d bytes; the cap is %d bytes'
-                        % (sink.n, limit), sink.n)
+                        % (need, cap), need)
     return sink.n, unsaved
 
 
@@ -288,9 +313,11 @@ def _check_header(h):
         raise SnapError('bad_snapshot', 'the snapshot needs other packages: ' + '; '.join(wrong))
 
 
-def read_header(fd):
-    """The header of the snapshot on fd, checked; SnapError otherwise."""
-    size = os.fstat(fd).st_size
+def read_header(fd, size=None):
+    """The header of the snapshot on fd (its first size bytes), checked;
+    SnapError otherwise."""
+    if not size:
+        size = os.fstat(fd).st_size
     head = _read_exact(fd, 0, 12) if size >= 12 else b''
     if bytes(head[:8]) != MAGIC:
         raise SnapError('bad_snapshot', 'not a ctxd snapshot (bad magic)')
@@ -307,10 +334,11 @@ def read_header(fd):
     return h, 12 + n, size
 
 
-def load(fd, g):
-    """Replaces g's state with the snapshot's; returns (header, names
-    restored, notes). Nothing in g changes unless it all loaded."""
-    h, body, size = read_header(fd)
+def load(fd, g, size=None):
+    """Replaces g's state with the snapshot's (the first size bytes of
+    fd); returns (header, names restored, notes). Nothing in g changes
+    unless it all loaded."""
+    h, body, size = read_header(fd, size)
     tail = len(END) + 8
     if size < body + _TRAILER_FIXED + tail:
         raise SnapError('bad_snapshot', 'the snapshot file is truncated')
@@ -400,10 +428,10 @@ def snapshot(fd, g, meta, limit):
         return {'ok': False, 'code': 'internal', 'message': '%s: %s' % (type(e).__name__, e)}
 
 
-def restore(fd, g):
+def restore(fd, g, size=0):
     """The worker's `restore` frame: the answer's data."""
     try:
-        h, names, notes = load(fd, g)
+        h, names, notes = load(fd, g, size)
         count = h.get('execution_count')
         return {'ok': True, 'restored': len(names), 'unsaved': _capped(notes),
                 'execution_count': count if isinstance(count, int) and count >= 0 else 0}

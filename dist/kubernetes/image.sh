@@ -19,10 +19,11 @@ trap 'rm -rf "$work"' EXIT
 DESTDIR="$work/stage" cmake --install "$build" --prefix /usr/local >/dev/null
 
 # What the binaries link and run: libzmq, msgpack-c, libedit, libseccomp,
+# libcrypto (libssl3: snapshots' HMAC),
 # CPython 3.11 (embedded by ctxd-worker); pip for pip.install; etcd-server
 # for the etcd pod and the routers' etcd gateway (one image for all pods).
 mmdebstrap --variant=apt --mode="${MMDEBSTRAP_MODE:-auto}" \
-    --include=libzmq5,libmsgpackc2,libedit2,libseccomp2,libpython3.11,python3,python3-pip,python3-zmq,python3-msgpack,etcd-server,ca-certificates \
+    --include=libzmq5,libmsgpackc2,libedit2,libseccomp2,libssl3,libpython3.11,python3,python3-pip,python3-zmq,python3-msgpack,etcd-server,ca-certificates \
     --customize-hook="copy-in $work/stage/usr/local /usr" \
     --customize-hook='chroot "$1" ldconfig' \
     --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*' \

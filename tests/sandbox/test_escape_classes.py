@@ -725,3 +725,186 @@ def test_local_default_read_set_runs_workload(make_daemon):
     r = c.execute(LOCAL_WORKLOAD, ctx="wl", timeout=90)
     assert r.status == "ok" and r.stdout.decode().split() == ["42", "[1,", "2]", "True"], \
         (r.error, r.stderr, r)
+
+# ---- 10. snapshots: what is reported is what is kept; the writer's tier -----
+
+SNAP_CAP = 96 << 20  # --max-snapshot-bytes of these daemons
+
+# A thread of the cell takes a copy of every writable descriptor that
+# appears while the snapshot is written (the file's, had the worker one).
+SNAP_GRAB = """
+import fcntl, os, signal, threading
+import dill  # what importing it opens is not the snapshot's
+signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+base = set(os.listdir('/proc/self/fd'))
+kept, stop = [], []
+def grab():
+    while not stop:
+        for fd in os.listdir('/proc/self/fd'):
+            if fd in base:
+                continue
+            try:
+                if os.readlink('/proc/self/fd/' + fd).startswith('pipe:') and kept:
+                    continue
+                if (os.stat('/proc/self/fd/' + fd).st_mode & 0o170000) not in (0o100000, 0o010000):
+                    continue
+                if fcntl.fcntl(int(fd), fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
+                    kept.append(os.dup(int(fd)))
+                    base.add(fd)
+            except OSError:
+                pass
+pad = bytes(64 << 20)
+t = threading.Thread(target=grab, daemon=True)
+t.start()
+"""
+
+SNAP_TAMPER = """
+stop.append(1)
+t.join()
+tries = []
+for fd in kept:
+    for what in (lambda: os.pwrite(fd, b'EVIL', 0),
+                 lambda: [os.write(fd, bytes(1 << 20)) for _ in range(48)]):
+        try:
+            what()
+            tries.append('done')
+        except OSError as e:
+            tries.append(e.errno)
+print(len(kept), tries)
+"""
+
+
+def _state_dir(d):
+    return d.tmp.parent / (d.tmp.name + "-state")
+
+
+def _sha(path):
+    import hashlib
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_snapshot_file_never_the_workers(make_daemon, tmp_path, tier, table):
+    """The worker keeps a descriptor it had during the save and, after the
+    supervisor reported the snapshot, changes the file and grows it past
+    --max-snapshot-bytes: on the host the file is what was reported."""
+    d = make_daemon("--max-snapshot-bytes", str(SNAP_CAP))
+    c = d.client()
+    ctx = f"{tier}-a"
+    c.ok("ctx.create", name=ctx, tier=tier, policy={"memory_bytes": 512 << 20})
+    assert c.execute(SNAP_GRAB, ctx=ctx).status == "ok"
+    snap = c.ok("ctx.snapshot", ctx=ctx, name="s")["snapshot"]
+    path = _state_dir(d) / "snapshots" / ctx / "s"
+    reported = (snap["size"], _sha(path))
+    r, alive = run(c, ctx, SNAP_TAMPER, timeout=60)
+    size = os.stat(path).st_size
+    changed = None if _sha(path) == reported[1] else "the file changed after it was reported"
+    grown = None
+    if size != reported[0] or size > SNAP_CAP:
+        grown = f"{size} bytes on disk; {reported[0]} reported, cap {SNAP_CAP}"
+    by = "the worker writes to a pipe the supervisor copies; the file is never the worker's"
+    table.add("keep the snapshot's descriptor, change it after it was reported", tier, r, alive,
+              by, changed, host_checked=True)
+    table.add("grow a reported snapshot past --max-snapshot-bytes", tier, r, alive,
+              by + " (the copier stops at the cap)", grown, host_checked=True)
+    assert changed is None and grown is None, (r.stdout, size, reported)
+    c.ok("ctx.restore", ctx=ctx, snapshot="s")  # what was reported restores
+    assert d.alive()
+
+
+def _evil_cell(marker):
+    return f"""
+import os
+class E:
+    def __reduce__(self):
+        return (os.system, ("id -u > {marker}",))
+e = E()
+"""
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_copied_confined_snapshot_not_run_as_root(make_daemon, tmp_path, tier, table):
+    """A confined context's snapshot copied with plain cp (no extended
+    attribute), then restored into an unsafe context: its pickle must not
+    run as root."""
+    d = make_daemon()
+    c = d.client()
+    ctx = f"{tier}-a"
+    c.ok("ctx.create", name=ctx, tier=tier, policy={"memory_bytes": 512 << 20})
+    marker = tmp_path / f"{tier}-marker"
+    assert c.execute(_evil_cell(marker), ctx=ctx).status == "ok"
+    assert c.ok("ctx.snapshot", ctx=ctx, name="s")["unsaved"] == []
+    snapdir = _state_dir(d) / "snapshots" / ctx
+    subprocess.run(["cp", str(snapdir / "s"), str(snapdir / "copied")], check=True)
+    c.ok("ctx.create", name="u", tier="unsafe")
+    r = c.request("ctx.restore", ctx="u", snapshot=f"{ctx}/copied")
+    escaped = None
+    if marker.exists():
+        escaped = "the pickle ran as uid " + marker.read_text().strip()
+    alive = c.execute("1 + 1", ctx="u").text == "2"
+    table.rows.append(("copy a confined snapshot with cp, restore into unsafe", tier,
+                       "ESCAPED: " + escaped if escaped else
+                       f"refused: {r.get('code')}" if r["t"] == "err" else "RESTORED",
+                       "the writer's tier is in the file's HMAC-SHA256 tag: a file without a "
+                       "valid one is of the sandbox tier", "yes" if alive else "NO"))
+    if escaped or r["t"] != "err":
+        table.failures.append(f"{tier}: cp'd snapshot restored into unsafe: {r!r} {escaped}")
+    assert escaped is None and r["t"] == "err" and r["code"] == "forbidden", r
+    assert c.ok("ctx.create", name="sb", tier="sandbox", from_snapshot=f"{ctx}/copied")
+
+
+def _forge_snapshot(marker, tag):
+    """A file of the worker's format (wrk_snap.py) whose pickle runs a
+    command; with tag, a made-up supervisor's tag claiming `unsafe`."""
+    import json
+    import pickle
+    import struct
+    import sys
+    import zlib
+
+    class E:
+        def __reduce__(self):
+            return (os.system, (f"id -u > {marker}",))
+    header = json.dumps({"format": 1, "python": "%d.%d" % sys.version_info[:2],
+                         "implementation": sys.implementation.name, "byteorder": sys.byteorder,
+                         "packages": {}, "modules": {}, "execution_count": 1,
+                         "tier": "unsafe"}, sort_keys=True).encode()
+    stream = pickle.dumps({"e": E()}, protocol=5)
+    head = b"CTXDSNP\x01" + struct.pack("<I", len(header)) + header
+    trailer = struct.pack("<QQIIQ", len(head), len(stream), zlib.crc32(stream),
+                          zlib.crc32(header), 0)
+    trailer += struct.pack("<Q", len(trailer) + 16) + b"CTXDEND\x01"
+    body = head + stream + trailer
+    if tag:
+        t = bytearray(128)
+        t[0:8] = b"CTXDTAG\x01"
+        t[8:16] = struct.pack("<Q", len(body))
+        t[16], t[17], t[18] = 1, 1, 5
+        t[24:29] = b"admin"
+        t[96:128] = os.urandom(32)
+        body += bytes(t)
+    return body
+
+
+def test_forged_snapshot_not_run_as_root(make_daemon, tmp_path, table):
+    """A hand-made snapshot file (a header that says `unsafe`, with or
+    without a made-up tag) put in the state directory and restored into an
+    unsafe context: its pickle must not run as root."""
+    d = make_daemon()
+    c = d.client()
+    c.ok("ctx.create", name="u", tier="unsafe")
+    snapdir = _state_dir(d) / "snapshots" / "forged"
+    snapdir.mkdir(parents=True, mode=0o700)
+    for tag in (False, True):
+        marker = tmp_path / f"forged-{tag}"
+        (snapdir / f"f{int(tag)}").write_bytes(_forge_snapshot(marker, tag))
+        r = c.request("ctx.restore", ctx="u", snapshot=f"forged/f{int(tag)}")
+        escaped = "the pickle ran as uid " + marker.read_text().strip() if marker.exists() else None
+        alive = c.execute("1 + 1", ctx="u").text == "2"
+        table.rows.append((f"forged snapshot file ({'made-up tag' if tag else 'no tag'}), "
+                           "restored into unsafe", "unsafe",
+                           "ESCAPED: " + escaped if escaped else
+                           f"refused: {r.get('code')}" if r["t"] == "err" else "RESTORED",
+                           "no tag that verifies under the daemon's key: sandbox tier only",
+                           "yes" if alive else "NO"))
+        assert escaped is None and r["t"] == "err" and r["code"] == "forbidden", r

@@ -181,6 +181,25 @@ const struct ctx_cmd ctx_cmd_table[] = {
      .handler = ctx_cmd_snap_rm,
      .summary = "delete a snapshot",
      .help = "Snapshots outlive their context; this removes one.\n"},
+    {.name = "snapshot-export",
+     .usage = "CTX/NAME",
+     .handler = ctx_cmd_snap_export,
+     .summary = "export a snapshot for another daemon, its writer's tier kept",
+     .help = "Writes STATE_DIR/exports/CTX/NAME on the daemon's host: the snapshot with its\n"
+             "writer's tier marked under the operator's key STATE_DIR/export.key (16 to\n"
+             "4096 bytes; the same file on both daemons). Prints the file's path and the\n"
+             "tier. Copy the file (cp, scp) to the other daemon's\n"
+             "STATE_DIR/imports/CTX/NAME and run 'ctx snapshot-import' there. A snapshot\n"
+             "copied into STATE_DIR/snapshots by hand has no mark: it restores only into\n"
+             "sandbox contexts. With --json: {\"t\":\"ok\",\"snapshot\",\"path\",\"tier\"}.\n"},
+    {.name = "snapshot-import",
+     .usage = "CTX/NAME",
+     .handler = ctx_cmd_snap_import,
+     .summary = "make an exported snapshot one of this daemon's",
+     .help = "Checks STATE_DIR/imports/CTX/NAME (from 'ctx snapshot-export') with\n"
+             "STATE_DIR/export.key and makes it snapshot CTX/NAME, its writer's tier kept:\n"
+             "a file changed or made under another key is refused. With --json:\n"
+             "{\"t\":\"ok\",\"snapshot\":{id,ctx,name,size,created},\"tier\":TIER}.\n"},
     {.name = "interrupt",
      .usage = "[NAME]",
      .handler = ctx_cmd_ctx_interrupt,

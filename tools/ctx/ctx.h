@@ -60,8 +60,8 @@ ctx_cmd_fn ctx_cmd_run;                                        /* ctx_cmd_run.c 
 ctx_cmd_fn ctx_cmd_ctx_create, ctx_cmd_ctx_ls, ctx_cmd_ctx_rm, /* ctx_cmd_ctx.c */
     ctx_cmd_ctx_restart, ctx_cmd_ctx_fork, ctx_cmd_ctx_interrupt;
 ctx_cmd_fn ctx_cmd_files_cp; /* ctx_cmd_files.c */
-ctx_cmd_fn ctx_cmd_snap_snapshot, ctx_cmd_snap_restore, ctx_cmd_snap_list,
-    ctx_cmd_snap_rm;                               /* ctx_cmd_snap.c */
+ctx_cmd_fn ctx_cmd_snap_snapshot, ctx_cmd_snap_restore, ctx_cmd_snap_list, ctx_cmd_snap_rm,
+    ctx_cmd_snap_export, ctx_cmd_snap_import;      /* ctx_cmd_snap.c */
 ctx_cmd_fn ctx_cmd_pkgs_pip;                       /* ctx_cmd_pkgs.c */
 ctx_cmd_fn ctx_cmd_info_hello, ctx_cmd_info_stats; /* ctx_cmd_info.c */
 ctx_cmd_fn ctx_cmd_kernel;                         /* ctx_cmd_kernel.c */

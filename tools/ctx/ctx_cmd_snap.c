@@ -1,6 +1,7 @@
-/* The snapshot commands: ctx snapshot, restore, snapshots and
- * snapshot-rm, one request each (ctx.snapshot, ctx.restore, ctx.snapshots,
- * ctx.snapshot_delete). */
+/* The snapshot commands: ctx snapshot, restore, snapshots, snapshot-rm,
+ * snapshot-export and snapshot-import, one request each (ctx.snapshot,
+ * ctx.restore, ctx.snapshots, ctx.snapshot_delete, ctx.snapshot_export,
+ * ctx.snapshot_import). */
 #include "ctx.h"
 
 #include <getopt.h>
@@ -137,5 +138,59 @@ int ctx_cmd_snap_rm(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         return ctx_report(cli, rc);
     if (cli->json)
         printf("{\"t\":\"ok\"}\n");
+    return EX_OK;
+}
+
+/* ctx snapshot-export CTX/NAME: prints the exported file's path and tier. */
+int ctx_cmd_snap_export(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    int r = ctx_simple_opts(cli, cmd, argc, argv, 1, 1);
+    if (r != CONTINUE)
+        return r;
+    const char *path = NULL, *tier = NULL;
+    int rc = ctxd_snapshot_export(cli->client, argv[optind], &path, &tier);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    if (cli->json) {
+        jw w;
+        jw_init(&w, stdout);
+        jw_obj(&w);
+        jw_kstr(&w, "t", "ok");
+        jw_kstr(&w, "snapshot", argv[optind]);
+        jw_kstr(&w, "path", path);
+        jw_kstr(&w, "tier", tier);
+        jw_obj_end(&w);
+        jw_line(&w);
+    } else {
+        printf("%s (written by a %s context)\n", path, tier);
+    }
+    return EX_OK;
+}
+
+/* ctx snapshot-import CTX/NAME: prints the snapshot's id, size and tier. */
+int ctx_cmd_snap_import(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
+{
+    int r = ctx_simple_opts(cli, cmd, argc, argv, 1, 1);
+    if (r != CONTINUE)
+        return r;
+    ctxd_snapshot s;
+    const char *tier = NULL;
+    int rc = ctxd_snapshot_import(cli->client, argv[optind], &s, &tier);
+    if (rc < 0)
+        return ctx_report(cli, rc);
+    if (cli->json) {
+        jw w;
+        jw_init(&w, stdout);
+        jw_obj(&w);
+        jw_kstr(&w, "t", "ok");
+        jw_key(&w, "snapshot");
+        jw_snapshot(&w, &s);
+        jw_kstr(&w, "tier", tier);
+        jw_obj_end(&w);
+        jw_line(&w);
+    } else {
+        printf("%s (%llu bytes, written by a %s context)\n", s.id, (unsigned long long)s.size,
+               tier);
+    }
     return EX_OK;
 }

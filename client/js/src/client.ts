@@ -804,6 +804,20 @@ export class Client {
     await this.call("ctx.snapshot_delete", { snapshot }, opts);
   }
 
+  /** Copies snapshot "CTX/NAME" to the daemon's STATE_DIR/exports/CTX/NAME, its writer's tier marked under the operator's STATE_DIR/export.key; the file's path on the daemon's host and the tier. */
+  async exportSnapshot(snapshot: string, opts: CallOptions = {}): Promise<{ snapshot: string; path: string; tier: string; size: number }> {
+    const r = await this.call("ctx.snapshot_export", { snapshot }, { ...opts, requestTimeout: opts.requestTimeout ?? 0 });
+    if (typeof r.path !== "string" || typeof r.tier !== "string") throw new ProtocolError("ctx.snapshot_export reply without path or tier");
+    return { snapshot: String(r.snapshot), path: r.path, tier: r.tier, size: Number(r.size ?? 0) };
+  }
+
+  /** Makes the export put at the daemon's STATE_DIR/imports/CTX/NAME snapshot "CTX/NAME", checked with STATE_DIR/export.key (a changed file or another key: bad_snapshot); the writer's tier is kept. */
+  async importSnapshot(snapshot: string, opts: CallOptions = {}): Promise<{ snapshot: SnapshotInfo; tier: string }> {
+    const r = await this.call("ctx.snapshot_import", { snapshot }, { ...opts, requestTimeout: opts.requestTimeout ?? 0 });
+    const tier = (r.snapshot as Record<string, unknown> | undefined)?.tier;
+    return { snapshot: parseSnapshot(r.snapshot), tier: typeof tier === "string" ? tier : "" };
+  }
+
   /** Installs requirements into one context from the daemon's package source; [{name, cached}]. */
   async pipInstall(packages: string[], ctx?: CtxRef, opts: CallOptions = {}): Promise<{ name: string; cached: boolean }[]> {
     if (!Array.isArray(packages)) throw new TypeError("pipInstall takes an array of requirements");

@@ -462,6 +462,18 @@ class AsyncClient:
         """As Client.delete_snapshot."""
         await self._call("ctx.snapshot_delete", request_timeout, snapshot=snapshot)
 
+    async def export_snapshot(self, snapshot: str,
+                              request_timeout: Optional[float] = None) -> Dict[str, Any]:
+        """As Client.export_snapshot."""
+        reply = await self._call("ctx.snapshot_export", request_timeout, snapshot=snapshot)
+        return {k: reply.get(k) for k in ("snapshot", "path", "tier", "size")}
+
+    async def import_snapshot(self, snapshot: str,
+                              request_timeout: Optional[float] = None) -> Dict[str, Any]:
+        """As Client.import_snapshot."""
+        reply = await self._call("ctx.snapshot_import", request_timeout, snapshot=snapshot)
+        return {"snapshot": reply.get("snapshot")}
+
     async def fork_context(self, ctx: Any, name: Optional[str] = None) -> ContextInfo:
         """As Client.fork_context."""
         src = ctx_name(ctx)

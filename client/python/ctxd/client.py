@@ -510,6 +510,25 @@ class Client:
         """Deletes snapshot "CTX/NAME" (`ctx.snapshot_delete`)."""
         self._call("ctx.snapshot_delete", request_timeout, snapshot=snapshot)
 
+    def export_snapshot(self, snapshot: str,
+                        request_timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Copies snapshot "CTX/NAME" to STATE_DIR/exports/CTX/NAME, its
+        writer's tier marked under the operator's STATE_DIR/export.key
+        (`ctx.snapshot_export`). Returns {snapshot, path, tier, size}.
+        RefusedError codes: not_found, no_key, io."""
+        reply = self._call("ctx.snapshot_export", request_timeout, snapshot=snapshot)
+        return {k: reply.get(k) for k in ("snapshot", "path", "tier", "size")}
+
+    def import_snapshot(self, snapshot: str,
+                        request_timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Makes the export put at STATE_DIR/imports/CTX/NAME snapshot
+        "CTX/NAME", checked with STATE_DIR/export.key, the writer's tier
+        kept (`ctx.snapshot_import`). Returns {"snapshot": {id, ctx, name,
+        size, created, tier}}. RefusedError codes: not_found, bad_snapshot
+        (another key, changed), too_large, limit, io."""
+        reply = self._call("ctx.snapshot_import", request_timeout, snapshot=snapshot)
+        return {"snapshot": reply.get("snapshot")}
+
     def fork_context(self, ctx: Any, name: Optional[str] = None) -> ContextInfo:
         """Clones the live context ctx into a new one (name None: generated)
         with the same globals, modules, cwd and environment (`ctx.fork`).
