@@ -11,6 +11,7 @@ their own (ctxd --worker-uids), so these attempts also check that no worker
 holds the daemon's identity."""
 
 import ctypes
+import fcntl
 import os
 import signal
 import socket
@@ -617,14 +618,22 @@ def test_nothing_survives_a_killed_daemon(make_daemon, tmp_path, tier, how, tabl
             table.add("kill the daemon's reaper", tier, r, alive,
                       {"local": "another uid + Landlock signal scope: EPERM",
                        "sandbox": "pid namespace: not in sight"}[tier])
-    d.proc.kill()
-    d.proc.wait(20)
-    d.stopped_by_test = True
-    left = wait_gone(pids)
-    end = time.monotonic() + 10
-    while time.monotonic() < end and [p for p in dirs if os.path.isdir(p)]:
-        time.sleep(0.05)
-    kept = [p for p in dirs if os.path.isdir(p)]
+    # The tree's lock (sup_cgroup.c): taken by the test as soon as the
+    # supervisor is dead, so that no other daemon starting on this machine
+    # meanwhile sweeps the tree; only the dead daemon's own reaper acts.
+    lock = os.open(dirs[0], os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        d.proc.kill()
+        d.proc.wait(20)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        d.stopped_by_test = True
+        left = wait_gone(pids)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and [p for p in dirs if os.path.isdir(p)]:
+            time.sleep(0.05)
+        kept = [p for p in dirs if os.path.isdir(p)]
+    finally:
+        os.close(lock)
     table.rows.append((f"setsid + double fork + forked worker copy survive: {how}", tier,
                        "SURVIVED" if left else "killed" + (", CGROUPS LEFT" if kept else
                                                            ", cgroups removed"), by, "-"))
