@@ -15,8 +15,9 @@
  *
  * Workers of the confined tiers run under uids of their own and cannot
  * signal it; an `unsafe` run has the daemon's uid and can: the supervisor
- * learns of the reaper's death (SIGCHLD) and starts another at once. Only
- * the moment between the two is not covered.
+ * learns of the reaper's death (SIGCHLD) and starts another at once; one
+ * that is stopped (SIGSTOP) is killed, and so replaced. Only the moment
+ * between the two is not covered.
  *
  * After the fork the child runs only system calls (the supervisor has
  * threads; nothing it held, locks or heap, is touched). */
@@ -206,6 +207,18 @@ void sup_reaper_start(const char *v2_dir, const char *const v1_dirs[], size_t nv
             snprintf(dirs[ndirs++], SUP_REAPER_DIR_MAX, "%s", v1_dirs[i]);
     if (ndirs)
         fork_reaper();
+}
+
+void sup_reaper_check(void)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (reaper <= 0 || waitid(P_PID, (id_t)reaper, &si, WSTOPPED | WNOHANG) < 0 ||
+        si.si_pid != reaper)
+        return;
+    sup_log("reaper: pid %d was stopped (signal %d): killed, another is started", (int)reaper,
+            si.si_status);
+    kill(reaper, SIGKILL);
 }
 
 bool sup_reaper_on_exit(pid_t pid, int status)

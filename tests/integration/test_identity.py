@@ -126,12 +126,14 @@ def test_daemon_in_another_pid_namespace_spares_live_workers(make_daemon, tmp_pa
     gc.ok("ctx.create", name="g")
     gone_tree = "/sys/fs/cgroup/unified" + v2_cgroup(gc.info("g")["pid"]).rsplit("/", 1)[0]
     gone.stopped_by_test = True
-    # Its reaper, which would remove the tree at once (sup_reaper.c), held
-    # stopped: the tree is left as by a daemon whose reaper could not act.
+    # Its reaper, which would remove the tree at once (sup_reaper.c), killed
+    # while the supervisor is stopped (and so cannot start another): the
+    # tree is left as by a daemon whose reaper could not act.
     reapers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _reaper_of(p, gone.proc.pid)]
     assert reapers, "the daemon has no reaper"
+    os.kill(gone.proc.pid, signal.SIGSTOP)
     for p in reapers:
-        os.kill(p, signal.SIGSTOP)
+        os.kill(p, signal.SIGKILL)
     os.kill(gone.proc.pid, signal.SIGKILL)
     gone.proc.wait(10)
     assert os.path.isdir(gone_tree)
@@ -149,8 +151,6 @@ def test_daemon_in_another_pid_namespace_spares_live_workers(make_daemon, tmp_pa
         assert c.execute("x + 1", ctx="a").text == "42"
         assert c.info("a")["pid"] == pid
     finally:
-        for p in reapers:
-            os.kill(p, signal.SIGKILL)
         os.killpg(other.pid, 15)
         other.wait(10)
         log.close()

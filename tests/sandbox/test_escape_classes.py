@@ -527,8 +527,8 @@ for p in os.listdir('/proc'):
     if not p.isdigit():
         continue
     try:
-        if open(f'/proc/{p}/comm').read() == 'ctxd-reaper\\n':
-            os.kill(int(p), 9)
+        if open(f'/proc/{{p}}/comm').read() == 'ctxd-reaper\\n':
+            os.kill(int(p), {sig})
             killed.append(int(p))
     except OSError as e:
         errors.append(e)
@@ -579,7 +579,8 @@ def daemon_cgroup_dirs(worker_pid):
 
 @pytest.mark.parametrize("tier", ("unsafe", "local", "sandbox"))
 @pytest.mark.parametrize("how", ("daemon killed, no successor",
-                                 "the run kills the reaper, daemon killed, no successor"))
+                                 "the run kills the reaper, daemon killed, no successor",
+                                 "the run stops the reaper, daemon killed, no successor"))
 def test_nothing_survives_a_killed_daemon(make_daemon, tmp_path, tier, how, table):
     d = make_daemon()
     c = d.client()
@@ -599,23 +600,25 @@ def test_nothing_survives_a_killed_daemon(make_daemon, tmp_path, tier, how, tabl
     dirs = daemon_cgroup_dirs(c.info("e")["pid"])
     assert dirs, "the worker is in no cgroup of the daemon's tree"
     by = "the reaper: cgroup.kill of the daemon's tree when the supervisor dies"
-    if how.startswith("the run kills"):
+    if how.startswith("the run"):
+        sig = signal.SIGKILL if "kills" in how else signal.SIGSTOP
         before = reapers_of(d.proc.pid)
-        r, alive = run(c, "e", KILL_REAPER)
+        r, alive = run(c, "e", KILL_REAPER.format(sig=int(sig)))
         if tier == "unsafe":
             # The daemon's uid may: the supervisor starts another reaper.
             end = time.monotonic() + 10
             while time.monotonic() < end and not set(reapers_of(d.proc.pid)) - set(before):
                 time.sleep(0.05)
             again = set(reapers_of(d.proc.pid)) - set(before)
-            table.rows.append(("an unsafe run kills the daemon's reaper", tier,
-                               ("killed; restarted by the supervisor" if again else
-                                "KILLED, NOT RESTARTED" if r.status == "ok" else
-                                "not killed: " + outcome(r)),
-                               "the supervisor starts a new reaper when one dies",
+            table.rows.append((f"an unsafe run sends {sig.name} to the daemon's reaper", tier,
+                               ("done; another reaper started by the supervisor" if again else
+                                "DONE, NO NEW REAPER" if r.status == "ok" else
+                                "not done: " + outcome(r)),
+                               "the supervisor replaces a reaper that dies or is stopped",
                                "yes" if alive else "NO"))
+            assert again, f"{how}: no reaper after the run's {sig.name}: {outcome(r)}"
         else:
-            table.add("kill the daemon's reaper", tier, r, alive,
+            table.add(f"send {sig.name} to the daemon's reaper", tier, r, alive,
                       {"local": "another uid + Landlock signal scope: EPERM",
                        "sandbox": "pid namespace: not in sight"}[tier])
     # The tree's lock (sup_cgroup.c): taken by the test as soon as the
