@@ -8,7 +8,9 @@
  * cgroup (cgroup.kill), on delete, restart, timeout, death and shutdown.
  * Its CPU time (cpu.stat) is the context's, children included. Cgroups of
  * a daemon that died without cleaning up are killed and removed when the
- * next daemon starts.
+ * next daemon starts; a daemon that is SIGKILLed has them killed and
+ * removed at once by its reaper (sup_reaper.c), given the tree's
+ * directories here once the tree is made.
  *
  * Which trees are a live daemon's is known by a lock, not by a pid: the
  * daemon holds flock(LOCK_EX) on its tree's directory for its life. A pid
@@ -19,6 +21,7 @@
 
 #include "sup_config.h"
 #include "sup_log.h"
+#include "sup_reaper.h"
 
 #include "mem.h"
 #include "sbx_cgroup.h"
@@ -221,6 +224,26 @@ static void enter_leaf(void)
         sup_log("cgroup: delegated subtree %s (the supervisor in %s)", base, dir);
 }
 
+/* Hands the tree's directories in every hierarchy to a reaper, once the
+ * tree exists (a daemon without cgroup rights has none: no reaper). */
+static void start_reaper(const char *const r[], size_t n)
+{
+    if (tree_lock < 0)
+        return;
+    char dirs[3][SUP_REAPER_DIR_MAX];
+    const char *v2 = NULL, *v1[2];
+    size_t nv1 = 0;
+    for (size_t i = 0; i < n && i < 3; i++) {
+        if (snprintf(dirs[i], sizeof dirs[i], "%s/ctxd/%s", r[i], tree) >= (int)sizeof dirs[i])
+            continue;
+        if (r[i] == sbx_cgroup_v2_root())
+            v2 = dirs[i];
+        else if (nv1 < 2)
+            v1[nv1++] = dirs[i];
+    }
+    sup_reaper_start(v2, v1, nv1);
+}
+
 void sup_cgroup_init(void)
 {
     favor_dynmods();
@@ -262,6 +285,7 @@ void sup_cgroup_init(void)
         }
         closedir(d);
     }
+    start_reaper(r, n);
 }
 
 void sup_cgroup_new_name(char out[SBX_CGROUP_NAME_MAX])

@@ -15,6 +15,7 @@
 #include "sup_policy.h"
 #include "sup_proc.h"
 #include "sup_pss.h"
+#include "sup_reaper.h"
 #include "sup_send.h"
 #include "sup_spawn.h"
 #include "sup_stats.h"
@@ -873,7 +874,8 @@ static void worker_ended(sup_ctx *c, char *cause);
 
 void sup_ctx_on_exit(pid_t pid, int status)
 {
-    if (sup_zygote_on_exit(pid, status) || sup_pkgs_on_exit(pid, status))
+    if (sup_reaper_on_exit(pid, status) || sup_zygote_on_exit(pid, status) ||
+        sup_pkgs_on_exit(pid, status))
         return;
     sup_ctx *c = contexts;
     while (c && c->pid != pid)

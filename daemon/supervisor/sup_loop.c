@@ -10,6 +10,7 @@
 #include "sup_persist.h"
 #include "sup_pkgs.h"
 #include "sup_pss.h"
+#include "sup_reaper.h"
 #include "sup_request.h"
 #include "sup_route.h"
 #include "sup_send.h"
@@ -116,6 +117,7 @@ static void read_signals(void)
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP)
             stopping = true;
     }
+    sup_reaper_check();
     /* Each exited child is looked at before it is reaped: a worker's
      * process group is killed while the zombie leader keeps its id. */
     for (;;) {

@@ -101,6 +101,16 @@ def test_every_worker_in_a_cgroup_of_its_own(daemon):
     wait_until(lambda: not os.path.exists(g))  # killed, then removed once empty
 
 
+def _reaper_of(p, pid):
+    """Whether /proc/p is the reaper (ctxd-reaper) of the daemon pid."""
+    try:
+        with open(f"/proc/{p}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return "(ctxd-reaper)" in stat and int(stat.rsplit(")", 1)[1].split()[1]) == pid
+
+
 def test_daemon_in_another_pid_namespace_spares_live_workers(make_daemon, tmp_path):
     """A daemon that starts as PID 1 of a new pid namespace (a container
     sharing the host's cgroup tree) sees none of the host's pids: it must
@@ -116,6 +126,14 @@ def test_daemon_in_another_pid_namespace_spares_live_workers(make_daemon, tmp_pa
     gc.ok("ctx.create", name="g")
     gone_tree = "/sys/fs/cgroup/unified" + v2_cgroup(gc.info("g")["pid"]).rsplit("/", 1)[0]
     gone.stopped_by_test = True
+    # Its reaper, which would remove the tree at once (sup_reaper.c), killed
+    # while the supervisor is stopped (and so cannot start another): the
+    # tree is left as by a daemon whose reaper could not act.
+    reapers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _reaper_of(p, gone.proc.pid)]
+    assert reapers, "the daemon has no reaper"
+    os.kill(gone.proc.pid, signal.SIGSTOP)
+    for p in reapers:
+        os.kill(p, signal.SIGKILL)
     os.kill(gone.proc.pid, signal.SIGKILL)
     gone.proc.wait(10)
     assert os.path.isdir(gone_tree)

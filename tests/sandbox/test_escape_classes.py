@@ -11,6 +11,7 @@ their own (ctxd --worker-uids), so these attempts also check that no worker
 holds the daemon's identity."""
 
 import ctypes
+import fcntl
 import os
 import signal
 import socket
@@ -908,3 +909,146 @@ def test_forged_snapshot_not_run_as_root(make_daemon, tmp_path, table):
                            "no tag that verifies under the daemon's key: sandbox tier only",
                            "yes" if alive else "NO"))
         assert escaped is None and r["t"] == "err" and r["code"] == "forbidden", r
+
+# ---- 7. survivors of a killed daemon ----------------------------------------
+# After SIGKILL of the supervisor, with no daemon started after it, nothing a
+# run started outlives it: processes in a new session (setsid, double fork)
+# and forked copies of the worker that left its session. The daemon's
+# reaper (daemon/supervisor/sup_reaper.c) kills its cgroups when it dies and
+# removes them. An `unsafe` run (the daemon's uid) can kill the reaper: the
+# supervisor starts another; a confined one cannot reach it.
+
+WORKER_COPY = """
+import ctypes, os, time
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    ctypes.CDLL(None).prctl(15, {comm!r}.encode(), 0, 0, 0)  # PR_SET_NAME
+    while True:
+        time.sleep(1)
+"""
+
+KILL_REAPER = """
+import os
+killed, errors = [], []
+for p in os.listdir('/proc'):
+    if not p.isdigit():
+        continue
+    try:
+        if open(f'/proc/{{p}}/comm').read() == 'ctxd-reaper\\n':
+            os.kill(int(p), {sig})
+            killed.append(int(p))
+    except OSError as e:
+        errors.append(e)
+if not killed:
+    raise (errors[0] if errors else ProcessLookupError('no ctxd-reaper in sight'))
+killed
+"""
+
+
+def host_pids_by_comm(comm):
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if open(f"/proc/{p}/comm").read() == comm + "\n":
+                found.append(int(p))
+        except OSError:
+            pass
+    return found
+
+
+def reapers_of(pid):
+    """Pids of the reapers whose parent is pid."""
+    found = []
+    for p in host_pids_by_comm("ctxd-reaper"):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(p)
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
+
+
+def daemon_cgroup_dirs(worker_pid):
+    """The daemon's tree directories (ctxd/<tree>) in every hierarchy, from
+    the worker's /proc/PID/cgroup."""
+    tree = None
+    for line in open(f"/proc/{worker_pid}/cgroup"):
+        path = line.rstrip("\n").split(":", 2)[2]
+        if "/ctxd/" in path + "/" and path.startswith("/ctxd/"):
+            tree = path.split("/")[2]
+    assert tree, open(f"/proc/{worker_pid}/cgroup").read()
+    return [f"/sys/fs/cgroup/{h}/ctxd/{tree}" for h in ("unified", "memory", "pids")
+            if os.path.isdir(f"/sys/fs/cgroup/{h}/ctxd/{tree}")]
+
+
+@pytest.mark.parametrize("tier", ("unsafe", "local", "sandbox"))
+@pytest.mark.parametrize("how", ("daemon killed, no successor",
+                                 "the run kills the reaper, daemon killed, no successor",
+                                 "the run stops the reaper, daemon killed, no successor"))
+def test_nothing_survives_a_killed_daemon(make_daemon, tmp_path, tier, how, table):
+    d = make_daemon()
+    c = d.client()
+    c.ok("ctx.create", name="e", tier=tier, policy={"timeout": 30} if tier != "unsafe" else None)
+    mark = "%d.%06d" % (301, os.getpid() % 1000000) + str(time.monotonic_ns() % 1000)
+    comm = "rp%08d" % (time.monotonic_ns() % 100000000)
+    r = c.execute(ESCAPERS.format(mark=mark), ctx="e")
+    assert r.status == "ok", r.error
+    r = c.execute(WORKER_COPY.format(comm=comm), ctx="e")
+    assert r.status == "ok", r.error
+    pids = []
+    end = time.monotonic() + 10
+    while len(pids) < 3 and time.monotonic() < end:
+        pids = host_pids_of(mark) + host_pids_by_comm(comm)
+        time.sleep(0.05)
+    assert len(pids) == 3, f"the escapers did not start: {pids}"
+    dirs = daemon_cgroup_dirs(c.info("e")["pid"])
+    assert dirs, "the worker is in no cgroup of the daemon's tree"
+    by = "the reaper: cgroup.kill of the daemon's tree when the supervisor dies"
+    if how.startswith("the run"):
+        sig = signal.SIGKILL if "kills" in how else signal.SIGSTOP
+        before = reapers_of(d.proc.pid)
+        r, alive = run(c, "e", KILL_REAPER.format(sig=int(sig)))
+        if tier == "unsafe":
+            # The daemon's uid may: the supervisor starts another reaper.
+            end = time.monotonic() + 10
+            while time.monotonic() < end and not set(reapers_of(d.proc.pid)) - set(before):
+                time.sleep(0.05)
+            again = set(reapers_of(d.proc.pid)) - set(before)
+            table.rows.append((f"an unsafe run sends {sig.name} to the daemon's reaper", tier,
+                               ("done; another reaper started by the supervisor" if again else
+                                "DONE, NO NEW REAPER" if r.status == "ok" else
+                                "not done: " + outcome(r)),
+                               "the supervisor replaces a reaper that dies or is stopped",
+                               "yes" if alive else "NO"))
+            assert again, f"{how}: no reaper after the run's {sig.name}: {outcome(r)}"
+        else:
+            table.add(f"send {sig.name} to the daemon's reaper", tier, r, alive,
+                      {"local": "another uid + Landlock signal scope: EPERM",
+                       "sandbox": "pid namespace: not in sight"}[tier])
+    # The tree's lock (sup_cgroup.c): taken by the test as soon as the
+    # supervisor is dead, so that no other daemon starting on this machine
+    # meanwhile sweeps the tree; only the dead daemon's own reaper acts.
+    lock = os.open(dirs[0], os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        d.proc.kill()
+        d.proc.wait(20)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        d.stopped_by_test = True
+        left = wait_gone(pids)
+        end = time.monotonic() + 10
+        while time.monotonic() < end and [p for p in dirs if os.path.isdir(p)]:
+            time.sleep(0.05)
+        kept = [p for p in dirs if os.path.isdir(p)]
+    finally:
+        os.close(lock)
+    table.rows.append((f"setsid + double fork + forked worker copy survive: {how}", tier,
+                       "SURVIVED" if left else "killed" + (", CGROUPS LEFT" if kept else
+                                                           ", cgroups removed"), by, "-"))
+    for p in left:
+        os.kill(p, 9)
+    assert not left, f"{tier}/{how}: processes outlived the killed daemon: {left}"
+    assert not kept, f"{tier}/{how}: the daemon's cgroups were left: {kept}"
