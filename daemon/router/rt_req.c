@@ -51,7 +51,7 @@ static rt_client *get_client(int sock, const uint8_t *route, size_t len, const c
         rt_out_clear(&c->out);
         c->gone = false;
         snprintf(c->key, sizeof c->key, "%s", key);
-        snprintf(c->tenant, sizeof c->tenant, "%s", rt_auth_tenant(key));
+        rt_auth_client(key, c->tenant, &c->bounds);
     }
     if (!c) {
         c = mem_calloc(1, sizeof *c);
@@ -59,7 +59,7 @@ static rt_client *get_client(int sock, const uint8_t *route, size_t len, const c
         memcpy(c->route, route, len);
         c->route_len = len;
         snprintf(c->key, sizeof c->key, "%s", key);
-        snprintf(c->tenant, sizeof c->tenant, "%s", rt_auth_tenant(key));
+        rt_auth_client(key, c->tenant, &c->bounds);
         c->next = clients[b];
         clients[b] = c;
     }
@@ -89,6 +89,12 @@ static bool name_of(req *r, const char *key, bool dflt, char out[PROTO_MAX_NAME 
         rt_reply_err(r->c, r->re, r->re_len, "bad_name",
                      "'%s' must be 1-%zu bytes of [A-Za-z0-9_.-], not starting with '.' or '-'",
                      key, PROTO_MAX_NAME - t);
+        return false;
+    }
+    if (!r->c->tenant[0] && rt_cfg.tenants && memchr(s, '.', n)) {
+        /* TENANT.NAME is a tenant's name on the hosts: never another's. */
+        rt_reply_err(r->c, r->re, r->re_len, "bad_name",
+                     "'%s': names with '.' are the tenants' on this router", key);
         return false;
     }
     rt_msg_hostname(r->c, s, n, out);
@@ -188,6 +194,42 @@ static int kind_of(const char *type)
     return RT_FL_OTHER;
 }
 
+/* The router's own ctx.create of a client's `default` on h: the client's
+ * default tier, its capped policy fields set. */
+static void make_default(rt_client *c, rt_host *h, const char *name)
+{
+    proto_val none = {.kind = PROTO_MAP, .n = 0};
+    proto_buf tier, pol, b, re;
+    proto_buf_init(&tier);
+    proto_buf_init(&pol);
+    proto_buf_init(&b);
+    proto_buf_init(&re);
+    char why[256];
+    if (!rt_bound_create(&c->bounds, &none, &tier, &pol, why, sizeof why))
+        fatal("rt_req: a client's own bounds refused its default: %s", why);
+    proto_put_map(&b, 7);
+    proto_put_str(&b, "v");
+    proto_put_uint(&b, PROTO_VERSION);
+    proto_put_str(&b, "t");
+    proto_put_str(&b, "ctx.create");
+    proto_put_str(&b, "id");
+    proto_put_str(&b, RT_OWN_ID "default");
+    proto_put_str(&b, "name");
+    proto_put_str(&b, name);
+    proto_put_str(&b, "instance");
+    proto_put_str(&b, h->instance);
+    proto_put_str(&b, "tier");
+    proto_buf_append(&b, tier.data, tier.len);
+    proto_put_str(&b, "policy");
+    proto_buf_append(&b, pol.data, pol.len);
+    proto_put_str(&re, RT_OWN_ID "default");
+    rt_link_forward(c, h, &b, re.data, re.len, RT_FL_INTERNAL, name);
+    proto_buf_free(&tier);
+    proto_buf_free(&pol);
+    proto_buf_free(&b);
+    proto_buf_free(&re);
+}
+
 /* Requests that name a context (`ctx`; default "default" unless
  * required) go to its recorded host. */
 static void do_named(req *r, bool required)
@@ -220,8 +262,9 @@ static void do_named(req *r, bool required)
         }
         e = rt_cat_put(name, h->idx, h->instance, RT_CTX_LIVE);
         rt_cat_save(e);
-        if (r->c->tenant[0]) /* a host makes only its own `default` */
-            rt_link_own(r->c, h, "ctx.create", RT_OWN_ID "default", "name", name, RT_FL_INTERNAL);
+        /* Made by the router, with the client's tier and bounds (a host
+         * would make it unsafe, and makes only its own `default`). */
+        make_default(r->c, h, name);
     }
     if (!(e = live_entry(r, name)))
         return;
@@ -280,23 +323,76 @@ static bool new_name(req *r, char out[PROTO_MAX_NAME + 1])
     return true;
 }
 
+/* from_snapshot "CTX/NAME": CTX is one of the client's own contexts (its
+ * tenant's name on the hosts), whose host holds the snapshot. False after
+ * an err reply; *src NULL when the request has none. */
+static bool snapshot_of(req *r, rt_entry **src, char out[2 * PROTO_MAX_NAME + 2])
+{
+    *src = NULL;
+    const proto_val *v = proto_map_get(r->msg, "from_snapshot");
+    if (!v || v->kind == PROTO_NIL)
+        return true;
+    const char *slash = v->kind == PROTO_STR ? memchr(v->as.s, '/', v->n) : NULL;
+    size_t cn = slash ? (size_t)(slash - v->as.s) : 0, sn = slash ? v->n - cn - 1 : 0;
+    size_t t = r->c->tenant[0] ? strlen(r->c->tenant) + 1 : 0;
+    if (!slash || !proto_name_valid(v->as.s, cn) || cn + t > PROTO_MAX_NAME ||
+        !proto_name_valid(slash + 1, sn)) {
+        rt_reply_err(r->c, r->re, r->re_len, "bad_name",
+                     "'from_snapshot' must be \"CTX/NAME\", CTX one of this client's contexts");
+        return false;
+    }
+    if (!r->c->tenant[0] && rt_cfg.tenants && memchr(v->as.s, '.', cn)) {
+        rt_reply_err(r->c, r->re, r->re_len, "bad_name",
+                     "'from_snapshot': names with '.' are the tenants' on this router");
+        return false;
+    }
+    char host_ctx[PROTO_MAX_NAME + 1];
+    rt_msg_hostname(r->c, v->as.s, cn, host_ctx);
+    if (!known_or_fetch(r, host_ctx))
+        return false;
+    if (!(*src = live_entry(r, host_ctx)))
+        return false;
+    snprintf(out, 2 * PROTO_MAX_NAME + 2, "%s/%.*s", host_ctx, (int)sn, slash + 1);
+    return true;
+}
+
+/* ctx.create: within the client's bounds (rt_bound.c), its tier and capped
+ * policy fields set for the host; placed, or with from_snapshot on the
+ * host of the snapshot's context. */
 static void do_create(req *r)
 {
-    char name[PROTO_MAX_NAME + 1];
-    if (!new_name(r, name))
-        return;
-    rt_host *h = rt_host_place();
+    char name[PROTO_MAX_NAME + 1], why[256], snap[2 * PROTO_MAX_NAME + 2];
+    proto_buf tier, pol;
+    proto_buf_init(&tier);
+    proto_buf_init(&pol);
+    if (!rt_bound_create(&r->c->bounds, r->msg, &tier, &pol, why, sizeof why)) {
+        n_refused++;
+        rt_reply_err(r->c, r->re, r->re_len, "forbidden", "%s", why);
+        goto out;
+    }
+    rt_entry *src;
+    if (!snapshot_of(r, &src, snap) || !new_name(r, name))
+        goto out;
+    rt_host *h = src ? &rt_hosts[src->host] : rt_host_place();
     if (!h) {
         rt_reply_err(r->c, r->re, r->re_len, "unavailable", "%s", rt_host_why_none());
-        return;
+        goto out;
     }
     rt_cat_put(name, h->idx, h->instance, RT_CTX_PENDING);
+    rt_sub subs[] = {{.key = "name", .str = name},
+                     {.key = "instance", .str = h->instance},
+                     {.key = "tier", .raw = &tier},
+                     {.key = "policy", .raw = &pol},
+                     {.key = "from_snapshot", .str = src ? snap : NULL, .drop = !src}};
     proto_buf b;
     proto_buf_init(&b);
-    encode(r, &b, NULL, name, h->instance);
+    rt_msg_rewrite(&b, r->msg, subs, sizeof subs / sizeof subs[0]);
     rt_link_forward(r->c, h, &b, r->re, r->re_len, RT_FL_CREATE, name);
     n_forwarded++;
     proto_buf_free(&b);
+out:
+    proto_buf_free(&tier);
+    proto_buf_free(&pol);
 }
 
 /* ctx.fork: the copy lives on its source's host (a fork is a process
