@@ -3,7 +3,8 @@
  * client key the hosts list in their authorized_keys. Clients are let in
  * when their key is in STATE_DIR/authorized_keys (read at every handshake,
  * as ctxd does); a key may map to a tenant (--tenants FILE), whose name
- * prefixes every context name the client uses. */
+ * prefixes every context name the client uses, and to bounds on what its
+ * ctx.create may ask for (rt_bound.c). */
 #include "rt.h"
 
 #include "mem.h"
