@@ -535,7 +535,7 @@ def test_mcp_model_within_the_operators_bounds(make_daemon, tmp_path, tier, tabl
     d = make_daemon()
     c = d.client()
     root = reachable.writable(str(tmp_path / "mcp" / "root"))
-    beside = reachable.writable(str(tmp_path / "mcp" / "beside"))
+    reachable.writable(str(tmp_path / "mcp" / "beside"))  # exists, writable: only the bounds stop it
     # --allow-cwd: the older spelling of --cwd-root, which the tree before this change knew too
     args = ["--allow-cwd", root, "--context", "model"] + (["--tier", "local"] if tier == "local" else [])
     if os.path.exists(MCP_ESCAPE):
