@@ -104,7 +104,8 @@ test("stdout is streamed as progress and logging notifications while the code ru
 });
 
 test("two contexts, forked, restarted, deleted; files up and down; interrupt", async () => {
-  const c = await stdioClient("--tier", "unsafe");
+  // local: the sandbox tier refuses ctx.fork (the operator's --tier local allows it).
+  const c = await stdioClient("--tier", "local");
   for (const name of ["mcp-a", "mcp-b"]) {
     const r = await c.callTool({ name: "create_context", arguments: { name } });
     assert.equal(JSON.parse(texts(r)[0]).name, name);
