@@ -300,6 +300,10 @@ void rt_link_own(rt_client *c, rt_host *h, const char *type, const char *id, con
 void rt_req_handle(int sock, const uint8_t *route, size_t route_len, const char *key,
                    const uint8_t *data, size_t len);
 bool rt_req_flush(void);
+/* The reply to the router's own create of a client's `default` (host-side
+ * name), or NULL when it has none (its host was lost, its connection cut):
+ * the requests that waited for it are handled now, or refused. */
+void rt_req_default_made(const char *name, const proto_val *reply);
 void rt_req_tick(double now);
 /* The reply of a host to a ctx.list the router fanned out. */
 void rt_req_init(void);

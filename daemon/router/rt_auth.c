@@ -137,7 +137,7 @@ void rt_auth_handle(void)
 
 /* One line of the tenants file for key: its tenant and bounds; false when
  * the line is bad (logged; the client then gets the defaults). */
-static bool parse_line(char *line, char tenant[33], rt_bounds *b)
+static bool parse_line(char *line, const char *key, char tenant[33], rt_bounds *b)
 {
     char *save = NULL;
     strtok_r(line, " \t\r\n", &save); /* the key, matched by the caller */
@@ -146,13 +146,25 @@ static bool parse_line(char *line, char tenant[33], rt_bounds *b)
         return false;
     size_t n = strlen(t);
     bool ok = n >= 1 && n <= 32;
-    for (size_t i = 0; ok && i < n; i++)
+    for (size_t i = 0; ok && i < n && strcmp(t, "+") != 0; i++)
         ok = isalnum((unsigned char)t[i]) || t[i] == '_' || t[i] == '-';
     if (!ok) {
         rt_log("tenants file: bad tenant name '%.64s' ignored", t);
         return false;
     }
-    snprintf(tenant, 33, "%.32s", strcmp(t, "-") == 0 ? "" : t); /* n <= 32 */
+    if (strcmp(t, "+") == 0) {
+        /* A namespace of the key's own: k and 16 hex digits of its hash
+         * ("plain" for the clients of a plaintext socket). */
+        uint64_t h = 1469598103934665603ull;
+        for (const char *k = key; *k; k++)
+            h = (h ^ (uint8_t)*k) * 1099511628211ull;
+        if (key[0])
+            snprintf(tenant, 33, "k%016llx", (unsigned long long)h);
+        else
+            snprintf(tenant, 33, "plain");
+    } else {
+        snprintf(tenant, 33, "%.32s", strcmp(t, "-") == 0 ? "" : t); /* n <= 32 */
+    }
     for (const char *o; (o = strtok_r(NULL, " \t\r\n", &save));)
         if (!rt_bound_option(b, o)) {
             rt_log("tenants file: bad option '%.128s' (the client gets the defaults)", o);
@@ -163,7 +175,8 @@ static bool parse_line(char *line, char tenant[33], rt_bounds *b)
 
 /* The tenant and bounds of a client key, from --tenants: lines "KEY TENANT
  * [OPTION...]" (a tenant is 1-32 characters of [A-Za-z0-9_-], "-" for
- * none; options as rt_bound_option takes). KEY "-" is every client of a
+ * none, "+" for a namespace of the key's own; options as rt_bound_option
+ * takes). KEY "-" is every client of a
  * plaintext socket (no key), "*" every key no line names. Read at each new
  * client; a client no line names gets the defaults (rt_bound_default). */
 void rt_auth_client(const char *key, char tenant[33], rt_bounds *b)
@@ -190,7 +203,7 @@ void rt_auth_client(const char *key, char tenant[33], rt_bounds *b)
     fclose(f);
     if (!found && !star[0])
         return;
-    if (!parse_line(found ? line : star, tenant, b)) {
+    if (!parse_line(found ? line : star, key, tenant, b)) {
         tenant[0] = '\0';
         rt_bound_default(b);
     }

@@ -19,6 +19,7 @@
 static rt_client *clients[NCLIENTS];
 static uint64_t n_requests, n_forwarded, n_refused;
 static bool fetched_once; /* re-handling a request after an etcd look-up */
+static void drop_waiting(rt_client *c);
 
 /* The state of one request being handled. */
 typedef struct req {
@@ -47,6 +48,7 @@ static rt_client *get_client(int sock, const uint8_t *route, size_t len, const c
     while (c && (c->sock != sock || c->route_len != len || memcmp(c->route, route, len) != 0))
         c = c->next;
     if (c && strcmp(c->key, key) != 0) {
+        drop_waiting(c);
         rt_link_close_client(c);
         rt_out_clear(&c->out);
         c->gone = false;
@@ -194,6 +196,108 @@ static int kind_of(const char *type)
     return RT_FL_OTHER;
 }
 
+/* Requests naming a `default` the router is making, in arrival order. */
+typedef struct waiting {
+    struct waiting *next;
+    rt_client *c;
+    char name[PROTO_MAX_NAME + 1];
+    uint8_t re[PROTO_MAX_ID + 8];
+    size_t re_len;
+    proto_buf data;
+} waiting;
+static waiting *waitings;
+
+static bool making(const char *name)
+{
+    for (waiting *w = waitings; w; w = w->next)
+        if (strcmp(w->name, name) == 0)
+            return true;
+    return false;
+}
+
+static void wait_default(req *r, const char *name)
+{
+    waiting *w = mem_calloc(1, sizeof *w), **p = &waitings;
+    w->c = r->c;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    memcpy(w->re, r->re, r->re_len);
+    w->re_len = r->re_len;
+    proto_buf_append(&w->data, r->data, r->len);
+    while (*p)
+        p = &(*p)->next;
+    *p = w;
+}
+
+/* Forgets what client c left waiting (its key changed: a new client). */
+static void drop_waiting(rt_client *c)
+{
+    for (waiting **p = &waitings; *p;) {
+        waiting *w = *p;
+        if (w->c != c) {
+            p = &w->next;
+            continue;
+        }
+        *p = w->next;
+        proto_buf_free(&w->data);
+        free(w);
+    }
+}
+
+void rt_req_default_made(const char *name, const proto_val *reply)
+{
+    const proto_val *t = reply ? proto_map_get(reply, "t") : NULL;
+    const proto_val *code = reply ? proto_map_get(reply, "code") : NULL;
+    const proto_val *msg = reply ? proto_map_get(reply, "message") : NULL;
+    /* `exists`: the host has a `default` already (made before the catalog
+     * knew it): the client's, as before. */
+    bool ok = t && (proto_str_eq(t, "ok") || proto_str_eq(code, "exists"));
+    rt_entry *e = rt_cat_get(name);
+    if (e && e->state == RT_CTX_PENDING) {
+        if (ok) {
+            const proto_val *info = proto_map_get(reply, "ctx"), *inc = NULL;
+            inc = info && info->kind == PROTO_MAP ? proto_map_get(info, "incarnation") : NULL;
+            e->incarnation = inc && inc->kind == PROTO_UINT ? inc->as.u : 1;
+            rt_cat_set_state(e, RT_CTX_LIVE);
+            rt_cat_save(e);
+        } else {
+            rt_cat_del(name);
+        }
+    }
+    waiting *mine = NULL, **tail = &mine;
+    for (waiting **p = &waitings; *p;) {
+        waiting *w = *p;
+        if (strcmp(w->name, name) != 0) {
+            p = &w->next;
+            continue;
+        }
+        *p = w->next;
+        w->next = NULL;
+        *tail = w;
+        tail = &w->next;
+    }
+    while (mine) {
+        waiting *w = mine;
+        mine = w->next;
+        char cbuf[33];
+        snprintf(cbuf, sizeof cbuf, "%.*s",
+                 code && code->kind == PROTO_STR ? (int)(code->n > 32 ? 32 : code->n) : 11,
+                 code && code->kind == PROTO_STR ? code->as.s : "unavailable");
+        if (strcmp(cbuf, "instance") == 0) /* its host restarted meanwhile */
+            snprintf(cbuf, sizeof cbuf, "lost");
+        bool has_msg = msg && msg->kind == PROTO_STR;
+        if (ok)
+            handle(w->c, w->data.data, w->data.len);
+        else
+            rt_reply_err(w->c, w->re, w->re_len, cbuf,
+                         "the router could not make context 'default' within this client's "
+                         "bounds: %.*s",
+                         has_msg ? (int)(msg->n > 200 ? 200 : msg->n) : 35,
+                         has_msg ? msg->as.s : "its host was lost or did not answer");
+        proto_buf_free(&w->data);
+        free(w);
+    }
+}
+
 /* The router's own ctx.create of a client's `default` on h: the client's
  * default tier, its capped policy fields set. */
 static void make_default(rt_client *c, rt_host *h, const char *name)
@@ -260,11 +364,18 @@ static void do_named(req *r, bool required)
             rt_reply_err(r->c, r->re, r->re_len, "unavailable", "%s", rt_host_why_none());
             return;
         }
-        e = rt_cat_put(name, h->idx, h->instance, RT_CTX_LIVE);
-        rt_cat_save(e);
         /* Made by the router, with the client's tier and bounds (a host
-         * would make it unsafe, and makes only its own `default`). */
+         * would make it unsafe, and makes only its own `default`), and the
+         * request handled once it is made: were it sent behind the create,
+         * a create that failed would leave the host to make it unsafe. */
+        rt_cat_put(name, h->idx, h->instance, RT_CTX_PENDING);
         make_default(r->c, h, name);
+        wait_default(r, name);
+        return;
+    }
+    if (e && e->state == RT_CTX_PENDING && making(name)) {
+        wait_default(r, name);
+        return;
     }
     if (!(e = live_entry(r, name)))
         return;

@@ -157,10 +157,13 @@ class Cluster:
         self.client_pub, self.client_sec = self.client_pub.decode(), self.client_sec.decode()
         self.tenant_pub, self.tenant_sec = (k.decode() for k in zmq.curve_keypair())
         self.beta_pub, self.beta_sec = (k.decode() for k in zmq.curve_keypair())
+        # keys no tenants line names: each in a namespace of its own ("* +")
+        self.anon = [tuple(k.decode() for k in zmq.curve_keypair()) for _ in range(2)]
         self.router_dir = os.path.join(self.tmp, "router")
         self.router_pub, self.router_sec = write_keys(self.router_dir, "router", "key")
         with open(os.path.join(self.router_dir, "authorized_keys"), "w") as f:
             f.write(f"{self.client_pub}\n{self.tenant_pub}\n{self.beta_pub}\n")
+            f.write("".join(f"{pub}\n" for pub, _ in self.anon))
         # The clients' bounds: the test's plaintext and keyed clients may use
         # every tier (the operator's choice: their runs read the host's
         # environment); tenant acme gets sandbox (the default), a cwd root
@@ -176,7 +179,8 @@ class Cluster:
                     f"{self.client_pub} - tiers=unsafe,local,sandbox,static\n"
                     f"{self.tenant_pub} acme cwd={self.acme_root} memory_bytes=268435456"
                     f" timeout=30 network_access=false\n"
-                    f"{self.beta_pub} beta\n")
+                    f"{self.beta_pub} beta\n"
+                    f"* +\n")
 
     # ---- network ------------------------------------------------------
     def ns(self, i):
@@ -315,6 +319,8 @@ class Cluster:
     def client(self, name="r1", tenant=False):
         """A client of router `name` over ipc (no key) or, for the tenant's
         key, over tcp with CurveZMQ."""
+        if tenant in ("anon0", "anon1"):
+            return Conn(self.routers[name][1], self.router_pub, self.anon[int(tenant[-1])][1])
         if tenant == "beta":
             return Conn(self.routers[name][1], self.router_pub, self.beta_sec)
         if tenant:

@@ -641,3 +641,21 @@ def test_snapshots_and_names_scoped_to_their_client(cl):
         assert last(t.req("ctx.delete", ctx=n))["t"] == "ok"
     for x in (t, b, c):
         x.close()
+
+
+def test_keys_no_line_names_get_a_namespace_of_their_own(cl):
+    """`* +`: every key the tenants file does not name has its own
+    namespace and the default bounds (sandbox only)."""
+    a, b = cl.client(tenant="anon0"), cl.client(tenant="anon1")
+    r = last(a.req("ctx.create", name="same", tier="unsafe"))
+    assert r["t"] == "err" and r["code"] == "forbidden", r
+    assert last(a.req("ctx.create", name="same"))["ctx"]["tier"] == "sandbox"
+    assert last(a.req("execute", ctx="same", code="v = 'a'"))["status"] == "ok"
+    r = last(b.req("execute", ctx="same", code="v"))
+    assert r.get("code") == "unknown_context", r
+    r = last(b.req("ctx.create", name="same"))
+    assert r["t"] == "ok" and r["ctx"]["name"] == "same", r
+    assert [x["name"] for x in last(b.req("ctx.list"))["contexts"]] == ["same"]
+    for x in (a, b):
+        assert last(x.req("ctx.delete", ctx="same"))["t"] == "ok"
+        x.close()
