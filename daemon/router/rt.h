@@ -4,6 +4,7 @@
  *   rt_main.c   command line, wiring
  *   rt_loop.c   the epoll loop over ZeroMQ sockets, signals, etcd, timers
  *   rt_auth.c   the router's key pair, the clients' ZAP handler, tenants
+ *   rt_bound.c  what each client may ask the hosts for (tier, cwd, policy)
  *   rt_msg.c    msgpack rewriting (ids, names, instance pins)
  *   rt_out.c    queues of messages to clients (bounded, in order)
  *   rt_cat.c    the catalog: context -> host, instance, incarnation
@@ -59,6 +60,32 @@ typedef struct rt_outq {
     size_t bytes;
 } rt_outq;
 
+/* ---- rt_bound: a client's bounds -------------------------------------- */
+enum { RT_TIER_STATIC, RT_TIER_UNSAFE, RT_TIER_LOCAL, RT_TIER_SANDBOX, RT_NTIERS };
+#define RT_MAX_ROOTS 8
+#define RT_MAX_PATH 256
+#define RT_NCAPS 7
+#define RT_NBOOLS 3
+typedef struct rt_bounds {
+    unsigned tiers;                        /* bit per RT_TIER_* it may ask for */
+    int dflt;                              /* the tier of a create that names none */
+    char roots[RT_MAX_ROOTS][RT_MAX_PATH]; /* its cwd may lie under these */
+    size_t nroots;
+    double cap[RT_NCAPS]; /* timeout, cpu_seconds, memory_bytes, ... */
+    bool capped[RT_NCAPS];
+    bool no[RT_NBOOLS]; /* network_access, subprocess_execution, env_var_access stay false */
+} rt_bounds;
+/* The bounds of a client no line names: sandbox only, no cwd, no caps. */
+void rt_bound_default(rt_bounds *b);
+/* Adds one tenants-file option (tiers=A,B cwd=/D,/E FIELD=MAX FIELD=false)
+ * to b; false when opt is not one. */
+bool rt_bound_option(rt_bounds *b, const char *opt);
+/* Checks ctx.create msg against b: false (why filled, naming the field)
+ * when it asks for more; else the tier to send (a str) in tier_out and the
+ * policy (a map, capped fields set) in policy_out. */
+bool rt_bound_create(const rt_bounds *b, const proto_val *msg, proto_buf *tier_out,
+                     proto_buf *policy_out, char *why, size_t whylen);
+
 typedef struct rt_client rt_client;
 typedef struct rt_host rt_host;
 typedef struct rt_link rt_link;
@@ -71,6 +98,7 @@ struct rt_client {
     size_t route_len;
     char key[RT_KEY_Z85 + 1]; /* its CurveZMQ key, "" on plain sockets */
     char tenant[33];          /* prefix of its context names, "" for none */
+    rt_bounds bounds;         /* what its ctx.create may ask for */
     rt_outq out;              /* the router's own replies not sent yet */
     rt_link *links[RT_MAX_HOSTS];
     double last_active;
@@ -272,6 +300,10 @@ void rt_link_own(rt_client *c, rt_host *h, const char *type, const char *id, con
 void rt_req_handle(int sock, const uint8_t *route, size_t route_len, const char *key,
                    const uint8_t *data, size_t len);
 bool rt_req_flush(void);
+/* The reply to the router's own create of a client's `default` (host-side
+ * name), or NULL when it has none (its host was lost, its connection cut):
+ * the requests that waited for it are handled now, or refused. */
+void rt_req_default_made(const char *name, const proto_val *reply);
 void rt_req_tick(double now);
 /* The reply of a host to a ctx.list the router fanned out. */
 void rt_req_init(void);
@@ -290,7 +322,8 @@ void *rt_auth_zap(void);
 void rt_auth_handle(void);
 const char *rt_auth_public(void);
 const char *rt_auth_secret(void);
-/* The tenant of a client key ("" for none). */
-const char *rt_auth_tenant(const char *key);
+/* The tenant ("" for none) and bounds of a client key ("" for a client
+ * of a plaintext socket). */
+void rt_auth_client(const char *key, char tenant[33], rt_bounds *b);
 
 #endif

@@ -3,7 +3,8 @@
  * client key the hosts list in their authorized_keys. Clients are let in
  * when their key is in STATE_DIR/authorized_keys (read at every handshake,
  * as ctxd does); a key may map to a tenant (--tenants FILE), whose name
- * prefixes every context name the client uses. */
+ * prefixes every context name the client uses, and to bounds on what its
+ * ctx.create may ask for (rt_bound.c). */
 #include "rt.h"
 
 #include "mem.h"
@@ -134,32 +135,76 @@ void rt_auth_handle(void)
         rt_log("refused a client from %s with key %s: %s", v.addr, v.key, v.reason);
 }
 
-/* The tenant of a client key, from --tenants (lines "KEY TENANT"; a tenant
- * is 1-32 characters of [A-Za-z0-9_-]). Read at each new client. */
-const char *rt_auth_tenant(const char *key)
+/* One line of the tenants file for key: its tenant and bounds; false when
+ * the line is bad (logged; the client then gets the defaults). */
+static bool parse_line(char *line, const char *key, char tenant[33], rt_bounds *b)
 {
-    static char tenant[33];
+    char *save = NULL;
+    strtok_r(line, " \t\r\n", &save); /* the key, matched by the caller */
+    const char *t = strtok_r(NULL, " \t\r\n", &save);
+    if (!t)
+        return false;
+    size_t n = strlen(t);
+    bool ok = n >= 1 && n <= 32;
+    for (size_t i = 0; ok && i < n && strcmp(t, "+") != 0; i++)
+        ok = isalnum((unsigned char)t[i]) || t[i] == '_' || t[i] == '-';
+    if (!ok) {
+        rt_log("tenants file: bad tenant name '%.64s' ignored", t);
+        return false;
+    }
+    if (strcmp(t, "+") == 0) {
+        /* A namespace of the key's own: k and 16 hex digits of its hash
+         * ("plain" for the clients of a plaintext socket). */
+        uint64_t h = 1469598103934665603ull;
+        for (const char *k = key; *k; k++)
+            h = (h ^ (uint8_t)*k) * 1099511628211ull;
+        if (key[0])
+            snprintf(tenant, 33, "k%016llx", (unsigned long long)h);
+        else
+            snprintf(tenant, 33, "plain");
+    } else {
+        snprintf(tenant, 33, "%.32s", strcmp(t, "-") == 0 ? "" : t); /* n <= 32 */
+    }
+    for (const char *o; (o = strtok_r(NULL, " \t\r\n", &save));)
+        if (!rt_bound_option(b, o)) {
+            rt_log("tenants file: bad option '%.128s' (the client gets the defaults)", o);
+            return false;
+        }
+    return true;
+}
+
+/* The tenant and bounds of a client key, from --tenants: lines "KEY TENANT
+ * [OPTION...]" (a tenant is 1-32 characters of [A-Za-z0-9_-], "-" for
+ * none, "+" for a namespace of the key's own; options as rt_bound_option
+ * takes). KEY "-" is every client of a
+ * plaintext socket (no key), "*" every key no line names. Read at each new
+ * client; a client no line names gets the defaults (rt_bound_default). */
+void rt_auth_client(const char *key, char tenant[33], rt_bounds *b)
+{
     tenant[0] = '\0';
-    if (!rt_cfg.tenants || !key[0])
-        return tenant;
+    rt_bound_default(b);
+    if (!rt_cfg.tenants)
+        return;
     FILE *f = fopen(rt_cfg.tenants, "re");
     if (!f)
-        return tenant;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char k[RT_KEY_Z85 + 1], t[64];
-        if (line[0] == '#' || sscanf(line, "%40s %63s", k, t) != 2 || strcmp(k, key) != 0)
+        return;
+    const char *want = key[0] ? key : "-";
+    char line[4096], star[4096] = "";
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char k[RT_KEY_Z85 + 1];
+        if (line[0] == '#' || sscanf(line, "%40s", k) != 1)
             continue;
-        size_t n = strlen(t);
-        bool ok = n >= 1 && n <= 32;
-        for (size_t i = 0; ok && i < n; i++)
-            ok = isalnum((unsigned char)t[i]) || t[i] == '_' || t[i] == '-';
-        if (ok)
-            snprintf(tenant, sizeof tenant, "%.32s", t); /* n <= 32 */
-        else
-            rt_log("tenants file: bad tenant name '%s' ignored", t);
-        break;
+        if (strcmp(k, want) == 0)
+            found = true;
+        else if (key[0] && strcmp(k, "*") == 0 && !star[0])
+            snprintf(star, sizeof star, "%s", line);
     }
     fclose(f);
-    return tenant;
+    if (!found && !star[0])
+        return;
+    if (!parse_line(found ? line : star, key, tenant, b)) {
+        tenant[0] = '\0';
+        rt_bound_default(b);
+    }
 }

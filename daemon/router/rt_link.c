@@ -292,10 +292,17 @@ static void on_message(rt_link *l, const uint8_t *data, size_t len)
     char pinned[RT_INSTANCE + 1];
     snprintf(pinned, sizeof pinned, "%s", f->pinned);
     if (terminal) {
+        /* The router's own create of a client's `default`: what waited for
+         * it is handled once f is off the list (it may send on l). */
+        char made[PROTO_MAX_NAME + 1] = "";
+        if (f->kind == RT_FL_INTERNAL)
+            snprintf(made, sizeof made, "%s", f->ctx);
         apply(l, f, m, t);
         *p = f->next;
         l->nfl--;
         free(f);
+        if (made[0])
+            rt_req_default_made(made, m);
     }
     proto_buf_free(&reb);
     proto_doc_free(&doc);
@@ -401,6 +408,8 @@ static void end_cut(rt_link *l)
                        l->host->endpoint);
             rt_out_deliver(l->client, &l->out, &b);
             proto_buf_free(&b);
+        } else if (f->kind == RT_FL_INTERNAL) {
+            rt_req_default_made(f->ctx, NULL);
         }
         if (f->ctx[0] && f->kind != RT_FL_OTHER && f->kind != RT_FL_EXECUTE)
             settle(l, f->ctx); /* a settle that was cut is asked again */
@@ -520,6 +529,8 @@ void rt_link_host_lost(rt_host *h, const char *cause)
             }
             if (!own(f->kind))
                 end_lost(l, f, cause);
+            else if (f->kind == RT_FL_INTERNAL)
+                rt_req_default_made(f->ctx, NULL);
             free(f);
         }
         l->nfl = 0;

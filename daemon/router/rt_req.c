@@ -19,6 +19,7 @@
 static rt_client *clients[NCLIENTS];
 static uint64_t n_requests, n_forwarded, n_refused;
 static bool fetched_once; /* re-handling a request after an etcd look-up */
+static void drop_waiting(rt_client *c);
 
 /* The state of one request being handled. */
 typedef struct req {
@@ -47,11 +48,12 @@ static rt_client *get_client(int sock, const uint8_t *route, size_t len, const c
     while (c && (c->sock != sock || c->route_len != len || memcmp(c->route, route, len) != 0))
         c = c->next;
     if (c && strcmp(c->key, key) != 0) {
+        drop_waiting(c);
         rt_link_close_client(c);
         rt_out_clear(&c->out);
         c->gone = false;
         snprintf(c->key, sizeof c->key, "%s", key);
-        snprintf(c->tenant, sizeof c->tenant, "%s", rt_auth_tenant(key));
+        rt_auth_client(key, c->tenant, &c->bounds);
     }
     if (!c) {
         c = mem_calloc(1, sizeof *c);
@@ -59,7 +61,7 @@ static rt_client *get_client(int sock, const uint8_t *route, size_t len, const c
         memcpy(c->route, route, len);
         c->route_len = len;
         snprintf(c->key, sizeof c->key, "%s", key);
-        snprintf(c->tenant, sizeof c->tenant, "%s", rt_auth_tenant(key));
+        rt_auth_client(key, c->tenant, &c->bounds);
         c->next = clients[b];
         clients[b] = c;
     }
@@ -89,6 +91,12 @@ static bool name_of(req *r, const char *key, bool dflt, char out[PROTO_MAX_NAME 
         rt_reply_err(r->c, r->re, r->re_len, "bad_name",
                      "'%s' must be 1-%zu bytes of [A-Za-z0-9_.-], not starting with '.' or '-'",
                      key, PROTO_MAX_NAME - t);
+        return false;
+    }
+    if (!r->c->tenant[0] && rt_cfg.tenants && memchr(s, '.', n)) {
+        /* TENANT.NAME is a tenant's name on the hosts: never another's. */
+        rt_reply_err(r->c, r->re, r->re_len, "bad_name",
+                     "'%s': names with '.' are the tenants' on this router", key);
         return false;
     }
     rt_msg_hostname(r->c, s, n, out);
@@ -188,6 +196,144 @@ static int kind_of(const char *type)
     return RT_FL_OTHER;
 }
 
+/* Requests naming a `default` the router is making, in arrival order. */
+typedef struct waiting {
+    struct waiting *next;
+    rt_client *c;
+    char name[PROTO_MAX_NAME + 1];
+    uint8_t re[PROTO_MAX_ID + 8];
+    size_t re_len;
+    proto_buf data;
+} waiting;
+static waiting *waitings;
+
+static bool making(const char *name)
+{
+    for (waiting *w = waitings; w; w = w->next)
+        if (strcmp(w->name, name) == 0)
+            return true;
+    return false;
+}
+
+static void wait_default(req *r, const char *name)
+{
+    waiting *w = mem_calloc(1, sizeof *w), **p = &waitings;
+    w->c = r->c;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    memcpy(w->re, r->re, r->re_len);
+    w->re_len = r->re_len;
+    proto_buf_append(&w->data, r->data, r->len);
+    while (*p)
+        p = &(*p)->next;
+    *p = w;
+}
+
+/* Forgets what client c left waiting (its key changed: a new client). */
+static void drop_waiting(rt_client *c)
+{
+    for (waiting **p = &waitings; *p;) {
+        waiting *w = *p;
+        if (w->c != c) {
+            p = &w->next;
+            continue;
+        }
+        *p = w->next;
+        proto_buf_free(&w->data);
+        free(w);
+    }
+}
+
+void rt_req_default_made(const char *name, const proto_val *reply)
+{
+    const proto_val *t = reply ? proto_map_get(reply, "t") : NULL;
+    const proto_val *code = reply ? proto_map_get(reply, "code") : NULL;
+    const proto_val *msg = reply ? proto_map_get(reply, "message") : NULL;
+    /* `exists`: the host has a `default` already (made before the catalog
+     * knew it): the client's, as before. */
+    bool ok = t && (proto_str_eq(t, "ok") || proto_str_eq(code, "exists"));
+    rt_entry *e = rt_cat_get(name);
+    if (e && e->state == RT_CTX_PENDING) {
+        if (ok) {
+            const proto_val *info = proto_map_get(reply, "ctx"), *inc = NULL;
+            inc = info && info->kind == PROTO_MAP ? proto_map_get(info, "incarnation") : NULL;
+            e->incarnation = inc && inc->kind == PROTO_UINT ? inc->as.u : 1;
+            rt_cat_set_state(e, RT_CTX_LIVE);
+            rt_cat_save(e);
+        } else {
+            rt_cat_del(name);
+        }
+    }
+    waiting *mine = NULL, **tail = &mine;
+    for (waiting **p = &waitings; *p;) {
+        waiting *w = *p;
+        if (strcmp(w->name, name) != 0) {
+            p = &w->next;
+            continue;
+        }
+        *p = w->next;
+        w->next = NULL;
+        *tail = w;
+        tail = &w->next;
+    }
+    while (mine) {
+        waiting *w = mine;
+        mine = w->next;
+        char cbuf[33];
+        snprintf(cbuf, sizeof cbuf, "%.*s",
+                 code && code->kind == PROTO_STR ? (int)(code->n > 32 ? 32 : code->n) : 11,
+                 code && code->kind == PROTO_STR ? code->as.s : "unavailable");
+        if (strcmp(cbuf, "instance") == 0) /* its host restarted meanwhile */
+            snprintf(cbuf, sizeof cbuf, "lost");
+        bool has_msg = msg && msg->kind == PROTO_STR;
+        if (ok)
+            handle(w->c, w->data.data, w->data.len);
+        else
+            rt_reply_err(w->c, w->re, w->re_len, cbuf,
+                         "the router could not make context 'default' within this client's "
+                         "bounds: %.*s",
+                         has_msg ? (int)(msg->n > 200 ? 200 : msg->n) : 35,
+                         has_msg ? msg->as.s : "its host was lost or did not answer");
+        proto_buf_free(&w->data);
+        free(w);
+    }
+}
+
+/* The router's own ctx.create of a client's `default` on h: the client's
+ * default tier, its capped policy fields set. */
+static void make_default(rt_client *c, rt_host *h, const char *name)
+{
+    proto_val none = {.kind = PROTO_MAP, .n = 0};
+    proto_buf tier, pol, b, re;
+    proto_buf_init(&tier);
+    proto_buf_init(&pol);
+    proto_buf_init(&b);
+    proto_buf_init(&re);
+    char why[256];
+    if (!rt_bound_create(&c->bounds, &none, &tier, &pol, why, sizeof why))
+        fatal("rt_req: a client's own bounds refused its default: %s", why);
+    proto_put_map(&b, 7);
+    proto_put_str(&b, "v");
+    proto_put_uint(&b, PROTO_VERSION);
+    proto_put_str(&b, "t");
+    proto_put_str(&b, "ctx.create");
+    proto_put_str(&b, "id");
+    proto_put_str(&b, RT_OWN_ID "default");
+    proto_put_str(&b, "name");
+    proto_put_str(&b, name);
+    proto_put_str(&b, "instance");
+    proto_put_str(&b, h->instance);
+    proto_put_str(&b, "tier");
+    proto_buf_append(&b, tier.data, tier.len);
+    proto_put_str(&b, "policy");
+    proto_buf_append(&b, pol.data, pol.len);
+    proto_put_str(&re, RT_OWN_ID "default");
+    rt_link_forward(c, h, &b, re.data, re.len, RT_FL_INTERNAL, name);
+    proto_buf_free(&tier);
+    proto_buf_free(&pol);
+    proto_buf_free(&b);
+    proto_buf_free(&re);
+}
+
 /* Requests that name a context (`ctx`; default "default" unless
  * required) go to its recorded host. */
 static void do_named(req *r, bool required)
@@ -218,10 +364,18 @@ static void do_named(req *r, bool required)
             rt_reply_err(r->c, r->re, r->re_len, "unavailable", "%s", rt_host_why_none());
             return;
         }
-        e = rt_cat_put(name, h->idx, h->instance, RT_CTX_LIVE);
-        rt_cat_save(e);
-        if (r->c->tenant[0]) /* a host makes only its own `default` */
-            rt_link_own(r->c, h, "ctx.create", RT_OWN_ID "default", "name", name, RT_FL_INTERNAL);
+        /* Made by the router, with the client's tier and bounds (a host
+         * would make it unsafe, and makes only its own `default`), and the
+         * request handled once it is made: were it sent behind the create,
+         * a create that failed would leave the host to make it unsafe. */
+        rt_cat_put(name, h->idx, h->instance, RT_CTX_PENDING);
+        make_default(r->c, h, name);
+        wait_default(r, name);
+        return;
+    }
+    if (e && e->state == RT_CTX_PENDING && making(name)) {
+        wait_default(r, name);
+        return;
     }
     if (!(e = live_entry(r, name)))
         return;
@@ -280,23 +434,76 @@ static bool new_name(req *r, char out[PROTO_MAX_NAME + 1])
     return true;
 }
 
+/* from_snapshot "CTX/NAME": CTX is one of the client's own contexts (its
+ * tenant's name on the hosts), whose host holds the snapshot. False after
+ * an err reply; *src NULL when the request has none. */
+static bool snapshot_of(req *r, rt_entry **src, char out[2 * PROTO_MAX_NAME + 2])
+{
+    *src = NULL;
+    const proto_val *v = proto_map_get(r->msg, "from_snapshot");
+    if (!v || v->kind == PROTO_NIL)
+        return true;
+    const char *slash = v->kind == PROTO_STR ? memchr(v->as.s, '/', v->n) : NULL;
+    size_t cn = slash ? (size_t)(slash - v->as.s) : 0, sn = slash ? v->n - cn - 1 : 0;
+    size_t t = r->c->tenant[0] ? strlen(r->c->tenant) + 1 : 0;
+    if (!slash || !proto_name_valid(v->as.s, cn) || cn + t > PROTO_MAX_NAME ||
+        !proto_name_valid(slash + 1, sn)) {
+        rt_reply_err(r->c, r->re, r->re_len, "bad_name",
+                     "'from_snapshot' must be \"CTX/NAME\", CTX one of this client's contexts");
+        return false;
+    }
+    if (!r->c->tenant[0] && rt_cfg.tenants && memchr(v->as.s, '.', cn)) {
+        rt_reply_err(r->c, r->re, r->re_len, "bad_name",
+                     "'from_snapshot': names with '.' are the tenants' on this router");
+        return false;
+    }
+    char host_ctx[PROTO_MAX_NAME + 1];
+    rt_msg_hostname(r->c, v->as.s, cn, host_ctx);
+    if (!known_or_fetch(r, host_ctx))
+        return false;
+    if (!(*src = live_entry(r, host_ctx)))
+        return false;
+    snprintf(out, 2 * PROTO_MAX_NAME + 2, "%s/%.*s", host_ctx, (int)sn, slash + 1);
+    return true;
+}
+
+/* ctx.create: within the client's bounds (rt_bound.c), its tier and capped
+ * policy fields set for the host; placed, or with from_snapshot on the
+ * host of the snapshot's context. */
 static void do_create(req *r)
 {
-    char name[PROTO_MAX_NAME + 1];
-    if (!new_name(r, name))
-        return;
-    rt_host *h = rt_host_place();
+    char name[PROTO_MAX_NAME + 1], why[256], snap[2 * PROTO_MAX_NAME + 2];
+    proto_buf tier, pol;
+    proto_buf_init(&tier);
+    proto_buf_init(&pol);
+    if (!rt_bound_create(&r->c->bounds, r->msg, &tier, &pol, why, sizeof why)) {
+        n_refused++;
+        rt_reply_err(r->c, r->re, r->re_len, "forbidden", "%s", why);
+        goto out;
+    }
+    rt_entry *src;
+    if (!snapshot_of(r, &src, snap) || !new_name(r, name))
+        goto out;
+    rt_host *h = src ? &rt_hosts[src->host] : rt_host_place();
     if (!h) {
         rt_reply_err(r->c, r->re, r->re_len, "unavailable", "%s", rt_host_why_none());
-        return;
+        goto out;
     }
     rt_cat_put(name, h->idx, h->instance, RT_CTX_PENDING);
+    rt_sub subs[] = {{.key = "name", .str = name},
+                     {.key = "instance", .str = h->instance},
+                     {.key = "tier", .raw = &tier},
+                     {.key = "policy", .raw = &pol},
+                     {.key = "from_snapshot", .str = src ? snap : NULL, .drop = !src}};
     proto_buf b;
     proto_buf_init(&b);
-    encode(r, &b, NULL, name, h->instance);
+    rt_msg_rewrite(&b, r->msg, subs, sizeof subs / sizeof subs[0]);
     rt_link_forward(r->c, h, &b, r->re, r->re_len, RT_FL_CREATE, name);
     n_forwarded++;
     proto_buf_free(&b);
+out:
+    proto_buf_free(&tier);
+    proto_buf_free(&pol);
 }
 
 /* ctx.fork: the copy lives on its source's host (a fork is a process

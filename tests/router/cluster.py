@@ -115,6 +115,25 @@ class Conn:
             raise AssertionError(f"unexpected message: {msgpack.unpackb(self.s.recv(), raw=False)}")
 
 
+def cgroup_mounts():
+    """Shell commands mounting the cgroup file systems as this namespace has
+    them under /sys/fs/cgroup (v1 controllers, v2, or both)."""
+    cmds = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            point = left.split()[4]
+            fstype, _, opts = right.split()[:3]
+            if not point.startswith("/sys/fs/cgroup") or fstype not in ("tmpfs", "cgroup", "cgroup2"):
+                continue
+            keep = ",".join(o for o in opts.split(",") if o not in ("rw", "ro") and "=" not in o or
+                            o.startswith("name=")) or "none"
+            if fstype == "tmpfs":
+                keep = "mode=755"
+            cmds.append(f"mkdir -p {point} && mount -t {fstype} -o {keep} {fstype} {point} && ")
+    return "".join(cmds)
+
+
 def sh(*args, check=True):
     return subprocess.run(args, check=check, capture_output=True, text=True)
 
@@ -137,13 +156,31 @@ class Cluster:
         self.client_pub, self.client_sec = zmq.curve_keypair()
         self.client_pub, self.client_sec = self.client_pub.decode(), self.client_sec.decode()
         self.tenant_pub, self.tenant_sec = (k.decode() for k in zmq.curve_keypair())
+        self.beta_pub, self.beta_sec = (k.decode() for k in zmq.curve_keypair())
+        # keys no tenants line names: each in a namespace of its own ("* +")
+        self.anon = [tuple(k.decode() for k in zmq.curve_keypair()) for _ in range(2)]
         self.router_dir = os.path.join(self.tmp, "router")
         self.router_pub, self.router_sec = write_keys(self.router_dir, "router", "key")
         with open(os.path.join(self.router_dir, "authorized_keys"), "w") as f:
-            f.write(f"{self.client_pub}\n{self.tenant_pub}\n")
+            f.write(f"{self.client_pub}\n{self.tenant_pub}\n{self.beta_pub}\n")
+            f.write("".join(f"{pub}\n" for pub, _ in self.anon))
+        # The clients' bounds: the test's plaintext and keyed clients may use
+        # every tier (the operator's choice: their runs read the host's
+        # environment); tenant acme gets sandbox (the default), a cwd root
+        # and caps; tenant beta only the defaults.
+        self.acme_root = os.path.join(self.tmp, "acme-root")
+        os.makedirs(os.path.join(self.acme_root, "work"))
+        os.chmod(self.acme_root, 0o755)
+        os.chmod(os.path.join(self.acme_root, "work"), 0o777)
+        os.chmod(self.tmp, 0o755)
         self.tenants = os.path.join(self.tmp, "tenants")
         with open(self.tenants, "w") as f:
-            f.write(f"{self.tenant_pub} acme\n")
+            f.write(f"- - tiers=unsafe,local,sandbox,static\n"
+                    f"{self.client_pub} - tiers=unsafe,local,sandbox,static\n"
+                    f"{self.tenant_pub} acme cwd={self.acme_root} memory_bytes=268435456"
+                    f" timeout=30 network_access=false\n"
+                    f"{self.beta_pub} beta\n"
+                    f"* +\n")
 
     # ---- network ------------------------------------------------------
     def ns(self, i):
@@ -229,7 +266,12 @@ class Cluster:
         with open(os.path.join(d, "authorized_keys"), "w") as f:
             f.write("\n".join(authorized or [self.router_pub, self.client_pub]) + "\n")
         env = dict(os.environ, CTXD_TEST_HOST=f"h{i}")
-        p = self.spawn(["ip", "netns", "exec", self.ns(i), CTXD, "--state-dir", d,
+        # `ip netns exec` mounts a sysfs of the namespace's own, without the
+        # cgroup tree: mounted again in its private mount namespace, so the
+        # host can make confined (local, sandbox) contexts.
+        p = self.spawn(["ip", "netns", "exec", self.ns(i), "sh", "-c",
+                        cgroup_mounts() + 'exec "$@"', "sh",
+                        CTXD, "--state-dir", d,
                         "--listen", self.host_endpoint(i), "--kill-grace", "0.5"],
                        f"host{i}.log", env)
         while len(self.hosts) <= i:
@@ -277,6 +319,10 @@ class Cluster:
     def client(self, name="r1", tenant=False):
         """A client of router `name` over ipc (no key) or, for the tenant's
         key, over tcp with CurveZMQ."""
+        if tenant in ("anon0", "anon1"):
+            return Conn(self.routers[name][1], self.router_pub, self.anon[int(tenant[-1])][1])
+        if tenant == "beta":
+            return Conn(self.routers[name][1], self.router_pub, self.beta_sec)
         if tenant:
             return Conn(self.routers[name][1], self.router_pub, self.tenant_sec)
         return Conn(self.router_endpoint(name))

@@ -553,3 +553,109 @@ def test_links_reset_while_the_host_lives(cl):
     wait_for(lambda: last(c.req("stats"))["contexts"]["pending"] == 0,
              f"nothing left pending: {last(c.req('stats'))}")
     c.close()
+
+
+# ---- the router owns what a client's ctx.create names on a host ----------
+def test_client_bounds_tier_cwd_policy(cl):
+    """Each client key's bounds (the tenants file): acme may use sandbox (the
+    default), a cwd under its root, memory_bytes up to 256 MiB, timeout up
+    to 30 s, no network; beta has only the defaults (sandbox, no cwd)."""
+    t = cl.client(tenant=True)
+    b = cl.client(tenant="beta")
+    # a wider tier: refused, naming the tier, and nothing made anywhere
+    for tier in ("unsafe", "local_unsafe", "local"):
+        r = last(t.req("ctx.create", name="wide", tier=tier))
+        assert r["t"] == "err" and r["code"] == "forbidden" and "tier" in r["message"], r
+    assert not any("acme.wide" in direct_names(cl, i) for i in range(3))
+    # no tier: the client's default, with its caps set for the host
+    r = last(t.req("ctx.create", name="bounded"))
+    assert r["t"] == "ok", r
+    assert r["ctx"]["tier"] == "sandbox", r
+    pol = r["ctx"]["policy"]
+    assert pol["memory_bytes"] == 268435456 and pol["timeout"] == 30 and pol["network_access"] is False, pol
+    # a cwd outside its root, also by '..' or '.', and its root's siblings
+    root = cl.acme_root
+    for cwd in ("/etc", "/", f"{root}/..", f"{root}/work/../..", f"{root}/./work", f"{root}x", "work"):
+        r = last(t.req("ctx.create", name="elsewhere", cwd=cwd))
+        assert r["t"] == "err" and r["code"] == "forbidden" and "cwd" in r["message"], (cwd, r)
+    r = last(t.req("ctx.create", name="inside", cwd=f"{root}/work"))
+    assert r["t"] == "ok" and r["ctx"]["cwd"] == f"{root}/work", r
+    # a policy over its bound: refused, naming the field
+    for field, value in (("memory_bytes", 1 << 30), ("timeout", 31), ("network_access", True),
+                         ("filesystem_read_roots", ["/"]), ("filesystem_write_roots", ["/etc"])):
+        r = last(t.req("ctx.create", name="over", policy={field: value}))
+        assert r["t"] == "err" and r["code"] == "forbidden" and f"policy.{field}" in r["message"], (field, r)
+    r = last(t.req("ctx.create", name="narrow", policy={"memory_bytes": 1 << 27, "timeout": 5}))
+    assert r["t"] == "ok" and r["ctx"]["policy"]["memory_bytes"] == 1 << 27, r
+    # beta: the defaults; its `default`, made by the router on first use, is sandbox too
+    m = b.req("execute", code="1")
+    assert last(m).get("status") == "ok", m
+    info = last(b.req("ctx.info", ctx="default"))
+    assert info["t"] == "ok" and info["ctx"]["tier"] == "sandbox", info
+    for tier in ("unsafe", "local"):
+        r = last(b.req("ctx.create", name="wide", tier=tier))
+        assert r["t"] == "err" and r["code"] == "forbidden", r
+    r = last(b.req("ctx.create", name="any-cwd", cwd=f"{root}/work"))
+    assert r["t"] == "err" and r["code"] == "forbidden" and "cwd" in r["message"], r
+    r = last(b.req("ctx.create", name="plain"))
+    assert r["t"] == "ok" and r["ctx"]["tier"] == "sandbox", r
+    for c, names in ((t, ("bounded", "inside", "narrow")), (b, ("plain", "default"))):
+        for n in names:
+            assert last(c.req("ctx.delete", ctx=n))["t"] == "ok"
+    t.close()
+    b.close()
+
+
+def test_snapshots_and_names_scoped_to_their_client(cl):
+    """from_snapshot names one of the client's own contexts: another tenant's
+    snapshot, or another tenant's context by its host-side name, is never
+    reached."""
+    t = cl.client(tenant=True)
+    b = cl.client(tenant="beta")
+    c = cl.client()
+    assert last(t.req("ctx.create", name="snapsrc"))["t"] == "ok"
+    assert last(t.req("execute", ctx="snapsrc", code="x = 41"))["status"] == "ok"
+    h = next(i for i in range(3) if "acme.snapsrc" in direct_names(cl, i))
+    d = cl.direct(h)
+    try:
+        r = last(d.req("ctx.snapshot", ctx="acme.snapsrc", name="s1"))
+        assert r["t"] == "ok", r
+    finally:
+        d.close()
+    # its own client restores it, on the snapshot's host
+    r = last(t.req("ctx.create", name="restored", from_snapshot="snapsrc/s1"))
+    assert r["t"] == "ok", r
+    m = t.req("execute", ctx="restored", code="x + 1")
+    assert last(m)["status"] == "ok" and any(x["t"] == "result" and "42" in str(x) for x in m), m
+    # another tenant: neither by its own name nor by the host-side one
+    for snap in ("snapsrc/s1", "acme.snapsrc/s1"):
+        r = last(b.req("ctx.create", name="stolen", from_snapshot=snap))
+        assert r["t"] == "err" and r["code"] in ("unknown_context", "bad_name"), (snap, r)
+    # a client without a tenant: names with '.' are the tenants'
+    r = last(c.req("ctx.create", name="stolen", from_snapshot="acme.snapsrc/s1"))
+    assert r["t"] == "err" and r["code"] == "bad_name", r
+    r = last(c.req("execute", ctx="acme.snapsrc", code="x"))
+    assert r["t"] == "err" and r["code"] == "bad_name", r
+    assert not any(n.endswith("stolen") for i in range(3) for n in direct_names(cl, i))
+    for n in ("snapsrc", "restored"):
+        assert last(t.req("ctx.delete", ctx=n))["t"] == "ok"
+    for x in (t, b, c):
+        x.close()
+
+
+def test_keys_no_line_names_get_a_namespace_of_their_own(cl):
+    """`* +`: every key the tenants file does not name has its own
+    namespace and the default bounds (sandbox only)."""
+    a, b = cl.client(tenant="anon0"), cl.client(tenant="anon1")
+    r = last(a.req("ctx.create", name="same", tier="unsafe"))
+    assert r["t"] == "err" and r["code"] == "forbidden", r
+    assert last(a.req("ctx.create", name="same"))["ctx"]["tier"] == "sandbox"
+    assert last(a.req("execute", ctx="same", code="v = 'a'"))["status"] == "ok"
+    r = last(b.req("execute", ctx="same", code="v"))
+    assert r.get("code") == "unknown_context", r
+    r = last(b.req("ctx.create", name="same"))
+    assert r["t"] == "ok" and r["ctx"]["name"] == "same", r
+    assert [x["name"] for x in last(b.req("ctx.list"))["contexts"]] == ["same"]
+    for x in (a, b):
+        assert last(x.req("ctx.delete", ctx="same"))["t"] == "ok"
+        x.close()

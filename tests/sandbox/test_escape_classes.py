@@ -1052,3 +1052,75 @@ def test_nothing_survives_a_killed_daemon(make_daemon, tmp_path, tier, how, tabl
         os.kill(p, 9)
     assert not left, f"{tier}/{how}: processes outlived the killed daemon: {left}"
     assert not kept, f"{tier}/{how}: the daemon's cgroups were left: {kept}"
+
+# ---- 6. front ends: ctxd-mcp's model gets no more than the operator allowed ----
+# The router's half of this class (per-key tiers, cwd roots, policy caps,
+# snapshots scoped to their client) is tested in tests/router, which needs
+# the router cluster (network namespaces, etcd).
+import json  # noqa: E402
+import shutil  # noqa: E402
+
+JS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      "client", "js")
+NODE = shutil.which("node")
+MCP_ESCAPE = "/root/ctxd-mcp-escape"
+
+
+def mcp_calls(d, args, calls):
+    """ctxd-mcp (with args) against daemon d, the model's tool calls made by
+    the MCP SDK's client (mcp_drive.mjs): the tools and each call's result."""
+    spec = json.dumps({"args": ["--endpoint", d.endpoint, *args], "calls": calls})
+    p = subprocess.run([NODE, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_drive.mjs"),
+                        JS_DIR, spec], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+@pytest.mark.skipif(not NODE or not os.path.exists(os.path.join(JS_DIR, "dist", "mcp-main.js")),
+                    reason="needs node and client/js built (npm ci && npm run build)")
+@pytest.mark.parametrize("tier", TIERS)
+def test_mcp_model_within_the_operators_bounds(make_daemon, tmp_path, tier, table):
+    """The operator runs ctxd-mcp with the defaults (sandbox) or --tier local,
+    and a root for the model's cwds; the model asks for unsafe, for a cwd
+    beside its root through '..', and runs code that writes where only the
+    daemon's root can."""
+    d = make_daemon()
+    c = d.client()
+    root = reachable.writable(str(tmp_path / "mcp" / "root"))
+    reachable.writable(str(tmp_path / "mcp" / "beside"))  # exists, writable: only the bounds stop it
+    # --allow-cwd: the older spelling of --cwd-root, which the tree before this change knew too
+    args = ["--allow-cwd", root, "--context", "model"] + (["--tier", "local"] if tier == "local" else [])
+    if os.path.exists(MCP_ESCAPE):
+        os.unlink(MCP_ESCAPE)
+    attempts = (
+        ("model asks create_context for tier unsafe",
+         {"name": "create_context", "arguments": {"name": "wants-root", "tier": "unsafe"}},
+         "the tool schema offers only the operator's tier and narrower ones"),
+        ("model asks for a cwd beside its root via ..",
+         {"name": "create_context", "arguments": {"name": "beside", "cwd": f"{root}/../beside"}},
+         "cwd checked by components under --cwd-root: '..' refused (the daemon refuses links)"),
+        ("model asks for cwd /",
+         {"name": "create_context", "arguments": {"name": "slash", "cwd": "/"}},
+         "cwd only under --cwd-root"),
+        ("model's run_python writes a file only root may",
+         {"name": "run_python", "arguments": {"code": f"open({MCP_ESCAPE!r}, 'w').write('x')"}},
+         f"its context is {tier} (the default is sandbox, never the daemon's root)"),
+    )
+    got = mcp_calls(d, args, [a[1] for a in attempts])
+    contexts = {i["name"]: i for i in c.request("ctx.list")["contexts"]}
+    for (name, call, by), res in zip(attempts, got["results"]):
+        lines = " ".join(x.get("text", "") for x in res["content"]).strip().splitlines()
+        text = (lines[-1] if lines else "")[:70]  # a traceback's exception line
+        made = contexts.get(call["arguments"].get("name", "model"))
+        if call["name"] == "run_python":
+            escaped = "wrote " + MCP_ESCAPE if os.path.exists(MCP_ESCAPE) else None
+            escaped = escaped or (f"the model's context is {made['tier']}" if made and made["tier"] != tier else None)
+        else:
+            escaped = f"made {made['name']} ({made['tier']}, cwd {made['cwd']})" if made else None
+        blocked = res.get("isError") and escaped is None
+        table.rows.append((f"mcp: {name}", tier, ("blocked: " + text) if blocked else f"ESCAPED: {escaped or text}",
+                           by, "daemon yes" if d.alive() else "DAEMON DEAD"))
+        assert blocked, (name, escaped, res)
+    tiers = next(t for t in got["tools"] if t["name"] == "create_context")["schema"]["properties"]["tier"]["enum"]
+    assert "unsafe" not in tiers, tiers
+    assert not os.path.exists(MCP_ESCAPE)

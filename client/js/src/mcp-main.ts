@@ -23,13 +23,21 @@ fork_context, install_packages, upload_file, download_file).
                         CurveZMQ with $CTXD_SERVER_KEY / $CTXD_CLIENT_KEY
   --http PORT           serve streamable HTTP on PORT (path /mcp) instead of stdio
   --host HOST           the HTTP address (default 127.0.0.1)
-  --tier TIER           the tier of every context a client makes or uses:
-                        unsafe (default), local, sandbox, static; a client may
-                        ask for a stricter one, never a wider one
+  --tier TIER           the widest tier of the contexts a client makes or uses:
+                        sandbox (default; local when the daemon cannot make
+                        sandboxes: a non-root daemon, hello.identity), local,
+                        static, or unsafe (the daemon's own user: root for a
+                        root daemon). A client (the model) may ask for a
+                        stricter tier, never a wider one: the tools' schema
+                        offers only these. The tier in use is said on stderr
   --policy JSON|@FILE   the policy of those contexts (PROTOCOL.md, "Tiers and
                         policies"); a client may only narrow its fields
-  --allow-cwd DIR       a client may choose a context cwd under DIR (repeatable;
-                        without it only when neither tier nor policy is set)
+  --cwd-root DIR        a client may choose a context cwd under DIR (absolute,
+                        or relative to the first DIR; no "..", "." or empty
+                        components, and the daemon refuses symbolic links);
+                        repeatable. Without it a client cannot choose a cwd:
+                        each context gets a private directory of the daemon's
+  --allow-cwd DIR       the same as --cwd-root
   --context NAME        run_python's context when none is named (default mcp)
   --timeout SECONDS     a run's timeout when the call gives none (default 60)
   --max-timeout SECONDS the largest timeout a call may ask for (default 600)
@@ -43,7 +51,7 @@ function fail(msg: string): never {
 }
 
 function parse(argv: string[]) {
-  const o = { endpoint: undefined as string | undefined, http: undefined as number | undefined, host: "127.0.0.1", tier: "unsafe", policy: {} as Record<string, unknown>, cwd: [] as string[], mcp: {} as McpOptions };
+  const o = { endpoint: undefined as string | undefined, http: undefined as number | undefined, host: "127.0.0.1", tier: undefined as string | undefined, policy: {} as Record<string, unknown>, cwd: [] as string[], mcp: {} as McpOptions };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const val = () => (i + 1 < argv.length ? argv[++i] : fail(`${a} needs a value`));
@@ -79,6 +87,7 @@ function parse(argv: string[]) {
         if (!o.policy || typeof o.policy !== "object" || Array.isArray(o.policy)) fail("--policy is a JSON object");
         break;
       }
+      case "--cwd-root":
       case "--allow-cwd":
         o.cwd.push(val());
         break;
@@ -144,21 +153,33 @@ function serveHttp(client: Client, opts: McpOptions, host: string, port: number)
   process.on("SIGINT", stop);
 }
 
+/** The tier when the operator named none: sandbox, or local when the daemon cannot make sandboxes (a non-root daemon: hello.identity.daemon_root false). */
+function defaultTier(client: Client): { tier: string; why: string } {
+  const id = client.helloInfo?.identity ?? {};
+  if (id.daemon_root === false) return { tier: "local", why: "the default; the daemon is not root, so it cannot make sandbox contexts" };
+  return { tier: "sandbox", why: "the default" };
+}
+
 async function main(): Promise<void> {
   const o = parse(process.argv.slice(2));
-  let bounds: Bounds;
   try {
-    bounds = new Bounds(o.tier, o.policy, o.cwd);
+    new Bounds(o.tier, o.policy, o.cwd); // the options' errors before connecting
   } catch (e) {
     fail((e as Error).message);
   }
-  const mcp = { ...o.mcp, bounds };
   let client: Client;
   try {
     client = await Client.connect(o.endpoint);
   } catch (e) {
     fail((e as Error).message);
   }
+  const chosen = o.tier !== undefined ? { tier: o.tier, why: "--tier" } : defaultTier(client);
+  const bounds = new Bounds(chosen.tier, o.policy, o.cwd);
+  process.stderr.write(
+    `ctxd-mcp: contexts are ${bounds.tier} at widest (${chosen.why}); ` +
+      (bounds.cwdRoots.length ? `a client's cwd only under ${bounds.cwdRoots.join(", ")}\n` : "each in a private directory (no --cwd-root)\n"),
+  );
+  const mcp = { ...o.mcp, bounds };
   if (o.http !== undefined) return serveHttp(client, mcp, o.host, o.http);
   const server = createMcpServer(client, mcp);
   const transport = new StdioServerTransport();

@@ -21,7 +21,7 @@ import { ContextInfo, ExecResult } from "./types.js";
 export const SERVER_VERSION = "0.1.0";
 
 export interface McpOptions {
-  /** the tier and policy bounds (default: unsafe, no policy) */
+  /** the tier, policy and cwd bounds (default: sandbox, no policy, no cwd a client may choose) */
   bounds?: Bounds;
   /** the context run_python uses when none is named (default "mcp") */
   defaultContext?: string;
@@ -155,15 +155,25 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       description: "Starts a new Python context (its own process and globals). tier and policy may only narrow the server's.",
       inputSchema: {
         name: z.string().min(1).max(64).optional().describe("name (generated when absent)"),
-        cwd: z.string().optional().describe("absolute working directory (only under the directories the server allows)"),
-        tier: z.enum(["static", "unsafe", "local", "sandbox"]).optional().describe(`execution tier (default the server's: ${bounds.tier})`),
+        cwd: z
+          .string()
+          .min(1)
+          .max(4096)
+          .optional()
+          .describe(
+            bounds.cwdRoots.length
+              ? `working directory under ${bounds.cwdRoots.join(", ")} (absolute, or relative to ${bounds.cwdRoots[0]}; no "..", no symbolic links); default a private directory`
+              : "not allowed by this server: each context gets a private directory",
+          ),
+        // Only the server's tier and narrower ones: the model cannot name a wider one.
+        tier: z.enum(bounds.tiers as [string, ...string[]]).optional().describe(`execution tier: ${bounds.tiers.join(", ")} (default the server's: ${bounds.tier})`),
         policy: z.record(z.string(), z.unknown()).optional().describe("policy fields (PROTOCOL.md, Tiers and policies), within the server's"),
       },
     },
     async ({ name, cwd, tier, policy }) => {
       try {
         const want = bounds.request(tier, policy, cwd);
-        const info = await client.createContext({ name, cwd, tier: want.tier, policy: Object.keys(want.policy).length ? (want.policy as any) : undefined });
+        const info = await client.createContext({ name, cwd: want.cwd, tier: want.tier, policy: Object.keys(want.policy).length ? (want.policy as any) : undefined });
         return text(JSON.stringify(contextJson(info)));
       } catch (e) {
         return failure(e);

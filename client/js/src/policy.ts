@@ -26,7 +26,19 @@ export function canonicalTier(t: string): string {
   return CANONICAL[t] ?? t;
 }
 
-const under = (p: string, root: string) => p === root || p.startsWith(root.endsWith("/") ? root : root + "/");
+/** The components of an absolute path without ".", ".." or empty ones (a trailing "/" aside), or null: such a path names one place by its text alone. */
+function components(p: string): string[] | null {
+  if (typeof p !== "string" || !p.startsWith("/") || p.includes("\0")) return null;
+  const parts = p.slice(1).replace(/\/$/, "").split("/");
+  if (parts.length === 1 && parts[0] === "") return [];
+  return parts.some((c) => c === "" || c === "." || c === "..") ? null : parts;
+}
+
+/** p lies under root (or is root), component by component; a path with "..", "." or empty components never does. */
+export function under(p: string, root: string): boolean {
+  const pc = components(p), rc = components(root);
+  return pc !== null && rc !== null && pc.length >= rc.length && rc.every((c, i) => pc[i] === c);
+}
 
 /** Why value (for field) is wider than the operator's bound, or null when it is not. */
 function wider(field: string, value: unknown, bound: unknown): string | null {
@@ -46,16 +58,33 @@ function wider(field: string, value: unknown, bound: unknown): string | null {
   return `${field} is not a policy field a client may set`;
 }
 
+/** The tiers from narrowest to widest. */
+export const TIERS = ["static", "sandbox", "local", "unsafe"];
+
 export class Bounds {
   readonly tier: string;
   constructor(
-    tier = "unsafe",
+    tier = "sandbox",
     readonly policy: Policy = {},
-    /** directories a client's cwd must lie under; none: a client may not choose a cwd, unless nothing is bounded */
+    /** directories a client's cwd must lie under; none: a client may not choose a cwd (its context gets a private directory of the daemon's) */
     readonly cwdRoots: string[] = [],
   ) {
     this.tier = canonicalTier(tier);
     for (const k of Object.keys(policy)) if (!POLICY_FIELDS.includes(k) && k !== "packages") throw new PolicyError(`unknown policy field ${JSON.stringify(k)}`);
+    for (const r of cwdRoots) if (components(r) === null) throw new PolicyError(`cwd root ${JSON.stringify(r)} must be an absolute path without ".", ".." or empty components`);
+  }
+
+  /** The tiers a client may ask for: the server's and the narrower ones (what the tool schema offers). */
+  get tiers(): string[] {
+    return TIERS.filter((t) => TIER_RANK[t] >= TIER_RANK[this.tier]);
+  }
+
+  /** The cwd a client's path names: an absolute one as it is, a relative one under the first root; PolicyError unless it lies under a root. */
+  cwd(cwd: string): string {
+    if (!this.cwdRoots.length) throw new PolicyError("this server does not let clients choose a cwd (its contexts get private directories; the operator's --cwd-root DIR allows one under DIR)");
+    const abs = cwd.startsWith("/") || cwd === "" ? cwd : this.cwdRoots[0].replace(/\/$/, "") + "/" + cwd;
+    if (!this.cwdRoots.some((r) => under(abs, r))) throw new PolicyError(`cwd must lie under ${JSON.stringify(this.cwdRoots)} (an absolute path without ".", ".." or empty components, or one relative to the first)`);
+    return abs;
   }
 
   /** Nothing is bounded: the unsafe tier and no policy. */
@@ -64,7 +93,7 @@ export class Bounds {
   }
 
   /** The tier and policy a new context gets from what a client asked (PolicyError when it would widen the bounds). */
-  request(tier: string | undefined, policy: Policy | undefined, cwd: string | undefined): { tier: string; policy: Policy } {
+  request(tier: string | undefined, policy: Policy | undefined, cwd: string | undefined): { tier: string; policy: Policy; cwd?: string } {
     const t = tier === undefined ? this.tier : canonicalTier(tier);
     if (TIER_RANK[t] < TIER_RANK[this.tier]) throw new PolicyError(`tier ${t} is wider than the server's ${this.tier}`);
     const merged: Policy = { ...this.policy };
@@ -74,9 +103,8 @@ export class Bounds {
       if (why) throw new PolicyError(`policy.${why}`);
       merged[k] = v;
     }
-    if (cwd !== undefined && !this.open && !this.cwdRoots.some((r) => under(cwd, r)))
-      throw new PolicyError(this.cwdRoots.length ? `cwd must lie under ${JSON.stringify(this.cwdRoots)}` : "this server does not let clients choose a cwd");
-    return { tier: t, policy: merged };
+    if (cwd === undefined) return { tier: t, policy: merged };
+    return { tier: t, policy: merged, cwd: this.cwd(cwd) };
   }
 
   /** Why a context (its INFO tier and policy) is outside the bounds, or null. */

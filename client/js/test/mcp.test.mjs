@@ -4,7 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -79,7 +79,8 @@ test("run_python: a timeout and an error are tool errors with what happened", as
 });
 
 test("stdout is streamed as progress and logging notifications while the code runs", async () => {
-  const c = await stdioClient();
+  // The flag file is in the test's directory, which only the daemon's own user sees: the operator's --tier unsafe.
+  const c = await stdioClient("--tier", "unsafe", "--context", "stream-unsafe");
   const flag = join(d.dir, "mcp-go-" + Date.now());
   const logs = [];
   c.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.push(n.params));
@@ -103,7 +104,8 @@ test("stdout is streamed as progress and logging notifications while the code ru
 });
 
 test("two contexts, forked, restarted, deleted; files up and down; interrupt", async () => {
-  const c = await stdioClient();
+  // local: the sandbox tier refuses ctx.fork (the operator's --tier local allows it).
+  const c = await stdioClient("--tier", "local");
   for (const name of ["mcp-a", "mcp-b"]) {
     const r = await c.callTool({ name: "create_context", arguments: { name } });
     assert.equal(JSON.parse(texts(r)[0]).name, name);
@@ -142,7 +144,8 @@ test("the operator's tier and policy: a client narrows them, never widens them",
   const r = await c.callTool({ name: "run_python", arguments: { code: "1 + 1" } });
   assert.deepStrictEqual(texts(r), ["2"]);
   const info = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "bounded");
-  assert.deepStrictEqual(info.policy, { timeout: 5 });
+  assert.equal(info.tier, "sandbox");
+  assert.equal(info.policy.timeout, 5);
   const wide = await c.callTool({ name: "create_context", arguments: { name: "wide", policy: { timeout: 50 } } });
   assert.equal(wide.isError, true);
   assert.match(texts(wide)[0], /refused by the server's bounds: policy.timeout at most 5/);
@@ -158,7 +161,7 @@ test("the operator's tier and policy: a client narrows them, never widens them",
   const s = await stdioClient("--tier", "static", "--context", "static-ctx");
   const up = await s.callTool({ name: "create_context", arguments: { name: "unsafe-one", tier: "unsafe" } });
   assert.equal(up.isError, true);
-  assert.match(texts(up)[0], /tier unsafe is wider than the server's static/);
+  assert.match(texts(up)[0], /Invalid arguments for tool create_context: .*tier/); // the schema offers only static
   const st = await s.callTool({ name: "run_python", arguments: { code: "import os\nos.system('true')" } });
   assert.ok(!st.isError);
   assert.match(texts(st).join(), /executed|imports/); // static: analysed, not run
@@ -209,4 +212,57 @@ test("interrupt tool and a cancelled call both stop a running run, globals kept"
   // The context is free again (the run was interrupted, not left looping) and kept its globals.
   assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "kept", timeout: 60 } })), ["'yes'"]);
   await c.callTool({ name: "delete_context", arguments: { context: "stoppable" } });
+});
+
+test("safe defaults: sandbox contexts; the model cannot ask for unsafe nor a cwd outside the server's root", async () => {
+  const c = await stdioClient("--context", "safe-default");
+  // The tool schema offers no tier wider than the server's.
+  const create = (await c.listTools()).tools.find((t) => t.name === "create_context");
+  assert.deepStrictEqual([...create.inputSchema.properties.tier.enum].sort(), ["sandbox", "static"]);
+  // Root of its own user namespace, mapped to a uid of its own: never the host's root.
+  const r = await c.callTool({ name: "run_python", arguments: { code: "open('/proc/self/uid_map').read().split()[:2]" } });
+  assert.ok(!r.isError, texts(r).join());
+  assert.match(texts(r)[0], /^\['0', '[1-9][0-9]*'\]$/);
+  const info = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "safe-default");
+  assert.equal(info.tier, "sandbox");
+  // A model asking for unsafe (or mellea's name for it) is refused: by the schema, before any context is made.
+  for (const tier of ["unsafe", "local_unsafe", "local"]) {
+    const u = await c.callTool({ name: "create_context", arguments: { name: "wants-root", tier } });
+    assert.equal(u.isError, true, tier);
+    assert.match(texts(u)[0], /Invalid arguments for tool create_context: .*tier/);
+  }
+  // No --cwd-root: no cwd at all, neither the daemon's directory nor /.
+  for (const cwd of [d.dir, "/", "/tmp"]) {
+    const w = await c.callTool({ name: "create_context", arguments: { name: "elsewhere", cwd } });
+    assert.equal(w.isError, true);
+    assert.match(texts(w)[0], /does not let clients choose a cwd/);
+  }
+  const names = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).map((x) => x.name);
+  assert.ok(!names.includes("wants-root") && !names.includes("elsewhere"), JSON.stringify(names));
+  await c.callTool({ name: "delete_context", arguments: { context: "safe-default" } });
+});
+
+test("--cwd-root: a cwd only under the root, .. and . tricks refused; --tier unsafe is the operator's flag", async () => {
+  const root = join(d.dir, "mcp-root");
+  mkdirSync(join(root, "work"), { recursive: true });
+  chmodSync(root, 0o777);
+  chmodSync(join(root, "work"), 0o777);
+  const c = await stdioClient("--cwd-root", root);
+  for (const cwd of [`${root}/../`, `${root}/work/../..`, `${root}/./work`, `${root}//work`, `${root}-other`, "../etc", "/etc", d.dir]) {
+    const w = await c.callTool({ name: "create_context", arguments: { name: "outside", cwd } });
+    assert.equal(w.isError, true, cwd);
+    assert.match(texts(w)[0], /refused by the server's bounds: cwd must lie under/, cwd);
+  }
+  const ok = await c.callTool({ name: "create_context", arguments: { name: "inside", cwd: "work" } });
+  assert.ok(!ok.isError, texts(ok)[0]);
+  assert.equal(JSON.parse(texts(ok)[0]).cwd, join(root, "work"));
+  assert.equal(JSON.parse(texts(ok)[0]).tier, "sandbox");
+  await c.callTool({ name: "delete_context", arguments: { context: "inside" } });
+  // Only the operator widens the tier.
+  const u = await stdioClient("--tier", "unsafe", "--context", "operator-unsafe");
+  const tiers = (await u.listTools()).tools.find((t) => t.name === "create_context").inputSchema.properties.tier.enum;
+  assert.ok(tiers.includes("unsafe"));
+  const r = await u.callTool({ name: "create_context", arguments: { name: "operator-unsafe", tier: "unsafe" } });
+  assert.equal(JSON.parse(texts(r)[0]).tier, "unsafe");
+  await u.callTool({ name: "delete_context", arguments: { context: "operator-unsafe" } });
 });

@@ -41,8 +41,30 @@ test("existing contexts are checked against the bounds", () => {
   assert.match(op.violation("unsafe", {}), /tier unsafe is wider/);
   assert.match(op.violation("local", { network_access: false, timeout: 30, allowed_imports: ["math"] }), /leaves filesystem_write_roots unset/);
   assert.match(op.violation("sandbox", { network_access: false, timeout: 60, allowed_imports: [], filesystem_write_roots: ["/srv/work"] }), /timeout at most 30/);
-  const open = new Bounds();
+  const open = new Bounds("unsafe");
   assert.ok(open.open);
   assert.equal(open.violation("unsafe", {}), null);
-  assert.deepStrictEqual(open.request(undefined, { timeout: 5 }, "/anywhere"), { tier: "unsafe", policy: { timeout: 5 } });
+  assert.deepStrictEqual(open.request(undefined, { timeout: 5 }, undefined), { tier: "unsafe", policy: { timeout: 5 } });
+});
+
+test("the defaults: sandbox at widest, no cwd a client may choose", () => {
+  const dflt = new Bounds();
+  assert.equal(dflt.tier, "sandbox");
+  assert.deepStrictEqual(dflt.tiers, ["static", "sandbox"]);
+  assert.throws(() => dflt.request("unsafe", {}, undefined), /tier unsafe is wider than the server's sandbox/);
+  assert.throws(() => dflt.request("local", {}, undefined), /wider/);
+  assert.match(dflt.violation("unsafe", {}), /wider/);
+  // Even the unsafe tier gives a client no cwd without a root.
+  assert.throws(() => new Bounds("unsafe").request(undefined, {}, "/anywhere"), /does not let clients choose a cwd/);
+});
+
+test("cwd roots: component by component, never through . or ..", () => {
+  const b = new Bounds("sandbox", {}, ["/srv/mcp"]);
+  assert.equal(b.request(undefined, {}, "/srv/mcp").cwd, "/srv/mcp");
+  assert.equal(b.request(undefined, {}, "/srv/mcp/a/b").cwd, "/srv/mcp/a/b");
+  assert.equal(b.request(undefined, {}, "a/b").cwd, "/srv/mcp/a/b");
+  for (const p of ["/srv/mcp/..", "/srv/mcp/../etc", "/srv/mcp/a/../../x", "/srv/mcp/./a", "/srv/mcp//a", "/srv/mcpx", "/srv", "..", "../x", "a/../../x", "/etc", ""])
+    assert.throws(() => b.request(undefined, {}, p), /cwd must lie under/, p);
+  assert.throws(() => op.request(undefined, { filesystem_write_roots: ["/srv/work/../../etc"] }, undefined), /must lie under/);
+  assert.throws(() => new Bounds("sandbox", {}, ["/srv/../x"]), /cwd root/);
 });
