@@ -124,6 +124,8 @@ int sbx_merge_rules(void *filter, bool allowlist)
                                  SCMP_A0(op, SBX_PR_SET_MEMORY_MERGE));
 }
 
+/* The denylist's rules on new processes (sbx.h): clone with any of the
+ * namespace flags EPERM, one rule a flag; clone3 ENOSYS. */
 int sbx_clone_rules(void *filter)
 {
     static const unsigned long flags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS,

@@ -2,8 +2,11 @@
  * itself before its first `ready` (and inherited by ctx.fork copies and by
  * every process user code starts). Order: read and remove CTXD_SANDBOX;
  * rlimits; the pids cgroup (needs /sys/fs/cgroup writable, so before
- * Landlock); the Python import hook and CPU handler; Landlock (write roots,
- * signal and abstract-socket scoping); no_new_privs; seccomp last.
+ * Landlock); the Python import hook and CPU handler; umask 077; under a
+ * root daemon, while still root, private IPC and mount namespaces with its
+ * own /dev/shm; Landlock (write roots, read roots or the default read set,
+ * signal and abstract-socket scoping); the context's uid; no_new_privs;
+ * seccomp last.
  *
  * Every step that was asked for and cannot be applied ends the worker
  * (exit 1, reason in the daemon's log): ctx.create then fails instead of
