@@ -185,7 +185,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
 /* The configured limits, as `hello` and `stats` report them. */
 static void put_limits(proto_buf *b)
 {
-    proto_put_map(b, 14);
+    proto_put_map(b, 15);
     proto_put_str(b, "max_request_bytes");
     proto_put_uint(b, sup_cfg.max_request_bytes);
     proto_put_str(b, "max_code_bytes");
@@ -208,6 +208,8 @@ static void put_limits(proto_buf *b)
     proto_put_uint(b, sup_cfg.max_held);
     proto_put_str(b, "max_client_held");
     proto_put_uint(b, sup_cfg.max_client_held);
+    proto_put_str(b, "max_chan_held");
+    proto_put_uint(b, sup_cfg.max_chan_held);
     proto_put_str(b, "max_snapshot_bytes");
     proto_put_uint(b, sup_cfg.max_snapshot_bytes);
     proto_put_str(b, "max_snapshots");
@@ -221,7 +223,7 @@ static void do_stats(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 6);
+    sup_msg_begin(&b, "ok", peer, 7);
     size_t live, busy, queued;
     sup_ctx_counts(&live, &busy, &queued);
     sup_stats_put(&b, live, busy, queued);

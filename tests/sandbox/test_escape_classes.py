@@ -499,3 +499,91 @@ def test_forged_frames_act_on_nothing(make_daemon, tmp_path, tier, table):
             assert c.request("hello")["t"] == "ok"
     finally:
         victim.kill()
+
+
+# ---- 10. budgets kept by the supervisor ------------------------------------
+
+# A frame header announcing ~20 MiB, most of the frame, then a stall: the
+# supervisor would buffer what came, outside every memory cgroup, once per
+# context.
+STALLER = """
+import os, struct, time
+_n = (20 << 20) - 64
+_v = memoryview(struct.pack('>I', _n) + bytes(_n - (1 << 20)))
+while _v:
+    try:
+        _v = _v[os.write(3, _v):]
+    except BlockingIOError:
+        time.sleep(0.01)
+time.sleep(300)
+"""
+
+
+def vm_rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("tier", ("unsafe",) + TIERS)
+def test_stalled_frames_bounded(make_daemon, tmp_path, tier, table):
+    n_ctx = 8
+    d = make_daemon("--max-contexts", "10")
+    c = d.client()
+    # The daemon's budget of frames being received (default 64 MiB): at most
+    # that, not 20 MiB x contexts, plus one read (256 KiB) per context.
+    budget = c.request("hello")["limits"].get("max_chan_held", 64 << 20)
+    frame = 20 << 20
+    bound = budget + n_ctx * (1 << 20)
+    names = [f"{tier}-s{i}" for i in range(n_ctx)]
+    for n in names:
+        c.ok("ctx.create", name=n, tier=tier)
+        assert c.execute("1 + 1", ctx=n).text == "2"
+    base = vm_rss(d.proc.pid)
+    rids = [c.submit(STALLER, n, timeout=120) for n in names]
+    # Until the supervisor holds what it will hold: the contexts let in sent
+    # their 19 MiB and the others wait for the budget (or, unbounded, it
+    # holds more than the bound already).
+    deadline = time.monotonic() + 60
+    settled = 0
+    while time.monotonic() < deadline and vm_rss(d.proc.pid) - base <= bound:
+        cb = c.request("stats").get("chan_bytes") or {}
+        let_in = n_ctx - cb.get("waiting", n_ctx)
+        if cb.get("waiting") and vm_rss(d.proc.pid) - base > let_in * (frame - (2 << 20)):
+            settled += 1
+            if settled > 5:
+                break
+        time.sleep(0.2)
+    grew = vm_rss(d.proc.pid) - base
+    print(f"{tier}: the supervisor grew by {grew >> 10} KiB;",
+          (c.request("stats").get("chan_bytes")))
+    assert d.alive()
+    # The first context let in stalls while others wait: it is killed, so
+    # the others get their turn (and no stalled worker keeps them out).
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and not c.request("stats")["counters"]["runs_died"]:
+        time.sleep(0.2)
+    for n in names:
+        c.ok("ctx.restart", ctx=n)
+    ends = [c.wait(rid, 30) for rid in rids]
+    stalled_killed = any(r.status == "died" and "stalled" in (r.done.get("cause") or "")
+                         for r in ends)
+    alive = all(c.execute("1 + 1", ctx=n).text == "2" for n in names)
+    held = (c.request("stats").get("chan_bytes") or {}).get("current")
+    escaped = None
+    if grew > bound:
+        escaped = (f"the supervisor grew by {grew >> 20} MiB for {n_ctx} stalled 20 MiB frames "
+                   f"(bound {bound >> 20} MiB)")
+    elif not stalled_killed:
+        escaped = f"no stalled worker let in was killed: {[r.status for r in ends]}"
+    elif held != 0:
+        escaped = f"{held} bytes of the channel budget still held after the restarts"
+    table.add(f"{n_ctx} contexts announce a 20 MiB frame and stall", tier, None, alive,
+              "--max-chan-held: a frame larger than one read is buffered only with room in one "
+              "budget across contexts; the others wait unread (their workers block); one "
+              "that stalls mid-frame while others wait is killed",
+              host_escape=escaped, host_checked=True)
+    assert escaped is None, escaped
+    assert alive and d.alive()
