@@ -3,6 +3,7 @@
 #include "sup_request.h"
 
 #include "sup_config.h"
+#include "sup_disk.h"
 #include "sup_ctx.h"
 #include "sup_files.h"
 #include "sup_fork.h"
@@ -620,6 +621,15 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
     }
     if (!cwdv)
         snprintf(a->cwd, sizeof a->cwd, "%s", a->ident->dir);
+    /* disk_bytes: the private directory is a file system of that size. */
+    if (!cwdv && a->policy->disk_bytes &&
+        sup_disk_mount(a->ident->dir, a->policy->disk_bytes, a->ident->uid, a->ident->gid) < 0) {
+        proto_error_set(&err, "io", "cannot make the context's disk_bytes file system: %s",
+                        strerror(errno));
+        reply_error(peer, &err);
+        create_args_free(a);
+        return;
+    }
     /* A local context writes only its directory (and /dev/shm, where
      * multiprocessing keeps its semaphores) unless its policy names
      * write roots. */

@@ -587,3 +587,61 @@ def test_stalled_frames_bounded(make_daemon, tmp_path, tier, table):
               host_escape=escaped, host_checked=True)
     assert escaped is None, escaped
     assert alive and d.alive()
+
+
+def mounted_on(path):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+FILL = """
+n = 0
+try:
+    for i in range(160):  # 160 x 512 KiB = 80 MiB, 5 x the budget; each under file_size_bytes
+        with open(os.path.join(WHERE, f'fill{i}'), 'wb') as f:
+            f.write(bytes(512 << 10))
+        n += 1
+finally:
+    print(n)
+"""
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_disk_budget(make_daemon, tmp_path, tier, table):
+    d = make_daemon()
+    c = d.client()
+    budget = 16 << 20
+    name = f"{tier}-disk"
+    c.ok("ctx.create", name=name, tier=tier,
+         policy={"disk_bytes": budget, "file_size_bytes": 1 << 20, "memory_bytes": 512 << 20})
+    cwd = c.ok("ctx.info", ctx=name)["ctx"]["cwd"]
+    places = [("its directory", ".")] + ([("/tmp", "/tmp")] if tier == "sandbox" else [])
+    failures = []
+    for label, where in places:
+        r, alive = run(c, name, f"WHERE = {where!r}\n" + FILL, timeout=60)
+        # The host's view: what the directory holds (for /tmp, the sandbox's
+        # own tmpfs, what the run managed to write).
+        if where == ".":
+            used = sum(os.path.getsize(os.path.join(cwd, f)) for f in os.listdir(cwd))
+        else:
+            used = int(r.stdout.strip() or 0) * (512 << 10)
+        ok = (r.error is not None and r.error["ename"] == "OSError"
+              and "No space left" in r.error["evalue"])
+        escaped = None
+        if used > budget:
+            escaped = f"{used >> 20} MiB written in {label}, past disk_bytes {budget >> 20} MiB"
+        elif not ok:
+            escaped = f"no ENOSPC: {outcome(r)}"
+        table.add(f"fill {label} past disk_bytes with files under file_size_bytes", tier, r,
+                  alive, "disk_bytes: a tmpfs of that size (memory cgroup charged); ENOSPC",
+                  host_escape=escaped, host_checked=True)
+        if escaped:
+            failures.append(escaped)
+        # Room again for the next attempt.
+        c.execute(f"import glob\nfor f in glob.glob(os.path.join({where!r}, 'fill*')): os.unlink(f)",
+                  ctx=name)
+    assert mounted_on(cwd)
+    c.ok("ctx.delete", ctx=name)
+    assert not mounted_on(cwd), "the context's file system outlived it"
+    assert d.alive()
+    assert not failures, failures
