@@ -640,6 +640,20 @@ def test_disk_budget(make_daemon, tmp_path, tier, table):
         # Room again for the next attempt.
         c.execute(f"import glob\nfor f in glob.glob(os.path.join({where!r}, 'fill*')): os.unlink(f)",
                   ctx=name)
+    # The daemon's own writes into the directory (file.put) meet the budget
+    # too, and say which.
+    off, r = 0, None
+    for _ in range(8):  # 8 x 4 MiB = 32 MiB, twice the budget
+        r = c.request("file.put", ctx=name, path="big", data=bytes(4 << 20), offset=off)
+        if r["t"] != "ok":
+            break
+        off = r["size"]
+    put_ok = r["t"] == "err" and "disk_bytes" in r.get("message", "")
+    table.add("file.put past disk_bytes", tier, None, True,
+              "the same file system: ENOSPC, the reply names disk_bytes",
+              host_escape=None if put_ok else f"file.put: {r!r}", host_checked=True)
+    if not put_ok:
+        failures.append(f"file.put: {r!r}")
     assert mounted_on(cwd)
     c.ok("ctx.delete", ctx=name)
     assert not mounted_on(cwd), "the context's file system outlived it"
