@@ -2243,6 +2243,7 @@ static void free_ctx(sup_ctx *c)
     if (c->outmem_fd >= 0)
         close(c->outmem_fd);
     sup_outmem_detach(&c->outmem);
+    sup_chanbud_release(&c->chanbud); /* never left in the line once freed */
     proto_buf_free(&c->in);
     proto_buf_free(&c->out);
     if (c->pidfd >= 0)
