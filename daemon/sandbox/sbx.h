@@ -19,6 +19,7 @@
 typedef struct sbx_policy {
     bool active, is_static, confined, sandbox, no_network, no_subprocess;
     unsigned long long memory_bytes, max_processes, file_size_bytes;
+    unsigned long long disk_bytes; /* a sandbox's /tmp is at most this too */
     double cpu_seconds;
     bool imports_set, write_set, read_set;
     char **imports, **write_roots, **read_roots; /* NULL-terminated */

@@ -109,6 +109,8 @@ void sbx_policy_parse(sbx_policy *p, const char *text)
             p->max_processes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "file_size_bytes"))
             p->file_size_bytes = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "disk_bytes"))
+            p->disk_bytes = strtoull(v, NULL, 10);
         else if (!strcmp(k, "cpu_seconds"))
             p->cpu_seconds = strtod(v, NULL);
         else if (!strcmp(k, "allowed_imports"))

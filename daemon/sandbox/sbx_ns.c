@@ -394,6 +394,8 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
     plan pl = {NULL, 0, 0};
     char tmp_opts[64], shm_opts[64];
     unsigned long long tmp_size = p->memory_bytes ? p->memory_bytes : 1ULL << 30;
+    if (p->disk_bytes && p->disk_bytes < tmp_size) /* /tmp is disk too */
+        tmp_size = p->disk_bytes;
     snprintf(tmp_opts, sizeof tmp_opts, "mode=1777,size=%llu", tmp_size);
     snprintf(shm_opts, sizeof shm_opts, "mode=1777,size=%llu", tmp_size / 4);
     for (size_t i = 0; system_ro[i]; i++) {

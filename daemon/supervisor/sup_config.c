@@ -25,6 +25,7 @@ sup_config sup_cfg = {
     .socket_gid = -1,
     .max_held = (size_t)256 << 20,
     .max_client_held = (size_t)16 << 20,
+    .max_chan_held = (size_t)64 << 20,
     .max_snapshot_bytes = (uint64_t)8 << 30,
     .max_snapshots = 16,
     .max_snapshot_total = (uint64_t)64 << 30,
@@ -116,6 +117,7 @@ NUMBER_SETTER(set_max_output, ARG_BYTES, max_output, uint64_t, 0)
 NUMBER_SETTER(set_max_code, ARG_BYTES, max_code_bytes, size_t, 1)
 NUMBER_SETTER(set_max_held, ARG_BYTES, max_held, size_t, 1 << 20)
 NUMBER_SETTER(set_max_client_held, ARG_BYTES, max_client_held, size_t, 64 << 10)
+NUMBER_SETTER(set_max_chan_held, ARG_BYTES, max_chan_held, size_t, (size_t)PROTO_MAX_FRAME + 4)
 NUMBER_SETTER(set_max_snapshot_bytes, ARG_BYTES, max_snapshot_bytes, uint64_t, 4096)
 NUMBER_SETTER(set_max_snapshots, ARG_COUNT, max_snapshots, size_t, 1)
 NUMBER_SETTER(set_max_snapshot_total, ARG_BYTES, max_snapshot_total, uint64_t, 4096)
@@ -265,6 +267,10 @@ static const option_def options[] = {
      "messages held for one client that does not read (default 16M); past it its requests "
      "are refused and its runs wait",
      set_max_client_held},
+    {"max-chan-held", 0, ARG_BYTES, "SIZE",
+     "frames being received from workers, in total (default 64M, at least 20M + 4): a frame "
+     "larger than one read waits for room, its worker blocked in its write",
+     set_max_chan_held},
     {"max-snapshot-bytes", 0, ARG_BYTES, "SIZE",
      "largest snapshot of a context (default 8G); a larger one is refused with its size",
      set_max_snapshot_bytes},

@@ -30,6 +30,9 @@ typedef struct sup_config {
     uint64_t max_output;    /* stream bytes per run before truncation; 0 = none */
     size_t max_held;        /* bytes held for clients that do not read, in total */
     size_t max_client_held; /* ... for one client */
+    /* Bytes of channel frames being received, across all contexts
+     * (sup_chanbud.c). */
+    size_t max_chan_held;
     /* Snapshots (sup_snap.c): bytes of one, how many per context, bytes of
      * all in the state directory. */
     uint64_t max_snapshot_bytes;

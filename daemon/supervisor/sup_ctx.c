@@ -4,6 +4,7 @@
 
 #include "sup_cgroup.h"
 #include "sup_config.h"
+#include "sup_chanbud.h"
 #include "sup_held.h"
 #include "sup_ident.h"
 #include "sup_linger.h"
@@ -49,6 +50,10 @@
  * kept) and the run ends. Code that goes on writing past it is held back
  * again, and a timed-out run is then killed after the grace period. */
 #define INTERRUPT_HOLD_MAX ((size_t)8 << 20)
+/* A worker holding channel budget for a frame (sup_chanbud) that sends none
+ * of it for this long while other contexts wait for the budget is killed:
+ * a worker writes a frame with one write, so only a stalling one pauses. */
+#define CHAN_STALL_S 10.0
 
 static sup_ctx *contexts;  /* in no order; sup_ctx_sorted sorts */
 static sup_ctx *graveyard; /* deleted, freed at the next tick */
@@ -314,9 +319,12 @@ sup_ctx **sup_ctx_sorted(void)
     return v;
 }
 
+static void chan_wake(void *owner);
+
 void sup_ctx_set_chan_watch(const sup_ctx_chan_watch *w)
 {
     chan_watch = w;
+    sup_chanbud_init(chan_wake);
 }
 
 /* c->fd is the context's new channel: the loop watches it. */
@@ -337,6 +345,7 @@ static void close_chan(sup_ctx *c)
     c->fd = -1;
     c->rd_wanted = c->rd_hup = false;
     list_remove(&rd_list, c);
+    sup_chanbud_release(&c->chanbud);
 }
 
 const char *sup_ctx_state_name(const sup_ctx *c)
@@ -809,7 +818,11 @@ static bool read_channel(sup_ctx *c)
              * (edge-triggered). Otherwise only EAGAIN is. */
             c->in.len += (size_t)n;
             process_frames(c);
-            if (c->fd < 0 || sup_ctx_held_back(c))
+            if (c->chanbud.granted) {
+                c->chan_stall_at = sup_now() + CHAN_STALL_S;
+                arm(c);
+            }
+            if (c->fd < 0 || c->chanbud.waiting || sup_ctx_held_back(c))
                 return true;
             if ((size_t)n < READ_CHUNK && !ctl && !c->rd_hup) {
                 c->rd_wanted = false;
@@ -1569,6 +1582,42 @@ static void handle_frame(sup_ctx *c, const uint8_t *body, size_t len)
     proto_doc_free(&doc);
 }
 
+/* A context's channel is woken: the bytes of the frame it waited for are
+ * its now (sup_chanbud). The loop must turn: no new edge comes from a
+ * channel whose worker is blocked in its write. */
+static void chan_wake(void *owner)
+{
+    sup_ctx *c = owner;
+    if (c->fd < 0 || c->deleted)
+        return;
+    c->rd_wanted = true;
+    list_push(&rd_list, c);
+    sup_timer_moved();
+}
+
+/* Reserves the bytes of the frame c's buffer has begun, when it is larger
+ * than one read (sup_chanbud: c then waits for room, unread), or gives
+ * back what the last one had; a buffer grown for a large frame is given
+ * back to the allocator once the frame is processed. */
+static void chan_budget(sup_ctx *c)
+{
+    if (c->fd >= 0 && !c->broken && c->in.len >= 4) {
+        const uint8_t *d = c->in.data;
+        size_t need =
+            (((size_t)d[0] << 24) | ((size_t)d[1] << 16) | ((size_t)d[2] << 8) | d[3]) + 4;
+        if (need > READ_CHUNK) {
+            c->chanbud.owner = c;
+            sup_chanbud_want(&c->chanbud, need);
+            return;
+        }
+    }
+    sup_chanbud_release(&c->chanbud);
+    if (c->in.cap > 2 * (size_t)READ_CHUNK && c->in.len <= READ_CHUNK) {
+        c->in.data = mem_realloc(c->in.data, READ_CHUNK);
+        c->in.cap = READ_CHUNK;
+    }
+}
+
 static void process_frames(sup_ctx *c)
 {
     size_t off = 0;
@@ -1590,6 +1639,7 @@ static void process_frames(sup_ctx *c)
         c->in.len = 0;
     else
         proto_buf_consume(&c->in, off);
+    chan_budget(c);
 }
 
 void sup_ctx_on_readable(sup_ctx *c)
@@ -1625,7 +1675,8 @@ bool sup_ctx_read_ready(void)
     sup_ctx *nx;
     for (sup_ctx *c = rd_list.head; c; c = nx) {
         nx = c->rd.next;
-        if (c->deleted || c->fd < 0 || !c->rd_wanted || c->chan_eof || c->broken) {
+        if (c->deleted || c->fd < 0 || !c->rd_wanted || c->chan_eof || c->broken ||
+            c->chanbud.waiting) { /* a waiter is pushed back when its turn comes */
             list_remove(&rd_list, c);
             continue;
         }
@@ -1646,7 +1697,7 @@ bool sup_ctx_read_ready(void)
             nx = NULL;
         }
         /* Only a context still wanting reads stays (its budget spent). */
-        if (!c->rd_wanted || c->fd < 0 || c->deleted)
+        if (!c->rd_wanted || c->fd < 0 || c->deleted || c->chanbud.waiting)
             list_remove(&rd_list, c);
         else
             held = true;
@@ -2129,8 +2180,10 @@ static void linger_worker(sup_ctx *c)
     if (!sup_linger_start(c->name, &c->fd, &c->pid, &c->pidfd, c->cgroup))
         watch_chan(c); /* still c's: discard_worker closes it */
     c->rd_wanted = c->fd >= 0 && c->rd_wanted;
-    if (c->fd < 0)
+    if (c->fd < 0) {
         list_remove(&rd_list, c);
+        sup_chanbud_release(&c->chanbud);
+    }
 }
 
 void sup_ctx_delete(sup_ctx *c)
@@ -2194,6 +2247,7 @@ static void free_ctx(sup_ctx *c)
     if (c->outmem_fd >= 0)
         close(c->outmem_fd);
     sup_outmem_detach(&c->outmem);
+    sup_chanbud_release(&c->chanbud); /* never left in the line once freed */
     proto_buf_free(&c->in);
     proto_buf_free(&c->out);
     if (c->pidfd >= 0)
@@ -2534,11 +2588,19 @@ double sup_ctx_tick(double now)
         if (c->running && !c->running->query_op && !c->running->fork_name && c->cpu0 >= 0 &&
             !c->timed_out)
             (void)check_cpu_budget(c, now);
-        double t[] = {c->deadline, c->kill_at, c->cpu_check};
-        for (size_t i = 0; i < 3; i++)
+        if (!c->chanbud.granted)
+            c->chan_stall_at = 0;
+        else if (c->chan_stall_at && now >= c->chan_stall_at) {
+            c->chan_stall_at = now + CHAN_STALL_S;
+            if (sup_chanbud_waiting() > 0)
+                worker_broken(c, "stalled in the middle of a frame while other contexts waited "
+                                 "for the channel budget (--max-chan-held)");
+        }
+        double t[] = {c->deadline, c->kill_at, c->cpu_check, c->chan_stall_at};
+        for (size_t i = 0; i < 4; i++)
             if (t[i] > 0 && (next == 0 || t[i] < next))
                 next = t[i];
-        if (!c->running && !c->kill_at && !c->pending.head)
+        if (!c->running && !c->kill_at && !c->pending.head && !c->chan_stall_at)
             list_remove(&timed_list, c); /* nothing timed left */
     }
     double l = sup_linger_tick(now); /* kills workers whose atexit took too long */

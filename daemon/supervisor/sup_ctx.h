@@ -7,6 +7,7 @@
 
 #include "proto.h"
 #include "sbx_cgroup.h"
+#include "sup_chanbud.h"
 #include "sup_peer.h"
 #include "sup_send.h"
 #include <stdbool.h>
@@ -156,8 +157,10 @@ typedef struct sup_ctx {
     bool death_unshown; /* last_death not yet shown in an `accepted` */
     char *kill_reason;  /* set when the supervisor killed the worker */
 
-    proto_buf in;  /* bytes read from the worker, not yet a whole frame */
-    proto_buf out; /* bytes waiting to be written to the worker */
+    proto_buf in;             /* bytes read from the worker, not yet a whole frame */
+    sup_chanbud_slot chanbud; /* the budget the frame begun in `in` holds */
+    double chan_stall_at;     /* monotonic: killed if it sent none of it by then */
+    proto_buf out;            /* bytes waiting to be written to the worker */
 
     sup_run *running;
     bool started;          /* `start` received for the running run */

@@ -7,6 +7,7 @@
  * directory. Only regular files are read or written. */
 #include "sup_files.h"
 #include "sup_ident.h"
+#include "sup_policy.h"
 
 #include "sup_ctx.h"
 #include "sup_peer.h"
@@ -14,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -155,8 +157,13 @@ void sup_files_put(const proto_val *msg, const sup_peer *peer)
              * (the file keeps its size before it), and the reply says so. */
             int e = w < 0 ? errno : ENOSPC;
             bool rolled = ftruncate(fd, (off_t)offset) == 0;
-            sup_reply_err(peer, "io", "write: %s after %llu of the chunk's %u bytes; %s",
-                          strerror(e), (unsigned long long)(at - offset), data->n,
+            /* The context's own file system full: its disk budget. */
+            char budget[96] = "";
+            if (e == ENOSPC && c->policy && c->policy->disk_bytes && c->ident && c->ident->dir)
+                snprintf(budget, sizeof budget, " (the context's disk_bytes, %llu bytes)",
+                         (unsigned long long)c->policy->disk_bytes);
+            sup_reply_err(peer, "io", "write: %s%s after %llu of the chunk's %u bytes; %s",
+                          strerror(e), budget, (unsigned long long)(at - offset), data->n,
                           rolled ? "the chunk was rolled back: the file's size is its offset "
                                    "again"
                                  : "the partial chunk could not be rolled back");

@@ -16,6 +16,7 @@
 
 #include "sup_auth.h"
 #include "sup_config.h"
+#include "sup_disk.h"
 #include "sup_ctx.h"
 #include "sup_ident.h"
 #include "sup_policy.h"
@@ -262,6 +263,14 @@ static void restore_one(const proto_val *m)
     }
     if (own_cwd)
         snprintf(dir, sizeof dir, "%s", id->dir);
+    if (own_cwd && p->disk_bytes && sup_disk_mount(id->dir, p->disk_bytes, id->uid, id->gid) < 0) {
+        sup_stats_event("contexts-restore-skipped ctx=%s reason=\"disk_bytes: %s\"", nm,
+                        strerror(errno));
+        sup_ident_unref(id);
+        sup_policy_free(p);
+        free_env(env, nenv);
+        return;
+    }
     if (p->tier == SUP_TIER_LOCAL && !p->write_roots.set)
         sup_policy_default_write_roots(p, dir);
     sup_policy_set_pending(p);

@@ -59,6 +59,7 @@ static const char *const enforced_local[] = {
     "allowed_imports",
     "filesystem_write_roots",
     "filesystem_read_roots",
+    "disk_bytes",
 };
 static const struct {
     const char *const *fields;
@@ -76,6 +77,9 @@ static const struct {
  * never unbounded. */
 #define SANDBOX_MEMORY (1ULL << 30)
 #define SANDBOX_PROCESSES 64
+/* A sandbox's private directory (and /tmp): a tmpfs of this size, charged
+ * to its memory cgroup, unless disk_bytes says otherwise (sup_disk.c). */
+#define SANDBOX_DISK (1ULL << 30)
 #define LOCAL_PROCESSES 512
 
 static bool tier_enforces(sup_tier t, const char *field)
@@ -294,6 +298,8 @@ static bool restricts(const sup_policy *p, const char *field)
         return p->cpu_seconds > 0;
     if (!strcmp(field, "file_size_bytes"))
         return p->file_size_bytes > 0;
+    if (!strcmp(field, "disk_bytes"))
+        return p->disk_bytes > 0;
     if (!strcmp(field, "allowed_imports"))
         return p->allowed_imports.set;
     if (!strcmp(field, "stdout_max_bytes"))
@@ -320,6 +326,7 @@ static const char *const all_fields[] = {
     "file_size_bytes",
     "allowed_imports",
     "packages",
+    "disk_bytes",
 };
 
 static int field_parse(sup_policy *p, const char *k, const proto_val *v, proto_error *err)
@@ -352,6 +359,8 @@ static int field_parse(sup_policy *p, const char *k, const proto_val *v, proto_e
         return count_parse(&p->max_processes, v, k, 1, err);
     if (!strcmp(k, "file_size_bytes"))
         return count_parse(&p->file_size_bytes, v, k, 1, err);
+    if (!strcmp(k, "disk_bytes"))
+        return count_parse(&p->disk_bytes, v, k, 1u << 20, err);
     if (!strcmp(k, "stdout_max_bytes"))
         return count_parse(&p->stream_max[0], v, k, 1, err);
     if (!strcmp(k, "stderr_max_bytes"))
@@ -422,6 +431,8 @@ sup_policy *sup_policy_parse(const proto_val *tier, const proto_val *policy, pro
             p->memory_bytes = SANDBOX_MEMORY;
         if (!p->max_processes)
             p->max_processes = SANDBOX_PROCESSES;
+        if (!p->disk_bytes)
+            p->disk_bytes = SANDBOX_DISK;
     }
     for (size_t i = 0; i < sizeof all_fields / sizeof *all_fields; i++)
         if (restricts(p, all_fields[i]) && !tier_enforces(p->tier, all_fields[i])) {
@@ -457,7 +468,7 @@ void sup_policy_put(proto_buf *b, const sup_policy *p)
                  (p->write_roots.set && !p->write_default) + (p->memory_bytes > 0) +
                  (p->max_processes > 0) + (p->cpu_seconds > 0) + (p->file_size_bytes > 0) +
                  p->allowed_imports.set + p->packages.set + (p->stream_max[0] > 0) +
-                 (p->stream_max[1] > 0);
+                 (p->stream_max[1] > 0) + (p->disk_bytes > 0);
     proto_put_map(b, n);
     if (p->timeout > 0) {
         proto_put_str(b, "timeout");
@@ -490,11 +501,9 @@ void sup_policy_put(proto_buf *b, const sup_policy *p)
     const struct {
         const char *k;
         uint64_t v;
-    } nums[] = {{"memory_bytes", p->memory_bytes},
-                {"max_processes", p->max_processes},
-                {"file_size_bytes", p->file_size_bytes},
-                {"stdout_max_bytes", p->stream_max[0]},
-                {"stderr_max_bytes", p->stream_max[1]}};
+    } nums[] = {{"memory_bytes", p->memory_bytes},       {"max_processes", p->max_processes},
+                {"file_size_bytes", p->file_size_bytes}, {"disk_bytes", p->disk_bytes},
+                {"stdout_max_bytes", p->stream_max[0]},  {"stderr_max_bytes", p->stream_max[1]}};
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
         if (nums[i].v) {
             proto_put_str(b, nums[i].k);
@@ -578,6 +587,10 @@ static char *sandbox_var(const sup_policy *p, const char *extra)
     if (p->file_size_bytes) {
         snprintf(num, sizeof num, "%llu", (unsigned long long)p->file_size_bytes);
         put_line(&s, "file_size_bytes", num);
+    }
+    if (p->disk_bytes) {
+        snprintf(num, sizeof num, "%llu", (unsigned long long)p->disk_bytes);
+        put_line(&s, "disk_bytes", num);
     }
     if (p->cpu_seconds > 0) {
         snprintf(num, sizeof num, "%.17g", p->cpu_seconds);

@@ -34,6 +34,7 @@ typedef struct sup_policy {
     uint64_t max_processes;   /* 0 = not set */
     double cpu_seconds;       /* per run; 0 = not set */
     uint64_t file_size_bytes; /* 0 = not set */
+    uint64_t disk_bytes;      /* the private directory's size (sup_disk.c); 0 = not set */
     uint64_t stream_max[2];   /* stdout_max_bytes, stderr_max_bytes per run; 0 = not set */
     sup_strlist allowed_imports;
     sup_strlist packages;

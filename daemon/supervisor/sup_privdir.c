@@ -9,6 +9,7 @@
 #include "sup_privdir.h"
 
 #include "sup_config.h"
+#include "sup_disk.h"
 #include "sup_stats.h"
 #include "sup_trash.h"
 
@@ -48,6 +49,7 @@ static void sweep_instance(const char *dir, const char *inst)
     }
     struct stat st;
     if (lstat(tree, &st) == 0 && S_ISDIR(st.st_mode)) {
+        sup_disk_unmount_children(tree); /* disk budgets (sup_disk.c) */
         sup_trash_rmtree(tree);
         sup_stats_event("contexts-leftovers-removed dir=%s", tree);
     }

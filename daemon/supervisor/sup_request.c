@@ -3,6 +3,7 @@
 #include "sup_request.h"
 
 #include "sup_config.h"
+#include "sup_disk.h"
 #include "sup_ctx.h"
 #include "sup_files.h"
 #include "sup_fork.h"
@@ -185,7 +186,7 @@ static void do_hello(const proto_val *msg, const sup_peer *peer)
 /* The configured limits, as `hello` and `stats` report them. */
 static void put_limits(proto_buf *b)
 {
-    proto_put_map(b, 14);
+    proto_put_map(b, 15);
     proto_put_str(b, "max_request_bytes");
     proto_put_uint(b, sup_cfg.max_request_bytes);
     proto_put_str(b, "max_code_bytes");
@@ -208,6 +209,8 @@ static void put_limits(proto_buf *b)
     proto_put_uint(b, sup_cfg.max_held);
     proto_put_str(b, "max_client_held");
     proto_put_uint(b, sup_cfg.max_client_held);
+    proto_put_str(b, "max_chan_held");
+    proto_put_uint(b, sup_cfg.max_chan_held);
     proto_put_str(b, "max_snapshot_bytes");
     proto_put_uint(b, sup_cfg.max_snapshot_bytes);
     proto_put_str(b, "max_snapshots");
@@ -221,7 +224,7 @@ static void do_stats(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 6);
+    sup_msg_begin(&b, "ok", peer, 7);
     size_t live, busy, queued;
     sup_ctx_counts(&live, &busy, &queued);
     sup_stats_put(&b, live, busy, queued);
@@ -618,6 +621,15 @@ static void do_create(const proto_val *msg, const sup_peer *peer)
     }
     if (!cwdv)
         snprintf(a->cwd, sizeof a->cwd, "%s", a->ident->dir);
+    /* disk_bytes: the private directory is a file system of that size. */
+    if (!cwdv && a->policy->disk_bytes &&
+        sup_disk_mount(a->ident->dir, a->policy->disk_bytes, a->ident->uid, a->ident->gid) < 0) {
+        proto_error_set(&err, "io", "cannot make the context's disk_bytes file system: %s",
+                        strerror(errno));
+        reply_error(peer, &err);
+        create_args_free(a);
+        return;
+    }
     /* A local context writes only its directory (and /dev/shm, where
      * multiprocessing keeps its semaphores) unless its policy names
      * write roots. */

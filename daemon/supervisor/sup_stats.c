@@ -6,6 +6,7 @@
 #include "sup_stats.h"
 
 #include "sup_config.h"
+#include "sup_chanbud.h"
 #include "sup_held.h"
 #include "sup_log.h"
 
@@ -267,6 +268,14 @@ void sup_stats_put(proto_buf *b, size_t live, size_t busy, size_t queued)
     proto_put_uint(b, sup_held_total());
     proto_put_str(b, "peak");
     proto_put_uint(b, sup_held_peak());
+    proto_put_str(b, "chan_bytes");
+    proto_put_map(b, 3);
+    proto_put_str(b, "current");
+    proto_put_uint(b, sup_chanbud_used());
+    proto_put_str(b, "peak");
+    proto_put_uint(b, sup_chanbud_peak());
+    proto_put_str(b, "waiting");
+    proto_put_uint(b, sup_chanbud_waiting());
     proto_put_str(b, "contexts");
     proto_put_map(b, 4);
     proto_put_str(b, "live");

@@ -10,6 +10,7 @@
 #include "sup_trash.h"
 
 #include "sup_auth.h"
+#include "sup_disk.h"
 #include "sup_log.h"
 
 #include "mem.h"
@@ -130,6 +131,7 @@ void sup_trash_start(void)
 /* The one way a private directory goes (sup_ident.c, sup_privdir.c). */
 void sup_trash_rmtree(const char *path)
 {
+    sup_disk_unmount(path); /* its disk budget's file system (sup_disk.c) */
     char *copy = mem_strdup(path);
     char *slash = strrchr(copy, '/');
     if (slash && slash != copy && slash[1]) {

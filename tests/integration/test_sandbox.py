@@ -43,7 +43,7 @@ def test_offered_with_defaults(sd):
     assert info["tier"] == "sandbox"
     # A sandbox is never unbounded: the defaults are shown.
     assert info["policy"] == {"network_access": False, "memory_bytes": 1 << 30,
-                              "max_processes": 64}
+                              "max_processes": 64, "disk_bytes": 1 << 30}
     # mellea's names for it.
     c.ok("ctx.create", name="d", tier="docker")
     assert c.info("d")["tier"] == "sandbox"

@@ -1124,3 +1124,162 @@ def test_mcp_model_within_the_operators_bounds(make_daemon, tmp_path, tier, tabl
     tiers = next(t for t in got["tools"] if t["name"] == "create_context")["schema"]["properties"]["tier"]["enum"]
     assert "unsafe" not in tiers, tiers
     assert not os.path.exists(MCP_ESCAPE)
+
+# ---- 10. budgets kept by the supervisor ------------------------------------
+
+# A frame header announcing ~20 MiB, most of the frame, then a stall: the
+# supervisor would buffer what came, outside every memory cgroup, once per
+# context.
+STALLER = """
+import os, struct, time
+_n = (20 << 20) - 64
+_v = memoryview(struct.pack('>I', _n) + bytes(_n - (1 << 20)))
+while _v:
+    try:
+        _v = _v[os.write(3, _v):]
+    except BlockingIOError:
+        time.sleep(0.01)
+time.sleep(300)
+"""
+
+
+def vm_rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("tier", ("unsafe",) + TIERS)
+def test_stalled_frames_bounded(make_daemon, tmp_path, tier, table):
+    n_ctx = 8
+    d = make_daemon("--max-contexts", "10")
+    c = d.client()
+    # The daemon's budget of frames being received (default 64 MiB): at most
+    # that, not 20 MiB x contexts, plus one read (256 KiB) per context.
+    budget = c.request("hello")["limits"].get("max_chan_held", 64 << 20)
+    frame = 20 << 20
+    bound = budget + n_ctx * (1 << 20)
+    names = [f"{tier}-s{i}" for i in range(n_ctx)]
+    for n in names:
+        c.ok("ctx.create", name=n, tier=tier)
+        assert c.execute("1 + 1", ctx=n).text == "2"
+    base = vm_rss(d.proc.pid)
+    rids = [c.submit(STALLER, n, timeout=120) for n in names]
+    # Until the supervisor holds what it will hold: the contexts let in sent
+    # their 19 MiB and the others wait for the budget (or, unbounded, it
+    # holds more than the bound already).
+    deadline = time.monotonic() + 60
+    settled = 0
+    while time.monotonic() < deadline and vm_rss(d.proc.pid) - base <= bound:
+        cb = c.request("stats").get("chan_bytes") or {}
+        let_in = n_ctx - cb.get("waiting", n_ctx)
+        if cb.get("waiting") and vm_rss(d.proc.pid) - base > let_in * (frame - (2 << 20)):
+            settled += 1
+            if settled > 5:
+                break
+        time.sleep(0.2)
+    grew = vm_rss(d.proc.pid) - base
+    print(f"{tier}: the supervisor grew by {grew >> 10} KiB;",
+          (c.request("stats").get("chan_bytes")))
+    assert d.alive()
+    # The first context let in stalls while others wait: it is killed, so
+    # the others get their turn (and no stalled worker keeps them out).
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and not c.request("stats")["counters"]["runs_died"]:
+        time.sleep(0.2)
+    for n in names:
+        c.ok("ctx.restart", ctx=n)
+    ends = [c.wait(rid, 30) for rid in rids]
+    stalled_killed = any(r.status == "died" and "stalled" in (r.done.get("cause") or "")
+                         for r in ends)
+    alive = all(c.execute("1 + 1", ctx=n).text == "2" for n in names)
+    held = (c.request("stats").get("chan_bytes") or {}).get("current")
+    escaped = None
+    if grew > bound:
+        escaped = (f"the supervisor grew by {grew >> 20} MiB for {n_ctx} stalled 20 MiB frames "
+                   f"(bound {bound >> 20} MiB)")
+    elif not stalled_killed:
+        escaped = f"no stalled worker let in was killed: {[r.status for r in ends]}"
+    elif held != 0:
+        escaped = f"{held} bytes of the channel budget still held after the restarts"
+    table.add(f"{n_ctx} contexts announce a 20 MiB frame and stall", tier, None, alive,
+              "--max-chan-held: a frame larger than one read is buffered only with room in one "
+              "budget across contexts; the others wait unread (their workers block); one "
+              "that stalls mid-frame while others wait is killed",
+              host_escape=escaped, host_checked=True)
+    assert escaped is None, escaped
+    assert alive and d.alive()
+
+
+def mounted_on(path):
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
+FILL = """
+n = 0
+try:
+    for i in range(160):  # 160 x 512 KiB = 80 MiB, 5 x the budget; each under file_size_bytes
+        with open(os.path.join(WHERE, f'fill{i}'), 'wb') as f:
+            f.write(bytes(512 << 10))
+        n += 1
+finally:
+    print(n)
+"""
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_disk_budget(make_daemon, tmp_path, tier, table):
+    d = make_daemon()
+    c = d.client()
+    budget = 16 << 20
+    name = f"{tier}-disk"
+    c.ok("ctx.create", name=name, tier=tier,
+         policy={"disk_bytes": budget, "file_size_bytes": 1 << 20, "memory_bytes": 512 << 20})
+    cwd = c.ok("ctx.info", ctx=name)["ctx"]["cwd"]
+    places = [("its directory", ".")] + ([("/tmp", "/tmp")] if tier == "sandbox" else [])
+    failures = []
+    for label, where in places:
+        r, alive = run(c, name, f"WHERE = {where!r}\n" + FILL, timeout=60)
+        # The host's view: what the directory holds (for /tmp, the sandbox's
+        # own tmpfs, what the run managed to write).
+        if where == ".":
+            used = sum(os.path.getsize(os.path.join(cwd, f)) for f in os.listdir(cwd))
+        else:
+            used = int(r.stdout.strip() or 0) * (512 << 10)
+        ok = (r.error is not None and r.error["ename"] == "OSError"
+              and "No space left" in r.error["evalue"])
+        escaped = None
+        if used > budget:
+            escaped = f"{used >> 20} MiB written in {label}, past disk_bytes {budget >> 20} MiB"
+        elif not ok:
+            escaped = f"no ENOSPC: {outcome(r)}"
+        table.add(f"fill {label} past disk_bytes with files under file_size_bytes", tier, r,
+                  alive, "disk_bytes: a tmpfs of that size (memory cgroup charged); ENOSPC",
+                  host_escape=escaped, host_checked=True)
+        if escaped:
+            failures.append(escaped)
+        # Room again for the next attempt.
+        c.execute(f"import glob\nfor f in glob.glob(os.path.join({where!r}, 'fill*')): os.unlink(f)",
+                  ctx=name)
+    # The daemon's own writes into the directory (file.put) meet the budget
+    # too, and say which.
+    off, r = 0, None
+    for _ in range(8):  # 8 x 4 MiB = 32 MiB, twice the budget
+        r = c.request("file.put", ctx=name, path="big", data=bytes(4 << 20), offset=off)
+        if r["t"] != "ok":
+            break
+        off = r["size"]
+    put_ok = r["t"] == "err" and "disk_bytes" in r.get("message", "")
+    table.add("file.put past disk_bytes", tier, None, True,
+              "the same file system: ENOSPC, the reply names disk_bytes",
+              host_escape=None if put_ok else f"file.put: {r!r}", host_checked=True)
+    if not put_ok:
+        failures.append(f"file.put: {r!r}")
+    assert mounted_on(cwd)
+    c.ok("ctx.delete", ctx=name)
+    assert not mounted_on(cwd), "the context's file system outlived it"
+    assert d.alive()
+    assert not failures, failures

@@ -12,7 +12,7 @@ const CANONICAL: Record<string, string> = { local_unsafe: "unsafe", docker: "san
 
 /** Policy fields by how a narrower value looks. */
 const BOOLS = ["env_var_access", "network_access", "subprocess_execution"];
-const CAPS = ["timeout", "memory_bytes", "max_processes", "cpu_seconds", "file_size_bytes", "stdout_max_bytes", "stderr_max_bytes"];
+const CAPS = ["timeout", "memory_bytes", "max_processes", "cpu_seconds", "file_size_bytes", "disk_bytes", "stdout_max_bytes", "stderr_max_bytes"];
 const SUBSETS = ["env", "allowed_imports"];
 const ROOTS = ["filesystem_write_roots", "filesystem_read_roots"];
 export const POLICY_FIELDS = [...BOOLS, ...CAPS, ...SUBSETS, ...ROOTS];

@@ -192,7 +192,9 @@ class CapabilityPolicy:
 
     ctxd's fields (None: not set): env (names of further daemon variables
     passed through), memory_bytes (RLIMIT_AS), max_processes (pids cgroup),
-    cpu_seconds (per run), file_size_bytes (RLIMIT_FSIZE), allowed_imports
+    cpu_seconds (per run), file_size_bytes (RLIMIT_FSIZE), disk_bytes (the
+    private directory's size: a write past it raises OSError ENOSPC; a
+    sandbox's /tmp too), allowed_imports
     (None: any; []: none; make_execution_environment's allowed_imports
     argument wins when both are given)."""
 
@@ -213,6 +215,7 @@ class CapabilityPolicy:
     max_processes: Optional[int] = None
     cpu_seconds: Optional[float] = None
     file_size_bytes: Optional[int] = None
+    disk_bytes: Optional[int] = None
     allowed_imports: Optional[List[str]] = None
 
     # mellea's honest-gap flags, as they hold for mellea's default tier
@@ -273,7 +276,7 @@ class CapabilityPolicy:
             v = getattr(self, k)
             if v is not None:
                 p[k] = [os.path.abspath(os.fspath(x)) for x in v]
-        for k in ("memory_bytes", "max_processes", "file_size_bytes"):
+        for k in ("memory_bytes", "max_processes", "file_size_bytes", "disk_bytes"):
             v = getattr(self, k)
             if v is not None:
                 p[k] = int(v)
