@@ -502,7 +502,7 @@ def test_forged_frames_act_on_nothing(make_daemon, tmp_path, tier, table):
         victim.kill()
 
 
-# ---- 10. namespaces by flag; private by default --------------------------
+# ---- 10. namespaces by flag; private by default (wave 3: classes 1, 3) ----
 # (the classes 1 and 3, and /dev/shm outliving ctx.delete of 2)
 
 # A raw clone/clone3 made with the GIL held (PyDLL), so the child, one
@@ -727,7 +727,7 @@ def test_local_default_read_set_runs_workload(make_daemon):
     assert r.status == "ok" and r.stdout.decode().split() == ["42", "[1,", "2]", "True"], \
         (r.error, r.stderr, r)
 
-# ---- 10. snapshots: what is reported is what is kept; the writer's tier -----
+# ---- 11. snapshots: what is reported is what is kept; the writer's tier (class 4) ----
 
 SNAP_CAP = 96 << 20  # --max-snapshot-bytes of these daemons
 
@@ -910,7 +910,7 @@ def test_forged_snapshot_not_run_as_root(make_daemon, tmp_path, table):
                            "yes" if alive else "NO"))
         assert escaped is None and r["t"] == "err" and r["code"] == "forbidden", r
 
-# ---- 7. survivors of a killed daemon ----------------------------------------
+# ---- 12. survivors of a killed daemon (class 7) ----------------------------
 # After SIGKILL of the supervisor, with no daemon started after it, nothing a
 # run started outlives it: processes in a new session (setsid, double fork)
 # and forked copies of the worker that left its session. The daemon's
@@ -1053,7 +1053,7 @@ def test_nothing_survives_a_killed_daemon(make_daemon, tmp_path, tier, how, tabl
     assert not left, f"{tier}/{how}: processes outlived the killed daemon: {left}"
     assert not kept, f"{tier}/{how}: the daemon's cgroups were left: {kept}"
 
-# ---- 6. front ends: ctxd-mcp's model gets no more than the operator allowed ----
+# ---- 13. front ends: ctxd-mcp's model gets no more than the operator allowed (class 6) ----
 # The router's half of this class (per-key tiers, cwd roots, policy caps,
 # snapshots scoped to their client) is tested in tests/router, which needs
 # the router cluster (network namespaces, etcd).
@@ -1125,7 +1125,7 @@ def test_mcp_model_within_the_operators_bounds(make_daemon, tmp_path, tier, tabl
     assert "unsafe" not in tiers, tiers
     assert not os.path.exists(MCP_ESCAPE)
 
-# ---- 10. budgets kept by the supervisor ------------------------------------
+# ---- 14. budgets kept by the supervisor (class 5) --------------------------
 
 # A frame header announcing ~20 MiB, most of the frame, then a stall: the
 # supervisor would buffer what came, outside every memory cgroup, once per
