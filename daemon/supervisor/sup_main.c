@@ -9,6 +9,7 @@
 #include "sup_persist.h"
 #include "sup_pkgs.h"
 #include "sup_privdir.h"
+#include "sup_reaper.h"
 #include "sup_snap.h"
 #include "sup_trash.h"
 #include "sup_zygote.h"
@@ -119,9 +120,14 @@ int main(int argc, char **argv)
         sup_cfg.endpoints[sup_cfg.nendpoints++] = default_endpoint();
     make_instance_id();
     sup_ident_init();
-    sup_cgroup_init(); /* cgroups a killed daemon left behind */
     const char *state = sup_auth_state_dir();
-    if (state) /* what killed daemons left behind (into the trash) */
+    if (state) { /* the reaper's: the disk budgets' mounts of this daemon */
+        char dir[PATH_MAX];
+        if (snprintf(dir, sizeof dir, "%s/contexts/%s", state, sup_instance) < (int)sizeof dir)
+            sup_reaper_mounts_under(dir);
+    }
+    sup_cgroup_init(); /* cgroups a killed daemon left behind; the reaper */
+    if (state)         /* what killed daemons left behind (into the trash) */
         sup_privdir_sweep(state);
     sup_trash_start();       /* and what is still in the trash */
     if (sup_pkgs_init() < 0) /* after the instance id: it names the sites */

@@ -11,7 +11,9 @@
  * by the OOM killer. It waits for its parent's death (PR_SET_PDEATHSIG,
  * then checked: its parent is no longer the supervisor), then writes
  * cgroup.kill of the v2 tree, kills every task in the v1 memory/pids trees
- * (until they are empty), removes the directories and exits.
+ * (until they are empty), removes the directories, detaches the disk
+ * budgets' file systems mounted on the daemon's private directories
+ * (sup_disk.c) and exits.
  *
  * Workers of the confined tiers run under uids of their own and cannot
  * signal it; an `unsafe` run has the daemon's uid and can: the supervisor
@@ -31,11 +33,16 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef UMOUNT_NOFOLLOW
+#define UMOUNT_NOFOLLOW 8
+#endif
 
 #define NDIRS 3
 /* How long the reaper waits for killed tasks to leave their cgroups. */
@@ -44,7 +51,8 @@
 
 static char dirs[NDIRS][SUP_REAPER_DIR_MAX];
 static size_t ndirs;
-static bool have_v2; /* dirs[0] is the v2 tree */
+static char mounts[SUP_REAPER_DIR_MAX]; /* STATE/contexts/<instance>, or "" */
+static bool have_v2;                    /* dirs[0] is the v2 tree */
 static pid_t reaper;
 static unsigned restarts;
 
@@ -127,6 +135,27 @@ static int remove_one(const char *dir)
     return rmdir(dir) < 0 && errno != ENOENT;
 }
 
+/* Lazily detaches the mount on each directory directly under mounts (the
+ * private directories, some with a disk budget's tmpfs; EINVAL where none).
+ * The directory is root's, 0711: no worker renames or links its entries. */
+static void detach_mounts(void)
+{
+    int fd = mounts[0] ? open(mounts, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (fd < 0)
+        return;
+    char buf[4096], sub[SUP_REAPER_DIR_MAX + 64];
+    long got;
+    while ((got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+        for (long off = 0; off < got;) {
+            struct dirent64 *e = (struct dirent64 *)(buf + off);
+            off += e->d_reclen;
+            if (e->d_type == DT_DIR && e->d_name[0] != '.' &&
+                join(sub, sizeof sub, mounts, e->d_name))
+                (void)syscall(SYS_umount2, sub, MNT_DETACH | UMOUNT_NOFOLLOW);
+        }
+    close(fd);
+}
+
 /* The supervisor is gone: kill its tree, remove it, exit. */
 static _Noreturn void reap(void)
 {
@@ -146,6 +175,7 @@ static _Noreturn void reap(void)
             break;
         nanosleep(&pause, NULL);
     }
+    detach_mounts(); /* after the kill: no worker holds them open any more */
     _exit(0);
 }
 
@@ -192,6 +222,12 @@ static void fork_reaper(void)
         return;
     }
     reaper = pid;
+}
+
+void sup_reaper_mounts_under(const char *dir)
+{
+    if (dir && strlen(dir) < SUP_REAPER_DIR_MAX)
+        snprintf(mounts, sizeof mounts, "%s", dir);
 }
 
 void sup_reaper_start(const char *v2_dir, const char *const v1_dirs[], size_t nv1)

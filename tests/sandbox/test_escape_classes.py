@@ -985,6 +985,12 @@ def daemon_cgroup_dirs(worker_pid):
             if os.path.isdir(f"/sys/fs/cgroup/{h}/ctxd/{tree}")]
 
 
+def mounted(path):
+    """Whether something is mounted on path (this process's mount table)."""
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == path for line in f)
+
+
 @pytest.mark.parametrize("tier", ("unsafe", "local", "sandbox"))
 @pytest.mark.parametrize("how", ("daemon killed, no successor",
                                  "the run kills the reaper, daemon killed, no successor",
@@ -992,7 +998,12 @@ def daemon_cgroup_dirs(worker_pid):
 def test_nothing_survives_a_killed_daemon(make_daemon, tmp_path, tier, how, table):
     d = make_daemon()
     c = d.client()
-    c.ok("ctx.create", name="e", tier=tier, policy={"timeout": 30} if tier != "unsafe" else None)
+    # A confined context's disk budget is a tmpfs on its private directory
+    # (sup_disk.c): the reaper detaches it too.
+    c.ok("ctx.create", name="e", tier=tier,
+         policy={"timeout": 30, "disk_bytes": 64 << 20} if tier != "unsafe" else None)
+    home = c.info("e")["cwd"]
+    assert tier == "unsafe" or mounted(home), f"no disk budget mounted on {home}"
     mark = "%d.%06d" % (301, os.getpid() % 1000000) + str(time.monotonic_ns() % 1000)
     comm = "rp%08d" % (time.monotonic_ns() % 100000000)
     r = c.execute(ESCAPERS.format(mark=mark), ctx="e")
@@ -1043,15 +1054,19 @@ def test_nothing_survives_a_killed_daemon(make_daemon, tmp_path, tier, how, tabl
         while time.monotonic() < end and [p for p in dirs if os.path.isdir(p)]:
             time.sleep(0.05)
         kept = [p for p in dirs if os.path.isdir(p)]
+        while time.monotonic() < end and mounted(home):
+            time.sleep(0.05)
+        kept += [home] if mounted(home) else []
     finally:
         os.close(lock)
     table.rows.append((f"setsid + double fork + forked worker copy survive: {how}", tier,
-                       "SURVIVED" if left else "killed" + (", CGROUPS LEFT" if kept else
-                                                           ", cgroups removed"), by, "-"))
+                       "SURVIVED" if left else "killed" + (", CGROUPS OR MOUNTS LEFT" if kept
+                                                           else ", cgroups and mounts removed"),
+                       by + "; its disk budgets' mounts detached", "-"))
     for p in left:
         os.kill(p, 9)
     assert not left, f"{tier}/{how}: processes outlived the killed daemon: {left}"
-    assert not kept, f"{tier}/{how}: the daemon's cgroups were left: {kept}"
+    assert not kept, f"{tier}/{how}: the daemon's cgroups or mounts were left: {kept}"
 
 # ---- 13. front ends: ctxd-mcp's model gets no more than the operator allowed (class 6) ----
 # The router's half of this class (per-key tiers, cwd roots, policy caps,
