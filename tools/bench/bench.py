@@ -21,7 +21,9 @@ thousand):
             (ctxd.kernel, attached to this bench's daemon)
   ready     ctx.create -> first `x = 1` done (numpy preloaded); ipykernel:
             start -> first execute done; the page faults of a new context's
-            first `x = 1` (a spare taken; --compare BUILD: that build's too)
+            first `x = 1` (a spare taken; --compare BUILD: that build's too);
+            the same in the `local` and `sandbox` tiers (--compare BUILD:
+            that build's daemon too, in alternating blocks; goal: within 1.1x)
   fork      ctx.fork of a context holding 200 MB of numpy arrays: time to
             ready; PSS of source + fork
   stream    1,000,000 x print('x'*99) and one 100 MB sys.stdout.write, every
@@ -588,10 +590,34 @@ class Bench:
         log(f"ready: page faults of a new context's first x = 1 (a spare taken): median "
             f"{pct(f['first_run_faults'], .5):.0f}"
             + (f", old {pct(f['first_run_faults_old'], .5):.0f}" if self.a.compare else ""))
-        for tier in ("local", "sandbox"):  # confined: policy set-up; namespaces + root
-            log(f"ready: {n} x {tier} tier")
-            f[tier] = cbench(self.build, "create", self.d.endpoint, tier[:3], n, tier)["ready"]
-            self.clean_contexts()
+        # confined: policy set-up; namespaces + root. With --compare, the
+        # other build's daemon too, in blocks alternating with this one's
+        # (which goes first changes each block), so both see the same VM.
+        old = None
+        if self.a.compare:
+            old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="tiers-old")
+        try:
+            for tier in ("local", "sandbox"):
+                log(f"ready: {n} x {tier} tier" + (", the --compare build alternating"
+                                                   if old else ""))
+                if not old:
+                    f[tier] = cbench(self.build, "create", self.d.endpoint, tier[:3], n,
+                                     tier)["ready"]
+                    self.clean_contexts()
+                    continue
+                f[tier], f[tier + "_old"] = [], []
+                blocks = 8 if n >= 40 else 2
+                for b in range(blocks):
+                    pair = ((self.build, self.d, tier), (self.a.compare, old, tier + "_old"))
+                    for build, d, key in (pair if b % 2 == 0 else pair[::-1]):
+                        f[key] += cbench(os.path.abspath(build), "create", d.endpoint,
+                                         f"{tier[:3]}{b}", max(1, n // blocks), tier)["ready"]
+                        for x in d.c.contexts():
+                            if x["name"] != "default":
+                                d.c.req("ctx.delete", ctx=x["name"])
+        finally:
+            if old:
+                old.stop()
         if self.ipy:
             kn = self.n(10, 2)
             log(f"ready: {kn} x ipykernel start -> first x = 1 done")
@@ -1455,6 +1481,14 @@ def make_table(res):
                          ms(r["sandbox"]), "", "", "<= 20 ms median",
                          goal("sandbox context ready <= 20 ms median",
                               pct(r["sandbox"], .5) <= 0.020, "median")))
+        for tier in ("local", "sandbox"):
+            if r.get(tier + "_old"):
+                new_old = pct(r[tier], .5) / pct(r[tier + "_old"], .5)
+                rows.append(("2 ready", f"  {tier}: --compare build (alternating blocks)",
+                             ms(r[tier + "_old"]), "", f"new/old {new_old:.2f}x",
+                             "new <= 1.1x old",
+                             goal(f"{tier} ready within 1.1x of the --compare build",
+                                  new_old <= 1.1, "median")))
     r = F.get("fork", {})
     if r:
         c = r.get("ctxd")
