@@ -421,6 +421,7 @@ def test_a_range_whose_state_directory_is_gone_is_swept_and_reused(tmp_path, zct
     secret = f"/var/tmp/ctxd-uidtest-{os.getpid()}-{random.randrange(1 << 30)}"
     host_file(secret, uid, "left")
     proc = subprocess.Popen(["sleep", "600"], user=uid, group=uid, start_new_session=True)
+    b = None
     try:
         _finish(a)
         subprocess.run(["rm", "-rf", str(tmp_path / "a-state")], check=True)
@@ -428,8 +429,9 @@ def test_a_range_whose_state_directory_is_gone_is_swept_and_reused(tmp_path, zct
         assert b.hello["identity"]["worker_uids"] == [first, 10]
         assert not os.path.exists(secret), "the range changed hands with a file of its uid left"
         assert proc.wait(10) is not None
-        _finish(b)
     finally:
+        if b is not None:
+            _finish(b)
         proc.poll() is None and proc.kill()
         if os.path.exists(secret):
             os.unlink(secret)
