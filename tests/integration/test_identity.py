@@ -435,3 +435,32 @@ def test_a_range_whose_state_directory_is_gone_is_swept_and_reused(tmp_path, zct
         proc.poll() is None and proc.kill()
         if os.path.exists(secret):
             os.unlink(secret)
+
+
+def test_a_context_that_comes_back_keeps_its_uid(tmp_path, zctx):
+    """What a restored context left as its uid is its own: it gets the same
+    uid back (b, not the first uid of the range), after SIGTERM and SIGKILL."""
+    run_dir, state = tmp_path / "run", tmp_path / "state"
+    run_dir.mkdir()
+    d = Daemon(run_dir, zctx).start(("--state-dir", str(state)))
+    try:
+        c = d.client()
+        c.ok("ctx.create", name="a", tier="local")
+        c.ok("ctx.create", name="b", tier="local")
+        c.ok("ctx.create", name="s", tier="sandbox")
+        want = {n: uid_of(c, n) for n in ("b", "s")}
+        c.ok("ctx.delete", ctx="a")
+        for how in (signal.SIGTERM, signal.SIGKILL):
+            if how == signal.SIGKILL:
+                d.stopped_by_test = True
+                os.killpg(d.proc.pid, how)
+                d.proc.wait(10)
+            _finish(d)
+            d = Daemon(run_dir, zctx).start(("--state-dir", str(state)))
+            c = d.client()
+            assert {n: uid_of(c, n) for n in ("b", "s")} == want
+            c.ok("ctx.create", name="n", tier="local")  # a new one: a new uid
+            assert uid_of(c, "n") not in want.values()
+            c.ok("ctx.delete", ctx="n")
+    finally:
+        _finish(d)
