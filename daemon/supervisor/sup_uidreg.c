@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #define MAX_RECORDS 100000
+#define OURS_WAIT_TRIES 30     /* x 100 ms for our own record's lock */
 #define AUTO_END 0x80000000ull /* automatic blocks stay below 2^31 */
 
 typedef enum { REC_LIVE, REC_OWNED, REC_STALE, REC_OURS } rec_state;
@@ -40,6 +41,7 @@ typedef struct rec {
     unsigned first, count;
     int fd; /* locked by us unless REC_LIVE (-1 then) */
     rec_state st;
+    bool us_live; /* live, naming our state directory and file: we run already */
     char state[PATH_MAX];
 } rec;
 
@@ -135,6 +137,16 @@ static void classify(rec *r, const char *our_state, const char *our_file)
         r->st = REC_OWNED;
 }
 
+/* Whether the record open at fd names our state directory and file. */
+static bool names_us(int fd, const char *our_state, const char *our_file)
+{
+    char buf[PATH_MAX + 128], want[PATH_MAX + 128];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    snprintf(want, sizeof want, "state=%s\nfile=%s\n", our_state, our_file);
+    return strcmp(buf, want) == 0;
+}
+
 /* Every record of the registry, each classified (locks taken where free). */
 static rec *scan(int dfd, size_t *n, const char *our_state, const char *our_file)
 {
@@ -169,6 +181,18 @@ static rec *scan(int dfd, size_t *n, const char *our_state, const char *our_file
         if (r->fd >= 0 && flock(r->fd, LOCK_EX | LOCK_NB) < 0)
             r->st = REC_LIVE; /* its fd stays open for classify, closed below */
         classify(r, our_state, our_file);
+        if (r->st == REC_LIVE && r->fd >= 0 && names_us(r->fd, our_state, our_file)) {
+            /* Our own record, still locked: this daemon's predecessor (or
+             * what it left running) is ending. A little patience; a daemon
+             * still running on our endpoints stays live and is refused. */
+            for (int i = 0; i < OURS_WAIT_TRIES && flock(r->fd, LOCK_EX | LOCK_NB) < 0; i++)
+                usleep(100000);
+            if (flock(r->fd, LOCK_EX | LOCK_NB) == 0) {
+                r->st = REC_STALE;
+                classify(r, our_state, our_file);
+            }
+        }
+        r->us_live = r->st == REC_LIVE && r->fd >= 0 && names_us(r->fd, our_state, our_file);
         if (r->st == REC_LIVE && r->fd >= 0) {
             close(r->fd);
             r->fd = -1;
@@ -258,7 +282,18 @@ int sup_uidreg_claim(const char *state_dir, bool explicit, unsigned *first, unsi
     rec *recs = scan(dfd, &n, state_dir, our_file);
     int rc = -1;
     unsigned f = *first, c = *count;
-    if (explicit) {
+    bool running = false;
+    for (size_t i = 0; i < n && !running; i++)
+        if (recs[i].us_live) {
+            fprintf(stderr,
+                    "ctxd: a daemon with the state directory %s and these endpoints runs "
+                    "already (it holds %u:%u in the uid registry %s)\n",
+                    state_dir, recs[i].first, recs[i].count, sup_uidreg_dir());
+            running = true;
+        }
+    if (running) {
+        /* refused: said above */
+    } else if (explicit) {
         const rec *r = conflict(recs, n, f, c);
         if (r)
             fprintf(stderr,
