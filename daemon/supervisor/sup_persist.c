@@ -4,8 +4,8 @@
  * every remembered context is created again as a new incarnation whose
  * first `accepted` carries previous_death "daemon restarted" (its globals
  * are gone; that is said, never hidden). Kept per context: name, cwd (or
- * that it was a sandbox's private directory), env, tier, policy and
- * incarnation. Each change is appended to a journal beside it
+ * that it was a sandbox's private directory), env, tier, policy,
+ * incarnation and a confined context's uid (it gets it back). Each change is appended to a journal beside it
  * (contexts-<hash>.msgpack.log: length-prefixed records {put: ENTRY} or
  * {del: NAME}), so a create costs the same at 10 or 5,000 contexts; the
  * table is rewritten whole (temporary file, rename; the journal then
