@@ -237,6 +237,17 @@ static int set_worker_uids(const char *v, char *err, size_t n)
     return 0;
 }
 
+/* --uid-registry DIR (sup_uidreg.c): an absolute path. */
+static int set_uid_registry(const char *v, char *err, size_t n)
+{
+    if (v[0] != '/' || strlen(v) > 3000) {
+        snprintf(err, n, "'%s' must be an absolute directory path", v);
+        return -1;
+    }
+    sup_cfg.uid_registry = mem_strdup(v);
+    return 0;
+}
+
 static const option_def options[] = {
     {"listen", 'l', ARG_STR, "ENDPOINT",
      "bind a ZeroMQ endpoint (repeatable); default ipc://$XDG_RUNTIME_DIR/ctxd/ctxd.sock,\n"
@@ -326,10 +337,18 @@ static const option_def options[] = {
      set_pip_python},
     {"worker-uids", 0, ARG_STR, "FIRST:COUNT",
      "under a root daemon, every local and sandbox context runs as a uid/gid of its own\n"
-     "from FIRST+1 .. FIRST+COUNT-1 (FIRST: the workers' shared group); default\n"
-     "524288:65536. Directories given as cwd or write roots must be writable by it\n"
-     "(e.g. group FIRST, g+rwx)",
+     "from FIRST+1 .. FIRST+COUNT-1 (FIRST: the workers' shared group). The range is\n"
+     "this daemon's alone on the host (--uid-registry): ctxd refuses to start on one\n"
+     "another daemon holds, or that a stopped daemon's state directory still owns.\n"
+     "Default: the range saved in the state directory, else the first free block of\n"
+     "65536 from 524288 up (524288:65536, 589824:65536, ...). Directories given as cwd\n"
+     "or write roots must be writable by it (e.g. group FIRST, g+rwx)",
      set_worker_uids},
+    {"uid-registry", 0, ARG_STR, "DIR",
+     "where a root daemon claims its --worker-uids range host-wide: one file per range,\n"
+     "locked while its daemon runs, naming the state directory that owns it "
+     "(default\n" SUP_UID_REGISTRY "). Every daemon of the host must use the same one",
+     set_uid_registry},
     {"no-cgroup-tuning", 0, ARG_NONE, NULL,
      "do not remount the cgroup v2 tree with favordynmods (a root daemon does, so\n"
      "putting each new worker into its cgroup costs microseconds, not a 5-10 ms RCU wait)",
@@ -471,6 +490,17 @@ void sup_config_usage(FILE *out)
         }
     }
     fputs("  -h, --help\n        this text\n", out);
+}
+
+uint64_t sup_config_endpoints_hash(void)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sup_cfg.nendpoints; i++) {
+        for (const char *p = sup_cfg.endpoints[i]; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;
+    }
+    return h;
 }
 
 int sup_config_parse(int argc, char **argv)

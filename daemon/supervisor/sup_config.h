@@ -16,6 +16,8 @@
 #define SUP_SPARE_MAX 64
 /* A confined worker's own tasks (threads), on top of policy.max_processes. */
 #define SUP_OWN_TASKS 8
+/* The host-wide registry of worker uid ranges (--uid-registry). */
+#define SUP_UID_REGISTRY "/var/lib/ctxd/uid-ranges"
 
 /* Daemon-wide settings (sup_config.c: command line and config file). */
 typedef struct sup_config {
@@ -61,8 +63,10 @@ typedef struct sup_config {
     /* --no-page-merging: unsafe-tier workers are not offered to the
      * kernel's same-page merging (KSM, sup_zygote.c). */
     bool no_page_merging;
-    /* --worker-uids FIRST:COUNT (sup_ident.c); 0: the default range. */
+    /* --worker-uids FIRST:COUNT (sup_ident.c); 0: a range claimed from the
+     * host's registry (sup_uidreg.c). */
     unsigned worker_uid_first, worker_uid_count;
+    const char *uid_registry; /* --uid-registry DIR: NULL = SUP_UID_REGISTRY */
 } sup_config;
 
 extern sup_config sup_cfg;
@@ -73,5 +77,8 @@ extern char sup_instance[33];
  * problem. --help prints the usage and exits. */
 int sup_config_parse(int argc, char **argv);
 void sup_config_usage(FILE *out);
+/* A hash of the endpoints: daemons sharing a state directory but listening
+ * elsewhere keep files of their own in it (context table, uid state). */
+uint64_t sup_config_endpoints_hash(void);
 
 #endif

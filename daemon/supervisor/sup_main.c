@@ -119,7 +119,6 @@ int main(int argc, char **argv)
     if (sup_cfg.nendpoints == 0)
         sup_cfg.endpoints[sup_cfg.nendpoints++] = default_endpoint();
     make_instance_id();
-    sup_ident_init();
     const char *state = sup_auth_state_dir();
     if (state) { /* the reaper's: the disk budgets' mounts of this daemon */
         char dir[PATH_MAX];
@@ -139,6 +138,9 @@ int main(int argc, char **argv)
     setenv("MPLBACKEND", "Agg", 1);
     if (sup_loop_open(sup_cfg.endpoints, sup_cfg.nendpoints) < 0)
         return 1;
+    /* The worker uid range, once the endpoints are ours (a daemon that
+     * cannot listen claims none); before any worker. */
+    sup_ident_init();
     sup_zygote_init(&zygote_answers); /* after sup_loop_open: its SIGCHLD goes to the signalfd */
     sup_snap_init();
     sup_persist_restore(); /* the previous daemon's contexts, state lost */

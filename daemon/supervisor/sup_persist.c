@@ -4,8 +4,8 @@
  * every remembered context is created again as a new incarnation whose
  * first `accepted` carries previous_death "daemon restarted" (its globals
  * are gone; that is said, never hidden). Kept per context: name, cwd (or
- * that it was a sandbox's private directory), env, tier, policy and
- * incarnation. Each change is appended to a journal beside it
+ * that it was a sandbox's private directory), env, tier, policy,
+ * incarnation and a confined context's uid (it gets it back). Each change is appended to a journal beside it
  * (contexts-<hash>.msgpack.log: length-prefixed records {put: ENTRY} or
  * {del: NAME}), so a create costs the same at 10 or 5,000 contexts; the
  * table is rewritten whole (temporary file, rename; the journal then
@@ -57,10 +57,12 @@ static void path_of(char *out, size_t n, const char *dir, const char *suffix)
 }
 
 /* One context's entry: {name, cwd, own_cwd, env, tier, policy,
- * incarnation, autosnapshot}. */
+ * incarnation, autosnapshot} and, for one with a uid of its own, uid (it
+ * gets it back: sup_ident.c). */
 static void encode_entry(proto_buf *b, const sup_ctx *c)
 {
-    proto_put_map(b, 8);
+    bool own_uid = c->ident && c->ident->own_uid;
+    proto_put_map(b, own_uid ? 9 : 8);
     proto_put_str(b, "name");
     proto_put_str(b, c->name);
     proto_put_str(b, "cwd");
@@ -79,6 +81,10 @@ static void encode_entry(proto_buf *b, const sup_ctx *c)
     proto_put_uint(b, c->incarnation);
     proto_put_str(b, "autosnapshot"); /* sup_snap.c: 0 off, -1 after each run, seconds */
     proto_put_double(b, c->autosnap);
+    if (own_uid) {
+        proto_put_str(b, "uid");
+        proto_put_uint(b, c->ident->uid);
+    }
 }
 
 /* The table as msgpack: {v: 1, contexts: [ENTRY...]}. */
@@ -250,11 +256,13 @@ static void restore_one(const proto_val *m)
         return;
     }
     bool own_cwd = own && own->kind == PROTO_BOOL && own->as.b;
-    /* Its identity anew: a uid of its own for a confined tier, and a new
-     * private directory when it had one (the old one's contents did not
-     * survive the daemon). */
+    /* Its identity: the uid of its own it had, for a confined tier (what
+     * it left as that uid is its own), and a new private directory when it
+     * had one (the old one's contents did not survive the daemon). */
     bool confined = p->tier == SUP_TIER_LOCAL || p->tier == SUP_TIER_SANDBOX;
-    sup_ident *id = sup_ident_new(confined, nm, own_cwd, &err);
+    const proto_val *uid = proto_map_get(m, "uid");
+    long uid_was = uid && uid->kind == PROTO_UINT && uid->as.u < UINT32_MAX ? (long)uid->as.u : -1;
+    sup_ident *id = sup_ident_restore(confined, nm, own_cwd, uid_was, &err);
     if (!id) {
         sup_stats_event("contexts-restore-skipped ctx=%s reason=\"%s\"", nm, err.msg);
         sup_policy_free(p);

@@ -1298,3 +1298,53 @@ def test_disk_budget(make_daemon, tmp_path, tier, table):
     assert not mounted_on(cwd), "the context's file system outlived it"
     assert d.alive()
     assert not failures, failures
+
+
+# ---- 15. a uid is an identity, not a counter (class 2) --------------------
+# A context's uid is all that guards what it leaves behind (a 0600 file in a
+# write root shared with other contexts, or in /dev/shm): the uid must never
+# be another context's while that remains, neither after the daemon restarts
+# nor in a second daemon of the host (sup_uidreg.c, sup_ident.c).
+
+UID_LEAVE = """
+fd = os.open({path!r}, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+os.write(fd, b'the victim context secret')
+os.close(fd)
+"""
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_uid_leftovers(make_daemon, tmp_path, zctx, tier, table):
+    import conftest
+    Daemon, finish = conftest._mod.Daemon, conftest._mod._finish
+    wr = reachable.writable(tmp_path / f"{tier}-shared")
+    pol = {"timeout": 30, "filesystem_write_roots": [str(wr)]}
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    args = ("--state-dir", str(tmp_path / "state"))
+    d = Daemon(run_dir, zctx).start(args)
+    try:
+        c = d.client()
+        c.ok("ctx.create", name="v", tier=tier, policy=pol)
+        secret = str(wr / "victim.secret")
+        r, _ = run(c, "v", UID_LEAVE.format(path=secret))
+        assert r.status == "ok" and os.path.exists(secret), r.terminal
+        c.ok("ctx.delete", ctx="v")
+        finish(d)
+        d = Daemon(run_dir, zctx).start(args)  # restarted: its allocator is not lost
+        c = d.client()
+        c.ok("ctx.create", name="a", tier=tier, policy=pol)
+        r, alive = run(c, "a", f"print(open({secret!r}).read())")
+        table.add("read what a deleted context left (0600, shared write root) after a daemon "
+                  "restart", tier, r, alive,
+                  "a uid is not handed out again while what it left may remain "
+                  "(allocator saved in the state directory)")
+        other = make_daemon()  # a second daemon of the host, default flags
+        oc = other.client()
+        oc.ok("ctx.create", name="a", tier=tier, policy=pol)
+        r, alive = run(oc, "a", f"print(open({secret!r}).read())")
+        table.add("read another daemon's context's 0600 file (shared write root)", tier, r,
+                  alive, "each daemon's uid range is its own on the host (uid registry)")
+    finally:
+        finish(d)
+    assert not [f for f in table.failures if f.startswith(tier)], "\n".join(table.failures)
