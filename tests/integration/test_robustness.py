@@ -204,7 +204,7 @@ def test_daemon_maps_key_order(daemon):
         assert keys(sub(m, "limits")) == ["max_request_bytes", "max_code_bytes", "max_queue",
                                           "max_contexts", "max_output", "default_timeout",
                                           "kill_grace", "idle_ttl", "on_disconnect", "max_held",
-                                          "max_client_held", "max_snapshot_bytes",
+                                          "max_client_held", "max_chan_held", "max_snapshot_bytes",
                                           "max_snapshots", "max_snapshot_total"]
         assert keys(sub(m, "preloads")) == ["loaded", "skipped"]
         s.send(pack({"v": 1, "t": "execute", "id": 2, "code": "print(1)\n2"}))
