@@ -476,6 +476,8 @@ def test_a_context_that_comes_back_keeps_its_uid(tmp_path, zctx):
             _finish(d)
             d = Daemon(run_dir, zctx).start(("--state-dir", str(state)))
             c = d.client()
+            for n in ("b", "s"):  # its worker has started (and so has become its uid)
+                assert c.execute("1 + 1", ctx=n).text == "2"
             assert {n: uid_of(c, n) for n in ("b", "s")} == want
             c.ok("ctx.create", name="n", tier="local")  # a new one: a new uid
             assert uid_of(c, "n") not in want.values()
