@@ -345,6 +345,44 @@ def test_sysv_ipc_private(make_daemon, tmp_path, table):
     assert r.status != "ok"
 
 
+@pytest.mark.parametrize("tier", TIERS)
+def test_posix_queue_private(make_daemon, tmp_path, tier, table):
+    """README and PROTOCOL: POSIX message queues are never shared: each
+    confined context has its own IPC namespace, and so its own queues (on
+    this kernel a `local` context cannot make one: EACCES; `sandbox`'s
+    allowlist refuses mq_open). Whatever the maker got, the other context
+    must not open it."""
+    d = make_daemon()
+    c = d.client()
+    c.ok("ctx.create", name="mq-a", tier=tier)
+    c.ok("ctx.create", name="mq-b", tier=tier)
+    make = c.execute(PRELUDE + "os.umask(0)\n"
+                     "_c('mq_open', b'/ctxd-escape-mq', os.O_CREAT | os.O_RDWR, 0o666, None)",
+                     ctx="mq-a")
+    r, alive = run(c, "mq-b", "_c('mq_open', b'/ctxd-escape-mq', os.O_RDWR)")
+    by = "own IPC namespace per context (its own mqueue): ENOENT"
+    if make.status != "ok":
+        by = "the queue could not be made: " + outcome(make)
+    table.add("open another context's POSIX message queue", tier, r, alive, by)
+    assert r.status != "ok", r
+    # ... and one the host made, 0666, in the host's IPC namespace.
+    libc = ctypes.CDLL(None, use_errno=True)
+    old = os.umask(0)
+    try:
+        q = libc.mq_open(b"/ctxd-escape-mq-host", os.O_CREAT | os.O_RDWR, 0o666, None)
+    finally:
+        os.umask(old)
+    assert q >= 0, os.strerror(ctypes.get_errno())
+    try:
+        r, alive = run(c, "mq-b", "_c('mq_open', b'/ctxd-escape-mq-host', os.O_RDWR)")
+        table.add("open the host's POSIX message queue (0666)", tier, r, alive,
+                  {"local": "own IPC namespace per context: ENOENT",
+                   "sandbox": "seccomp allowlist: EPERM (and its own IPC namespace)"}[tier])
+        assert r.status != "ok", r
+    finally:
+        os.close(q)
+        libc.mq_unlink(b"/ctxd-escape-mq-host")
+
 # ---- 8. processes never outlive their context ---------------------------
 
 ESCAPERS = """
