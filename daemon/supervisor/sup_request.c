@@ -17,6 +17,7 @@
 #include "sup_route.h"
 #include "sup_send.h"
 #include "sup_snap.h"
+#include "sup_snapfiles.h"
 #include "sup_stats.h"
 #include "sup_zygote.h"
 
@@ -1068,10 +1069,10 @@ static const request_kind request_kinds[] = {
     {"is_complete", FIELDS(is_complete_fields), sup_query_is_complete},
     {"ctx.snapshot", FIELDS(snapshot_fields), sup_snap_request},
     {"ctx.restore", FIELDS(restore_fields), sup_snap_restore_request},
-    {"ctx.snapshots", FIELDS(snapshots_fields), sup_snap_list},
-    {"ctx.snapshot_delete", FIELDS(snapshot_delete_fields), sup_snap_delete},
-    {"ctx.snapshot_export", FIELDS(snapshot_delete_fields), sup_snap_export},
-    {"ctx.snapshot_import", FIELDS(snapshot_delete_fields), sup_snap_import},
+    {"ctx.snapshots", FIELDS(snapshots_fields), sup_snapfiles_list},
+    {"ctx.snapshot_delete", FIELDS(snapshot_delete_fields), sup_snapfiles_delete},
+    {"ctx.snapshot_export", FIELDS(snapshot_delete_fields), sup_snapfiles_export},
+    {"ctx.snapshot_import", FIELDS(snapshot_delete_fields), sup_snapfiles_import},
 };
 
 static void log_request(const char *type, const proto_val *msg, double t0)
