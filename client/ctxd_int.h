@@ -218,6 +218,12 @@ int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
  * as ctxd_conn_roundtrip. */
 int ctxd_conn_str_request(ctxd_client *c, const char *type, bool live, msg_in **out, ...);
 
+/* ---- ctxd_conn.c: the socket ------------------------------------------- */
+
+/* Connects the client's socket to its endpoint (ipc probe, CurveZMQ keys,
+ * the monitor): 0 or a negative code. */
+int ctxd_conn_open(ctxd_client *c);
+
 /* ---- ctxd_run.c: the run list ------------------------------------------ */
 
 /* The run in flight with this id, or NULL. */
