@@ -1,10 +1,11 @@
-/* libctxd, the connection: resolving the endpoint, CurveZMQ keys, the
- * DEALER socket and the monitor that reports a dropped connection, sending
- * and receiving messages, the errors and caller-owned results of blocking
- * calls, the control round trip and the liveness check of a daemon that
- * went silent. See ctxd_int.h for how the parts fit, ctxd.h for the
- * contract and proto/PROTOCOL.md for the wire format. All msgpack goes
- * through proto.h. */
+/* libctxd, the transport: CurveZMQ keys, the DEALER socket and the monitor
+ * that reports a dropped connection, sending and receiving messages, the
+ * inbox, the errors and caller-owned results of blocking calls, the control
+ * round trip and the liveness check of a daemon that went silent. It is the
+ * lowest floor: it calls nothing of the files above it, and tells them of a
+ * lost connection or a message for a run through the hooks they register
+ * (ctxd_conn_hooks). See ctxd_int.h for how the parts fit and
+ * proto/PROTOCOL.md for the wire format; all msgpack goes through proto.h. */
 #include "ctxd_int.h"
 
 #include <errno.h>
@@ -328,6 +329,20 @@ msg_in *ctxd_conn_inbox_pop(ctxd_client *c)
 
 /* ---- liveness and the socket monitor ----------------------------------- */
 
+/* Ends every run in flight with rc, through the floor above (while none is
+ * registered there is no run to end). */
+static void lost(ctxd_client *c, int rc)
+{
+    if (c->hooks)
+        c->hooks->lost(c, rc);
+}
+
+/* True when the floor above claims a message answering re. */
+static bool claimed(ctxd_client *c, uint64_t re)
+{
+    return c->hooks && c->hooks->claims(c, re);
+}
+
 /* True when the socket monitor reported a dropped connection since the
  * last call (its messages are consumed). */
 static bool take_disconnect(ctxd_client *c)
@@ -404,7 +419,7 @@ bool ctxd_conn_dropped(ctxd_client *c)
         "is unknown",
         c->endpoint);
     c->ping_id = 0;
-    ctxd_run_end_all(c, CTXD_ELOST);
+    lost(c, CTXD_ELOST);
     return true;
 }
 
@@ -432,7 +447,7 @@ void ctxd_conn_ping_reply(ctxd_client *c, const msg_in *m)
             c->endpoint, (unsigned long long)pid,
             inst && inst->kind == PROTO_STR ? (int)inst->n : 1,
             inst && inst->kind == PROTO_STR ? inst->as.s : "?", was);
-        ctxd_run_end_all(c, CTXD_ELOST);
+        lost(c, CTXD_ELOST);
     }
 }
 
@@ -450,7 +465,7 @@ void ctxd_conn_liveness_tick(ctxd_client *c)
         ctxd_conn_fail(c, CTXD_EUNREACHABLE, NULL,
                        "ctxd at %s stopped answering (no reply to a liveness check within %g s)",
                        c->endpoint, c->timeout);
-        ctxd_run_end_all(c, CTXD_EUNREACHABLE);
+        lost(c, CTXD_EUNREACHABLE);
         c->last_heard = t;
         return;
     }
@@ -463,7 +478,7 @@ void ctxd_conn_liveness_tick(ctxd_client *c)
             c->ping_deadline = t + c->timeout;
         } else {
             c->ping_id = 0;
-            ctxd_run_end_all(c, c->last_rc);
+            lost(c, c->last_rc);
             c->last_heard = t;
         }
         proto_buf_free(&b);
@@ -542,7 +557,7 @@ int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
             return r;
         }
         if (m->re != id) {
-            if (m->re && ((c->ping_id && m->re == c->ping_id) || ctxd_run_find(c, m->re)))
+            if (m->re && ((c->ping_id && m->re == c->ping_id) || claimed(c, m->re)))
                 ctxd_conn_inbox_push(c, m);
             else
                 ctxd_conn_msg_free(m);
@@ -563,7 +578,7 @@ int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
     }
 }
 
-/* ---- connecting: endpoint, CurveZMQ keys, socket ----------------------- */
+/* ---- the socket: CurveZMQ keys, connecting, releasing ------------------ */
 
 /* Fails fast when an ipc:// endpoint has no listener (missing or stale
  * socket file), where ZeroMQ would silently retry until the timeout. */
@@ -716,4 +731,28 @@ int ctxd_conn_open(ctxd_client *c)
 {
     int r = ipc_probe(c);
     return r < 0 ? r : open_socket(c);
+}
+
+/* Releases what the transport holds: parked messages, caller-owned results,
+ * the monitor, the socket and the ZeroMQ context. The client itself stays
+ * for its owner to free. */
+void ctxd_conn_shutdown(ctxd_client *c)
+{
+    msg_in *m;
+    while ((m = ctxd_conn_inbox_pop(c)))
+        ctxd_conn_msg_free(m);
+    for (size_t i = 0; i < c->nowned; i++)
+        free(c->owned[i]);
+    free(c->owned);
+    c->owned = NULL;
+    c->nowned = c->capowned = 0;
+    if (c->mon)
+        zmq_close(c->mon);
+    if (c->sock) {
+        zmq_socket_monitor(c->sock, NULL, 0);
+        zmq_close(c->sock);
+    }
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    c->mon = c->sock = c->zctx = NULL;
 }

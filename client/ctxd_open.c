@@ -1,13 +1,17 @@
-/* libctxd, opening and closing a client: the endpoint resolved, the
- * connection made and proved with a hello, the client released, its
- * settings, and the last error. See ctxd_int.h for how the parts fit. */
+/* libctxd, the client as its user holds it: connect (the endpoint
+ * resolved, the transport opened, the daemon proved to answer), close, the
+ * settings, and the last error. It stands above the transport, the runs and
+ * the requests and wires them together; nothing calls up into it. See
+ * ctxd_int.h for how the parts fit, ctxd.h for the contract. */
 #include "ctxd_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Details of the last failure, for messages to the user. */
+/* The last failure's CTXD_E* code (0 after a success), its code and
+ * message in *code and *msg (empty after a success). The strings live in
+ * the client and change with its next failure or blocking call. */
 int ctxd_last_error(const ctxd_client *c, const char **code, const char **msg)
 {
     if (code)
@@ -17,7 +21,8 @@ int ctxd_last_error(const ctxd_client *c, const char **code, const char **msg)
     return c->last_rc;
 }
 
-/* Text for a CTXD_E* code when no details are at hand. */
+/* A fixed sentence for a CTXD_E* code, for when no details are at hand;
+ * "unknown error" for any other value. */
 const char *ctxd_strerror(int rc)
 {
     static const char *const text[] = {
@@ -36,7 +41,9 @@ const char *ctxd_strerror(int rc)
     return text[-rc];
 }
 
-/* PROTOCOL.md section 1's default, for clients without --endpoint. */
+/* The default endpoint of PROTOCOL.md section 1 written into buf: under
+ * $XDG_RUNTIME_DIR when set, else /run/ctxd. NULL when it does not fit in
+ * n bytes. */
 const char *ctxd_default_endpoint(char *buf, size_t n)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
@@ -45,8 +52,10 @@ const char *ctxd_default_endpoint(char *buf, size_t n)
     return len < 0 || (size_t)len >= n ? NULL : buf;
 }
 
-/* Resolves the endpoint, fails fast on a dead ipc socket, connects and
- * proves the daemon answers with a hello. */
+/* A client connected to endpoint (else $CTXD_ENDPOINT, else the default)
+ * whose daemon answered a hello within timeout seconds. NULL on failure,
+ * with the CTXD_E* code in *rc and the reason in err; nothing is left
+ * open then. */
 ctxd_client *ctxd_connect_ex(const char *endpoint, double timeout, int *rc, char *err,
                              size_t errlen)
 {
@@ -61,6 +70,7 @@ ctxd_client *ctxd_connect_ex(const char *endpoint, double timeout, int *rc, char
     c->timeout = timeout > 0 ? timeout : CTXD_DEFAULT_TIMEOUT;
     c->liveness = CTXD_DEFAULT_LIVENESS;
     c->last_heard = now();
+    ctxd_run_attach(c);
     int r = !endpoint ? ctxd_conn_fail(c, CTXD_EINVALID, NULL, "XDG_RUNTIME_DIR is too long")
                       : ctxd_conn_open(c);
     if (r == 0)
@@ -75,50 +85,38 @@ ctxd_client *ctxd_connect_ex(const char *endpoint, double timeout, int *rc, char
     return NULL;
 }
 
-/* The common case of ctxd_connect_ex. */
+/* ctxd_connect_ex with the default control timeout, the reason of a
+ * failure in err. */
 ctxd_client *ctxd_connect(const char *endpoint, char *err, size_t errlen)
 {
     return ctxd_connect_ex(endpoint, CTXD_DEFAULT_TIMEOUT, NULL, err, errlen);
 }
 
-/* Releases the socket, the ZeroMQ context, runs in flight, parked messages
- * and all owned results. */
+/* Releases everything the client holds: runs in flight (without calling
+ * them back), parked messages, owned results, the socket and the ZeroMQ
+ * context. NULL is fine. */
 void ctxd_close(ctxd_client *c)
 {
     if (!c)
         return;
     c->depth = 0;
-    ctxd_conn_begin(c);
-    msg_in *m;
-    while ((m = ctxd_conn_inbox_pop(c)))
-        ctxd_conn_msg_free(m);
+    ctxd_run_forget_all(c);
     if (c->hello_kept)
         ctxd_conn_msg_free(c->hello_kept);
-    for (run *r = c->runs; r; r = r->next) {
-        r->removed = true;
-        r->blocking = false;
-    }
-    ctxd_run_sweep(c);
-    if (c->mon)
-        zmq_close(c->mon);
-    if (c->sock) {
-        zmq_socket_monitor(c->sock, NULL, 0);
-        zmq_close(c->sock);
-    }
-    if (c->zctx)
-        zmq_ctx_term(c->zctx);
-    free(c->owned);
+    ctxd_conn_shutdown(c);
     free(c->endpoint);
     free(c);
 }
 
-/* Lets tools show where they are connected. */
+/* The endpoint the client connected to, as resolved; valid until
+ * ctxd_close. */
 const char *ctxd_endpoint(const ctxd_client *c)
 {
     return c->endpoint;
 }
 
-/* Control timeout; also bounds a blocked send. */
+/* Sets how long a control request waits for its reply and a send for
+ * room; values <= 0 leave it unchanged. */
 void ctxd_set_timeout(ctxd_client *c, double seconds)
 {
     if (seconds > 0) {
@@ -128,7 +126,8 @@ void ctxd_set_timeout(ctxd_client *c, double seconds)
     }
 }
 
-/* How soon a client with runs in flight checks the daemon is still there. */
+/* Sets the silence after which a client with runs in flight asks the
+ * daemon whether it is still there; <= 0 never asks. */
 void ctxd_set_liveness(ctxd_client *c, double seconds)
 {
     c->liveness = seconds > 0 ? seconds : 0;
