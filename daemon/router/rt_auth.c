@@ -5,7 +5,7 @@
  * as ctxd does); a key may map to a tenant (--tenants FILE), whose name
  * prefixes every context name the client uses, and to bounds on what its
  * ctx.create may ask for (rt_bound.c). */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 #include "zap.h"

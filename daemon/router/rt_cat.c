@@ -3,7 +3,7 @@
  * written to etcd (key PREFIX/ctx/NAME, a msgpack value), read back whole
  * when a router starts and per name when a router misses one another
  * router made. */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 

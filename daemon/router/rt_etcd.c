@@ -4,7 +4,7 @@
  * in order; a broken connection is made again and the request at the head
  * resent (a put or delete is idempotent). Nothing here blocks: the loop
  * calls rt_etcd_io on each turn and watches rt_etcd_fd. */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 

@@ -5,7 +5,7 @@
  * its contexts are marked lost in the catalog, the requests in flight to it
  * end (rt_link.c), and that instance is fenced: nothing is sent to it
  * again but the deletion of the contexts the catalog had there. */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 

@@ -19,7 +19,7 @@
  * settled by asking the host `ctx.info` on the same link: behind anything
  * of the old connection's that ZeroMQ still held unsent (it goes out on the
  * new connection first), so the answer sees what the host will have. */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 

@@ -4,7 +4,7 @@
  * pass reads nothing; a signalfd; the etcd connection; the liveness timer.
  * Clients are not read until the catalog is loaded and each host has
  * answered once or had --liveness-max to do so. */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 

@@ -1,7 +1,7 @@
 /* ctxd-router: clients reach many ctxd hosts through it exactly as they
  * reach one ctxd (README.md, "More than one host"). This file reads the
  * command line and starts the loop. */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 

@@ -2,7 +2,7 @@
  * nothing is queued before them and the client's ZeroMQ queue takes them,
  * else queued in order. What a client's queues hold is counted: past
  * RT_CLIENT_HELD its links are not read (backpressure to the hosts). */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 

@@ -5,7 +5,7 @@
  * context's catalog entry names, pinned to that host's instance. It never
  * makes a catalog entry because a request named a context, except for
  * `default`, which PROTOCOL.md makes on first use. */
-#include "rt.h"
+#include "rt_link.h"
 
 #include "mem.h"
 
