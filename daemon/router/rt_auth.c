@@ -5,7 +5,10 @@
  * as ctxd does); a key may map to a tenant (--tenants FILE), whose name
  * prefixes every context name the client uses, and to bounds on what its
  * ctx.create may ask for (rt_bound.c). */
-#include "rt_link.h"
+#include "rt_auth.h"
+
+#include "rt_base.h"
+#include "rt_loop.h"
 
 #include "mem.h"
 #include "zap.h"
@@ -113,26 +116,28 @@ int rt_auth_setup(void *zctx, void *curve_router)
     zap = zap_open(zctx, curve_router, secret);
     if (!zap)
         return -1;
+    rt_loop_watch(zap);
     fprintf(stderr, "ctxd-router: CurveZMQ; public key %s (%s/router.pub)\n", public,
             rt_cfg.state_dir);
     return 0;
 }
 
-void *rt_auth_zap(void)
+/* Answers up to 64 ZAP requests (daemon/zap) against
+ * STATE_DIR/authorized_keys: the User-Id is the client key, which rt_req.c
+ * reads from each message to find the client's tenant. */
+bool rt_auth_serve(void *unused)
 {
-    return zap;
-}
-
-/* Answers one ZAP request (daemon/zap) against STATE_DIR/authorized_keys:
- * the User-Id is the client key, which rt_req.c reads from each message to
- * find the client's tenant. */
-void rt_auth_handle(void)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/authorized_keys", rt_cfg.state_dir);
-    zap_verdict v;
-    if (zap_serve(zap, path, &v) && !v.ok)
-        rt_log("refused a client from %s with key %s: %s", v.addr, v.key, v.reason);
+    (void)unused;
+    bool any = false;
+    for (int i = 0; i < 64 && rt_loop_readable(zap); i++) {
+        any = true;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/authorized_keys", rt_cfg.state_dir);
+        zap_verdict v;
+        if (zap_serve(zap, path, &v) && !v.ok)
+            rt_log("refused a client from %s with key %s: %s", v.addr, v.key, v.reason);
+    }
+    return any;
 }
 
 /* One line of the tenants file for key: its tenant and bounds; false when
