@@ -12,6 +12,7 @@
 
 #include "mem.h"
 #include "zap.h"
+#include "zap_key.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -26,29 +27,6 @@
 
 static char secret[RT_KEY_Z85 + 1], public[RT_KEY_Z85 + 1];
 static void *zap;
-
-/* The first Z85 key of a file (a line of 40 characters, '#' comments). */
-static int read_key(const char *path, char key[RT_KEY_Z85 + 1])
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    char line[256];
-    int rc = -1;
-    while (rc < 0 && fgets(line, sizeof line, f)) {
-        char *s = line;
-        while (isspace((unsigned char)*s))
-            s++;
-        if (*s == '#' || strlen(s) < RT_KEY_Z85)
-            continue;
-        memcpy(key, s, RT_KEY_Z85);
-        key[RT_KEY_Z85] = '\0';
-        uint8_t raw[32];
-        rc = zmq_z85_decode(raw, key) ? 0 : -1;
-    }
-    fclose(f);
-    return rc;
-}
 
 /* Writes a small file whole (temporary file, rename). */
 static int write_file(const char *path, const char *text, mode_t mode)
@@ -78,7 +56,8 @@ static int load_keys(void)
         fprintf(stderr, "ctxd-router: cannot create %s: %s\n", rt_cfg.state_dir, strerror(errno));
         return -1;
     }
-    if (read_key(sec_path, secret) == 0)
+    char why[128];
+    if (zap_key_read(sec_path, secret, why, sizeof why) == 0)
         return zmq_curve_public(public, secret) == 0 ? 0 : -1;
     if (zmq_curve_keypair(public, secret) != 0) {
         fprintf(stderr, "ctxd-router: this libzmq has no CURVE support\n");
