@@ -173,11 +173,6 @@ static int load_server_keys(void)
     return 0;
 }
 
-const char *sup_auth_server_public(void)
-{
-    return server_public;
-}
-
 int sup_auth_setup(void *zctx, void *curve_router)
 {
     if (make_state_dir() < 0 || load_server_keys() < 0)
