@@ -98,6 +98,7 @@ static bool wanted(const sbx_spec *s, const sbx_field *f, bool *ok)
     return false;
 }
 
+/* Appends n bytes of v to *out (grown as needed), which stays a string. */
 static void put(char **out, size_t *len, size_t *cap, const char *v, size_t n)
 {
     if (*len + n + 1 > *cap) {
@@ -109,6 +110,7 @@ static void put(char **out, size_t *len, size_t *cap, const char *v, size_t n)
     (*out)[*len] = '\0';
 }
 
+/* Appends field f's value in s as the text writes it. */
 static void put_value(const sbx_spec *s, const sbx_field *f, char **out, size_t *len, size_t *cap)
 {
     char num[64];
@@ -171,6 +173,7 @@ char *sbx_spec_text(const sbx_spec *s)
 
 /* ---- parsing -------------------------------------------------------------- */
 
+/* Fills why with the reason; -1. */
 static int refuse(char *why, size_t n, const char *fmt, ...)
 {
     va_list ap;
@@ -195,6 +198,8 @@ static bool count_of(const char *v, unsigned long long min, unsigned long long m
     return true;
 }
 
+/* Fills l (set) with the items of v; -1 when there are more than max or
+ * one is empty (l then holds those read so far, for sbx_spec_free). */
 static int list_of(sbx_list *l, const char *v, size_t max)
 {
     size_t n = *v ? 1 : 0;

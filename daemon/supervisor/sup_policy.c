@@ -1,7 +1,8 @@
 /* sup_policy: parsing and validating a context's tier and policy, and what
  * the supervisor itself enforces (the per-run timeout cap and the worker's
- * clean environment). Everything else is enforced inside the worker, before
- * `ready` (daemon/sandbox/sbx_apply.c), from the CTXD_SANDBOX variable built here. */
+ * clean environment). Everything else the worker enforces on itself before
+ * `ready`, from the worker's policy written here into CTXD_SANDBOX by the
+ * one schema both sides share (sbx_schema.h). */
 #include "sup_policy.h"
 
 #include "sup_pkgs.h"
