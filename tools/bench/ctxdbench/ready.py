@@ -1,0 +1,133 @@
+"""Figures 2 and 3: a new context ready (create -> first x = 1 done, in
+each tier, with spare workers, against ipykernel's start) and a fork of a
+context holding 200 MB ready."""
+
+import os
+import time
+
+from .common import GAP_MS, SPARES, log, pct
+from .daemon import Daemon, cbench
+from .procfs import minor_faults, pss_of
+
+
+def first_run_faults(d, n):
+    """Page faults of a new context's first x = 1 (its worker a spare, made
+    and warmed up ahead): each a copy-on-write copy of a page the zygote
+    shares, or a first touch; n creations GAP_MS apart, then deleted."""
+    out = []
+    for i in range(n):
+        time.sleep(GAP_MS / 1e3)
+        pid = d.c.req("ctx.create", name=f"pf{i}")["ctx"]["pid"]
+        f0 = minor_faults(pid)
+        d.c.run("x = 1", f"pf{i}")
+        out.append(minor_faults(pid) - f0)
+    for i in range(n):
+        d.c.req("ctx.delete", ctx=f"pf{i}")
+    return out
+
+
+class Ready:
+    """The creation figures, a part of Bench."""
+
+    # 2 ------------------------------------------------------------------------
+    def ready(self):
+        f = self.fig("ready")
+        n = self.n(200, 20)
+        f["preloads"] = self.d.hello.get("preloads")
+        log(f"ready: {n} x (ctx.create -> first x = 1 done), preloads {f['preloads']}")
+        f["ctxd"] = cbench(self.build, "create", self.d.endpoint, "rd", n)["ready"]
+        self.clean_contexts()
+        # the same with spare workers, one creation every GAP_MS (each finds
+        # a spare ready), on a daemon of its own
+        log(f"ready: {n} x with --spare-workers {SPARES}, {GAP_MS} ms apart")
+        d = Daemon(self.build, self.tmp, name="spares", extra=("--spare-workers", str(SPARES)))
+        try:
+            time.sleep(0.5)  # its spares are made
+            f["ctxd_spares"] = cbench(self.build, "create", d.endpoint, "sp", n, "-",
+                                      GAP_MS)["ready"]
+            f["first_run_faults"] = first_run_faults(d, self.n(20, 3))
+        finally:
+            d.stop()
+        if self.a.compare:
+            d = Daemon(os.path.abspath(self.a.compare), self.tmp, name="spares-old",
+                       extra=("--spare-workers", str(SPARES)))
+            try:
+                time.sleep(0.5)
+                f["first_run_faults_old"] = first_run_faults(d, self.n(20, 3))
+            finally:
+                d.stop()
+        log(f"ready: page faults of a new context's first x = 1 (a spare taken): median "
+            f"{pct(f['first_run_faults'], .5):.0f}"
+            + (f", old {pct(f['first_run_faults_old'], .5):.0f}" if self.a.compare else ""))
+        # confined: policy set-up; namespaces + root. With --compare, the
+        # other build's daemon too, in blocks alternating with this one's
+        # (which goes first changes each block), so both see the same VM.
+        old = None
+        if self.a.compare:
+            old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="tiers-old")
+        try:
+            for tier in ("local", "sandbox"):
+                log(f"ready: {n} x {tier} tier" + (", the --compare build alternating"
+                                                   if old else ""))
+                if not old:
+                    f[tier] = cbench(self.build, "create", self.d.endpoint, tier[:3], n,
+                                     tier)["ready"]
+                    self.clean_contexts()
+                    continue
+                f[tier], f[tier + "_old"] = [], []
+                blocks = 8 if n >= 40 else 2
+                for b in range(blocks):
+                    pair = ((self.build, self.d, tier), (self.a.compare, old, tier + "_old"))
+                    for build, d, key in (pair if b % 2 == 0 else pair[::-1]):
+                        f[key] += cbench(os.path.abspath(build), "create", d.endpoint,
+                                         f"{tier[:3]}{b}", max(1, n // blocks), tier)["ready"]
+                        for x in d.c.contexts():
+                            if x["name"] != "default":
+                                d.c.req("ctx.delete", ctx=x["name"])
+        finally:
+            if old:
+                old.stop()
+        if self.ipy:
+            kn = self.n(10, 2)
+            log(f"ready: {kn} x ipykernel start -> first x = 1 done")
+            v = []
+            for _ in range(kn):
+                t0 = time.perf_counter()
+                k = self.kernel()
+                k.execute("x = 1")
+                v.append(time.perf_counter() - t0)
+                self.drop_kernel(k)
+            f["ipykernel"] = v
+
+    # 3 ------------------------------------------------------------------------
+    def fork(self):
+        f = self.fig("fork")
+        n = self.n(20, 3)
+        c = self.d.c
+        c.req("ctx.create", name="big")
+        try:
+            c.run("import numpy as np\n"
+                  "arrs = [np.ones(25_000_000 // 4) for _ in range(4)]\n"
+                  "assert sum(a.nbytes for a in arrs) == 200_000_000", "big")
+            f["holding"] = "200 MB of numpy arrays (4 x 50 MB, float64)"
+        except RuntimeError:
+            c.run("arrs = [bytearray(b'x' * 50_000_000) for _ in range(4)]", "big")
+            f["holding"] = "200 MB of bytearrays (numpy is not installed)"
+        src = next(x for x in c.contexts() if x["name"] == "big")["pid"]
+        time.sleep(0.5)
+        f["pss_source_alone"] = pss_of(src)
+        log(f"fork: {n} forks of a context holding {f['holding']}")
+        v = []
+        for i in range(n):
+            t0 = time.perf_counter()
+            info = c.req("ctx.fork", ctx="big", name=f"fk{i}")["ctx"]
+            v.append(time.perf_counter() - t0)
+            if i == 0:
+                time.sleep(0.2)
+                f["pss_source_plus_fork"] = pss_of(src) + pss_of(info["pid"])
+                r = c.run("float(arrs[0][:10].sum()) if hasattr(arrs[0], 'sum') "
+                          "else len(arrs[0])", f"fk{i}")
+                f["fork_sees_arrays"] = r["status"] == "ok"
+            c.req("ctx.delete", ctx=f"fk{i}")
+        f["ctxd"] = v
+        c.req("ctx.delete", ctx="big")
