@@ -17,17 +17,21 @@ thousand):
             and the raw ZeroMQ DEALER/ROUTER round trip of 100 bytes (the floor);
             ipykernel via jupyter_client (execute_reply + idle); the notebook
             path: the same jupyter_client loop against the ctxd kernel
-            (ctxd.kernel, attached to this bench's daemon)
-  ready     ctx.create -> first `x = 1` done (numpy preloaded); ipykernel:
-            start -> first execute done; the page faults of a new context's
-            first `x = 1` (a spare taken; --compare BUILD: that build's too);
-            the same in the `local` and `sandbox` tiers (--compare BUILD:
-            that build's daemon too, in alternating blocks; goal: within 1.1x)
+            (ctxd.kernel, attached to this bench's daemon); --compare BUILD:
+            that build's daemon and C client too, in the same blocks
+            (unpinned and on one CPU)
+  ready     ctx.create -> first `x = 1` done (numpy preloaded), a fork each
+            and a spare taken; ipykernel: start -> first execute done; the
+            page faults of a new context's first `x = 1` (a spare taken);
+            the same in the `local` and `sandbox` tiers (goal with --compare:
+            within 1.1x); --compare BUILD: each of these on that build's
+            daemons and client too, in alternating blocks
   fork      ctx.fork of a context holding 200 MB of numpy arrays: time to
             ready; PSS of source + fork
   stream    1,000,000 x print('x'*99) and one 100 MB sys.stdout.write, every
             byte checked; the floor: the same into a 1 MiB pipe read by cat;
-            --compare BUILD: that build's daemon too, runs alternating
+            --compare BUILD: that build's daemon and client too, runs
+            alternating
   memory    PSS per idle context (100 contexts); per idle kernel
   tput      8 client threads x 8 contexts running `x = 1`
   thousand  1,000 idle contexts alive at once
@@ -47,6 +51,9 @@ thousand):
             the supervisor's system calls per x = 1 per thread (perf stat on
             the syscall tracepoints)
 --quick runs every figure with few samples (a smoke test, used by ctest).
+--compare BUILD also prints the round-trip, creation and streaming figures
+side by side: each build's median, new/old, and whether within 3%
+(tools/bench/README.md: `--only rtt,ready,stream --compare BUILD`).
 """
 
 import argparse
@@ -68,8 +75,8 @@ def main():
     ap.add_argument("--counts", help="contexts alive for the scale figure (default "
                     "10,100,1000,5000)")
     ap.add_argument("--compare", metavar="BUILD",
-                    help="another build directory (an earlier tree) for stream, scale, "
-                    "cpu and ready's page faults, measured in the same run")
+                    help="another build directory (an earlier tree) for rtt, ready, stream, "
+                    "scale and cpu, measured in the same run")
     args = ap.parse_args()
     if args.only and any(f not in FIGS for f in args.only.split(",")):
         ap.error(f"--only takes some of {','.join(FIGS)}")

@@ -26,64 +26,46 @@ def first_run_faults(d, n):
     return out
 
 
+def delete_contexts(d):
+    """Deletes every context of daemon d but its default one."""
+    for x in d.c.contexts():
+        if x["name"] != "default":
+            d.c.req("ctx.delete", ctx=x["name"])
+
+
 class Ready:
     """The creation figures, a part of Bench."""
 
     # 2 ------------------------------------------------------------------------
     def ready(self):
+        """ctx.create -> first x = 1 done: a fork each, a spare taken, the
+        local and sandbox tiers, and ipykernel's start. With --compare, that
+        build's daemons too, each through its own client, in blocks
+        alternating with this build's (which goes first changes each
+        block), so both see the same VM."""
         f = self.fig("ready")
         n = self.n(200, 20)
         f["preloads"] = self.d.hello.get("preloads")
-        log(f"ready: {n} x (ctx.create -> first x = 1 done), preloads {f['preloads']}")
-        f["ctxd"] = cbench(self.build, "create", self.d.endpoint, "rd", n)["ready"]
-        self.clean_contexts()
-        # the same with spare workers, one creation every GAP_MS (each finds
-        # a spare ready), on a daemon of its own
-        log(f"ready: {n} x with --spare-workers {SPARES}, {GAP_MS} ms apart")
-        d = Daemon(self.build, self.tmp, name="spares", extra=("--spare-workers", str(SPARES)))
-        try:
-            time.sleep(0.5)  # its spares are made
-            f["ctxd_spares"] = cbench(self.build, "create", d.endpoint, "sp", n, "-",
-                                      GAP_MS)["ready"]
-            f["first_run_faults"] = first_run_faults(d, self.n(20, 3))
-        finally:
-            d.stop()
-        if self.a.compare:
-            d = Daemon(os.path.abspath(self.a.compare), self.tmp, name="spares-old",
-                       extra=("--spare-workers", str(SPARES)))
-            try:
-                time.sleep(0.5)
-                f["first_run_faults_old"] = first_run_faults(d, self.n(20, 3))
-            finally:
-                d.stop()
-        log(f"ready: page faults of a new context's first x = 1 (a spare taken): median "
-            f"{pct(f['first_run_faults'], .5):.0f}"
-            + (f", old {pct(f['first_run_faults_old'], .5):.0f}" if self.a.compare else ""))
-        # confined: policy set-up; namespaces + root. With --compare, the
-        # other build's daemon too, in blocks alternating with this one's
-        # (which goes first changes each block), so both see the same VM.
+        alt = ", the --compare build alternating" if self.a.compare else ""
+        log(f"ready: {n} x (ctx.create -> first x = 1 done), preloads {f['preloads']}{alt}")
         old = None
-        if self.a.compare:
-            old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="tiers-old")
         try:
+            if self.a.compare:
+                old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="ready-old")
+                self.alternate(f, "ctxd", self.d, old, "rd", n, clean_each=False)
+            else:
+                f["ctxd"] = cbench(self.build, "create", self.d.endpoint, "rd", n)["ready"]
+                self.clean_contexts()
+            self.ready_spares(f, n)
+            # confined: policy set-up; namespaces + root
             for tier in ("local", "sandbox"):
-                log(f"ready: {n} x {tier} tier" + (", the --compare build alternating"
-                                                   if old else ""))
-                if not old:
-                    f[tier] = cbench(self.build, "create", self.d.endpoint, tier[:3], n,
-                                     tier)["ready"]
-                    self.clean_contexts()
+                log(f"ready: {n} x {tier} tier{alt}")
+                if old:
+                    self.alternate(f, tier, self.d, old, tier[:3], n, tier)
                     continue
-                f[tier], f[tier + "_old"] = [], []
-                blocks = 8 if n >= 40 else 2
-                for b in range(blocks):
-                    pair = ((self.build, self.d, tier), (self.a.compare, old, tier + "_old"))
-                    for build, d, key in (pair if b % 2 == 0 else pair[::-1]):
-                        f[key] += cbench(os.path.abspath(build), "create", d.endpoint,
-                                         f"{tier[:3]}{b}", max(1, n // blocks), tier)["ready"]
-                        for x in d.c.contexts():
-                            if x["name"] != "default":
-                                d.c.req("ctx.delete", ctx=x["name"])
+                f[tier] = cbench(self.build, "create", self.d.endpoint, tier[:3], n,
+                                 tier)["ready"]
+                self.clean_contexts()
         finally:
             if old:
                 old.stop()
@@ -98,6 +80,57 @@ class Ready:
                 v.append(time.perf_counter() - t0)
                 self.drop_kernel(k)
             f["ipykernel"] = v
+
+    def ready_spares(self, f, n):
+        """The same with spare workers, one creation every GAP_MS (each
+        finds a spare ready), on a daemon of its own (and one of the
+        --compare build, alternating); then the page faults of a new
+        context's first x = 1 on each."""
+        alt = ", the --compare build alternating" if self.a.compare else ""
+        log(f"ready: {n} x with --spare-workers {SPARES}, {GAP_MS} ms apart{alt}")
+        extra = ("--spare-workers", str(SPARES))
+        d = Daemon(self.build, self.tmp, name="spares", extra=extra)
+        old = None
+        try:
+            if self.a.compare:
+                old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="spares-old",
+                             extra=extra)
+            time.sleep(0.5)  # their spares are made
+            if old:
+                self.alternate(f, "ctxd_spares", d, old, "sp", n, "-", GAP_MS, clean_each=False)
+            else:
+                f["ctxd_spares"] = cbench(self.build, "create", d.endpoint, "sp", n, "-",
+                                          GAP_MS)["ready"]
+            f["first_run_faults"] = first_run_faults(d, self.n(20, 3))
+            if old:
+                f["first_run_faults_old"] = first_run_faults(old, self.n(20, 3))
+        finally:
+            d.stop()
+            if old:
+                old.stop()
+        log(f"ready: page faults of a new context's first x = 1 (a spare taken): median "
+            f"{pct(f['first_run_faults'], .5):.0f}"
+            + (f", old {pct(f['first_run_faults_old'], .5):.0f}" if old else ""))
+
+    def alternate(self, f, key, new, old, prefix, n, *args, clean_each=True):
+        """n creations (ctxd-bench create PREFIX COUNT ARGS) on daemon new
+        by this build's client into f[key], and n on old by the --compare
+        build's into f[key + "_old"], in blocks whose first build changes
+        each block. The contexts made are deleted after each block
+        (clean_each) or at the end."""
+        compare = os.path.abspath(self.a.compare)
+        f[key], f[key + "_old"] = [], []
+        blocks = 8 if n >= 40 else 2
+        pair = ((self.build, new, key), (compare, old, key + "_old"))
+        for b in range(blocks):
+            for build, d, k in (pair if b % 2 == 0 else pair[::-1]):
+                f[k] += cbench(build, "create", d.endpoint, f"{prefix}{b}", max(1, n // blocks),
+                               *args)["ready"]
+                if clean_each:
+                    delete_contexts(d)
+        if not clean_each:
+            delete_contexts(new)
+            delete_contexts(old)
 
     # 3 ------------------------------------------------------------------------
     def fork(self):

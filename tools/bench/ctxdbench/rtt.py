@@ -19,17 +19,46 @@ class Rtt:
     def rtt(self):
         """The four ctxd/floor series run interleaved, in blocks, so that they
         see the same scheduling conditions (on a VM, where the scheduler puts
-        the processes changes round trips a lot)."""
+        the processes changes round trips a lot). With --compare, that
+        build's daemon and C client run in the same blocks, unpinned and on
+        one CPU."""
         f = self.fig("rtt")
         n, blocks = self.n(2000, 200), self.n(10, 2)
-        per, warm = n // blocks, self.n(50, 10)
         self.d.c.req("ctx.create", name="rtt")
+        old = None
+        if self.a.compare:
+            old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="rtt-old")
+            old.c.req("ctx.create", name="rtt")
+        try:
+            self.rtt_blocks(f, n, blocks, old)
+            # The same two series with every process and thread involved on
+            # CPU 0: no cross-CPU wake-ups, so the difference is the CPU
+            # cost. In alternating blocks too: what else runs on this VM
+            # (kdamond, the host) comes and goes within a run, and the ratio
+            # is of two series that saw the same of it.
+            if (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
+                self.one_cpu(f, n, old)
+        finally:
+            if old:
+                old.stop()
+        if self.ipy:
+            self.rtt_ipykernel(f)
+        self.d.c.req("ctx.delete", ctx="rtt")
+
+    def rtt_blocks(self, f, n, blocks, old):
+        """n round trips of each client in `blocks` blocks: the floor, the C
+        client (and the --compare build's, old, which of the two goes first
+        changing each block), the Python client, the minimal loop and the
+        TypeScript client."""
+        per, warm = n // blocks, self.n(50, 10)
+        compare = os.path.abspath(self.a.compare) if old else None
         pkg = python_client()
         pc = pkg.Client(self.d.endpoint) if pkg else None
         m = Mini(self.d.endpoint)
-        series = {"zmq_floor": [], "ctxd_c": [], "ctxd_python": [], "ctxd_python_minimal": [],
-                  "ctxd_ts": []}
+        series = {"zmq_floor": [], "ctxd_c": [], "ctxd_c_old": [], "ctxd_python": [],
+                  "ctxd_python_minimal": [], "ctxd_ts": []}
         log(f"rtt: {n} round trips each: raw ZeroMQ floor, ctxd C client, "
+            f"{'the --compare build C client, ' if old else ''}"
             f"{'ctxd Python client, ' if pc else ''}minimal Python loop, TypeScript client "
             f"({blocks} blocks)")
 
@@ -45,11 +74,12 @@ class Rtt:
             r = pc.execute("x = 1", "rtt")
             assert r.status == "ok", r
 
-        for _ in range(blocks):
+        for b in range(blocks):
             series["zmq_floor"] += cbench(self.build, "floor", os.path.join(self.tmp, "floor.sock"),
                                           per, warm)["rtt"]
-            series["ctxd_c"] += cbench(self.build, "rtt", self.d.endpoint, "rtt", per,
-                                       warm)["rtt"]
+            pair = [("ctxd_c", self.build, self.d)] + ([("ctxd_c_old", compare, old)] if old else [])
+            for key, build, d in (pair if b % 2 == 0 else pair[::-1]):
+                series[key] += cbench(build, "rtt", d.endpoint, "rtt", per, warm)["rtt"]
             if pc:
                 loop(pkg_run, series["ctxd_python"])
             loop(lambda: m.run("x = 1", "rtt"), series["ctxd_python_minimal"])
@@ -60,55 +90,39 @@ class Rtt:
         if pc:
             pc.close()
         f.update({k: v for k, v in series.items() if v})
-        # The same two series with every process and thread involved on CPU
-        # 0: no cross-CPU wake-ups, so the difference is the CPU cost. In
-        # alternating blocks too: what else runs on this VM (kdamond, the
-        # host) comes and goes within a run, and the ratio is of two series
-        # that saw the same of it.
-        if (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
-            # --compare: the other build's daemon (and its client) in the
-            # same blocks, for the before/after of this ratio.
-            old = None
-            if self.a.compare:
-                old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="rtt-old")
-            try:
-                self.one_cpu(f, n, old)
-            finally:
-                if old:
-                    old.stop()
-        if self.ipy:
-            kn, kw = self.n(500, 30), self.n(20, 5)
-            log(f"rtt: ipykernel via jupyter_client, {kn} runs")
-            k = self.kernel()
-            f["ipykernel_argv"] = k.argv
-            for _ in range(kw):
-                k.execute("x = 1")
-            v = []
-            for _ in range(kn):
-                t0 = time.perf_counter()
-                k.execute("x = 1")
-                v.append(time.perf_counter() - t0)
-            f["ipykernel"] = v
-            self.drop_kernel(k)
-            log(f"rtt: the notebook path, jupyter_client -> ctxd kernel, {kn} runs")
-            k = self.kernel(ctxd_kernelspec(self.tmp, self.d.endpoint))
-            for _ in range(kw):
-                k.execute("x = 1")
-            v = []
-            for _ in range(kn):
-                t0 = time.perf_counter()
-                k.execute("x = 1")
-                v.append(time.perf_counter() - t0)
-            f["ctxd_kernel"] = v
-            self.drop_kernel(k)
-        self.d.c.req("ctx.delete", ctx="rtt")
+
+    def rtt_ipykernel(self, f):
+        """x = 1 through jupyter_client: to ipykernel, then to the ctxd
+        kernel attached to the bench's daemon (the notebook path)."""
+        kn, kw = self.n(500, 30), self.n(20, 5)
+        log(f"rtt: ipykernel via jupyter_client, {kn} runs")
+        k = self.kernel()
+        f["ipykernel_argv"] = k.argv
+        for _ in range(kw):
+            k.execute("x = 1")
+        v = []
+        for _ in range(kn):
+            t0 = time.perf_counter()
+            k.execute("x = 1")
+            v.append(time.perf_counter() - t0)
+        f["ipykernel"] = v
+        self.drop_kernel(k)
+        log(f"rtt: the notebook path, jupyter_client -> ctxd kernel, {kn} runs")
+        k = self.kernel(ctxd_kernelspec(self.tmp, self.d.endpoint))
+        for _ in range(kw):
+            k.execute("x = 1")
+        v = []
+        for _ in range(kn):
+            t0 = time.perf_counter()
+            k.execute("x = 1")
+            v.append(time.perf_counter() - t0)
+        f["ctxd_kernel"] = v
+        self.drop_kernel(k)
 
     def one_cpu(self, f, n, old):
         """(1) again with every process and thread involved on CPU 0, the
         floor and ctxd (and old, the --compare build's daemon, when given)
         in alternating blocks."""
-        if old:
-            old.c.req("ctx.create", name="rtt")
         # Twenty blocks of 500 after 200 unmeasured: a block's first
         # round trips after the other series ran find cold caches, and
         # ctxd (five threads in three processes) more of them than the

@@ -9,6 +9,7 @@ import tempfile
 import time
 
 from .common import FIGS, log
+from .compare import side_by_side
 from .cpu import Cpu
 from .daemon import Daemon
 from .draw import draw
@@ -100,9 +101,15 @@ class Bench(Rtt, Ready, Stream, Memory, Scale, Cpu):
         table, goals = make_table(self.res)
         self.res["table"] = table
         self.res["goals"] = goals
+        sbs = []
+        if self.a.compare:
+            self.res["side_by_side"], sbs = side_by_side(self.res, self.build,
+                                                         os.path.abspath(self.a.compare))
         with open(os.path.join(self.out, "bench.json"), "w") as fh:
             json.dump(self.res, fh, indent=1)
         print("\n".join(table))
+        if sbs:
+            print("\n".join(sbs))
         for name, why in self.res.get("failed", {}).items():
             print(f"figure {name} FAILED: {why}")
         png = draw(self.res, os.path.join(self.out, "bench.png"))

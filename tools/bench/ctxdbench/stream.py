@@ -20,22 +20,23 @@ class Stream:
         trials = self.n(9, 1)
         self.d.c.req("ctx.create", name="st")
         # --compare: the other build's daemon too, runs alternating with
-        # this one's (this VM's speed drifts over minutes), through this
-        # build's client for both
-        daemons = [("ctxd", self.d)]
+        # this one's (this VM's speed drifts over minutes), each build
+        # through its own client, which of the two goes first changing
+        # each trial
+        daemons = [("ctxd", self.build, self.d)]
         if self.a.compare:
             old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="stream-old")
             old.c.req("ctx.create", name="st")
-            daemons.append(("old", old))
+            daemons.append(("old", os.path.abspath(self.a.compare), old))
         # each trial: the floor, then each daemon, so that a trial's ratios
         # compare runs made seconds apart (the goal is their median)
         try:
             for mode in ("print", "write"):
-                rs = {tag: [] for tag in ["floor"] + [t for t, _ in daemons]}
-                for _ in range(trials):
+                rs = {tag: [] for tag in ["floor"] + [t for t, _, _ in daemons]}
+                for i in range(trials):
                     rs["floor"].append(self.stream_floor(mode))
-                    for tag, d in daemons:
-                        r = cbench(self.build, "stream", d.endpoint, "st", mode)
+                    for tag, build, d in (daemons if i % 2 == 0 else daemons[::-1]):
+                        r = cbench(build, "stream", d.endpoint, "st", mode)
                         if not r["ok"]:
                             raise RuntimeError(f"{tag} stream {mode}: bytes lost or wrong: {r}")
                         rs[tag].append(r["bytes"] / r["seconds"] / MB)
@@ -44,7 +45,7 @@ class Stream:
                     log(f"stream: {tag} {mode}: {[round(x) for x in v]} MB/s")
         finally:
             if len(daemons) > 1:
-                daemons[1][1].stop()
+                daemons[1][2].stop()
         self.d.c.req("ctx.delete", ctx="st")
         if self.ipy:
             k = self.kernel()

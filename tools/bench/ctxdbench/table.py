@@ -29,6 +29,10 @@ def make_table(res):
                      ">= 10x faster", goal("rtt >= 10x faster than ipykernel",
                                            pct(ipy, .5) / pct(c, .5) >= 10 if ipy else None,
                                            "median ratio")))
+        if r.get("ctxd_c_old"):
+            o = r["ctxd_c_old"]
+            rows.append(("1 rtt", "  x = 1, C client: --compare build (alternating blocks)", us(o),
+                         "", f"new/old {pct(c, .5) / pct(o, .5):.2f}x", "", ""))
         if r.get("ctxd_python"):
             p = r["ctxd_python"]
             rows.append(("1 rtt", "x = 1, Python client (ctxd pkg)", us(p), "",
@@ -64,6 +68,10 @@ def make_table(res):
                      ms(c), ms(ipy),
                      f"ipy/ctxd {pct(ipy, .5) / pct(c, .5):.0f}x" if ipy else "", "",
                      ""))
+        if r.get("ctxd_old"):
+            o = r["ctxd_old"]
+            rows.append(("2 ready", "  --compare build, a fork each (alternating blocks)", ms(o),
+                         "", f"new/old {pct(c, .5) / pct(o, .5):.2f}x", "", ""))
         if sp:
             rows.append(("2 ready", f"  the same, --spare-workers {SPARES}, {GAP_MS} ms apart",
                          ms(sp), ms(ipy),
@@ -71,6 +79,10 @@ def make_table(res):
                          "<= 5 ms median",
                          goal("context ready <= 5 ms median (a spare ready)",
                               pct(sp, .5) <= 0.005, "median")))
+        if sp and r.get("ctxd_spares_old"):
+            o = r["ctxd_spares_old"]
+            rows.append(("2 ready", "  spares: --compare build (alternating blocks)", ms(o), "",
+                         f"new/old {pct(sp, .5) / pct(o, .5):.2f}x", "", ""))
         if r.get("first_run_faults"):
             fo = r.get("first_run_faults_old")
             rows.append(("2 ready", "  page faults of its first x = 1 (median)",
