@@ -1,6 +1,8 @@
 """The side-by-side summary of a run with --compare BUILD: each round-trip,
 creation and streaming figure measured for both builds in the same blocks,
-its median for each, their ratio, and whether that is within 3%."""
+its median for each, their ratio, and whether that is within 3%; and the
+ratio block by block (the median of the blocks' ratios and their range),
+which shows how far two runs of one tree would differ on this machine."""
 
 from .common import GAP_MS, pct
 
@@ -21,6 +23,15 @@ PAIRS = (
 WITHIN = 0.03
 
 
+def block_ratios(a, b, blocks):
+    """The ratio of the medians of a's and b's i-th blocks, for each of
+    `blocks` equal blocks (a trial each where blocks is their count)."""
+    if not blocks or len(a) != len(b) or len(a) % blocks:
+        return []
+    k = len(a) // blocks
+    return [pct(a[i * k:(i + 1) * k], .5) / pct(b[i * k:(i + 1) * k], .5) for i in range(blocks)]
+
+
 def side_by_side(res, build, compare):
     """The rows of the summary as dicts (empty when no figure has both
     builds' samples) and its lines: the medians of each build, new/old of
@@ -34,19 +45,21 @@ def side_by_side(res, build, compare):
         ma, mb = pct(a, .5), pct(b, .5)
         ratio = ma / mb
         ok = ratio >= 1 - WITHIN if higher else ratio <= 1 + WITHIN
+        br = block_ratios(a, b, F[fig].get("compare_blocks", {}).get(new))
         rows.append({"figure": fig, "what": what, "unit": unit, "new_median": ma * scale,
                      "old_median": mb * scale, "new_over_old": ratio, "within": ok,
-                     "samples": [len(a), len(b)]})
+                     "samples": [len(a), len(b)], "block_ratios": br})
     if not rows:
         return rows, []
     digits = {"us": 0, "ms": 2, "MB/s": 0}
     table = [("figure", "what", "this build", "--compare build", "new/old",
-              f"within {WITHIN:.0%}", "samples")]
+              f"within {WITHIN:.0%}", "blocks: median ratio (range)", "samples")]
     for r in rows:
         d = digits[r["unit"]]
         table.append((r["figure"], r["what"], f"{r['new_median']:.{d}f} {r['unit']}",
                       f"{r['old_median']:.{d}f} {r['unit']}", f"{r['new_over_old']:.3f}x",
-                      "yes" if r["within"] else "NO", "{} / {}".format(*r["samples"])))
+                      "yes" if r["within"] else "NO", blocks_cell(r["block_ratios"]),
+                      "{} / {}".format(*r["samples"])))
     widths = [max(len(x[i]) for x in table) for i in range(len(table[0]))]
     fmt = "  ".join(f"{{:{w}}}" for w in widths)
     lines = ["", f"side by side (medians; alternating blocks): this build {build}",
@@ -54,3 +67,9 @@ def side_by_side(res, build, compare):
              fmt.format(*table[0]), fmt.format(*["-" * w for w in widths])]
     lines += [fmt.format(*row) for row in table[1:]]
     return rows, lines
+
+
+def blocks_cell(br):
+    if not br:
+        return "-"
+    return f"{pct(br, .5):.3f}x ({min(br):.2f}-{max(br):.2f}, {len(br)})"

@@ -121,6 +121,7 @@ class Ready:
         compare = os.path.abspath(self.a.compare)
         f[key], f[key + "_old"] = [], []
         blocks = 8 if n >= 40 else 2
+        f.setdefault("compare_blocks", {})[key] = blocks  # equal blocks
         pair = ((self.build, new, key), (compare, old, key + "_old"))
         for b in range(blocks):
             for build, d, k in (pair if b % 2 == 0 else pair[::-1]):

@@ -90,6 +90,8 @@ class Rtt:
         if pc:
             pc.close()
         f.update({k: v for k, v in series.items() if v})
+        if old:  # equal blocks, for compare.py's paired ratios
+            f.setdefault("compare_blocks", {})["ctxd_c"] = blocks
 
     def rtt_ipykernel(self, f):
         """x = 1 through jupyter_client: to ipykernel, then to the ctxd
@@ -134,6 +136,7 @@ class Rtt:
         f["zmq_floor_one_cpu"], f["ctxd_c_one_cpu"], f["one_cpu_block_ratios"] = [], [], []
         if old:
             f["ctxd_c_one_cpu_old"], f["one_cpu_block_ratios_old"] = [], []
+            f.setdefault("compare_blocks", {})["ctxd_c_one_cpu"] = blocks1
         pids = [self.d.proc.pid] + [p for p, _ in descendants(self.d.proc.pid)]
         if old:
             pids += [old.proc.pid] + [p for p, _ in descendants(old.proc.pid)]

@@ -40,6 +40,8 @@ class Stream:
                         if not r["ok"]:
                             raise RuntimeError(f"{tag} stream {mode}: bytes lost or wrong: {r}")
                         rs[tag].append(r["bytes"] / r["seconds"] / MB)
+                if len(daemons) > 1:  # a trial each
+                    f.setdefault("compare_blocks", {})[f"ctxd_{mode}"] = trials
                 for tag, v in rs.items():
                     f[f"{tag}_{mode}"] = v
                     log(f"stream: {tag} {mode}: {[round(x) for x in v]} MB/s")
