@@ -25,13 +25,14 @@ thousand):
             page faults of a new context's first `x = 1` (a spare taken);
             the same in the `local` and `sandbox` tiers (goal with --compare:
             within 1.1x); --compare BUILD: each of these on that build's
-            daemons and client too, in alternating blocks
+            daemons and client too, in alternating blocks (a fork each also
+            with everything on one CPU)
   fork      ctx.fork of a context holding 200 MB of numpy arrays: time to
             ready; PSS of source + fork
   stream    1,000,000 x print('x'*99) and one 100 MB sys.stdout.write, every
             byte checked; the floor: the same into a 1 MiB pipe read by cat;
             --compare BUILD: that build's daemon and client too, runs
-            alternating
+            alternating (also with everything on one CPU)
   memory    PSS per idle context (100 contexts); per idle kernel
   tput      8 client threads x 8 contexts running `x = 1`
   thousand  1,000 idle contexts alive at once

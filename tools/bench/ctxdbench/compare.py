@@ -13,12 +13,18 @@ PAIRS = (
     ("rtt", "x = 1 round trip, C client, all on one CPU", "ctxd_c_one_cpu",
      "ctxd_c_one_cpu_old", "us", 1e6, False),
     ("ready", "create -> first x = 1, a fork each", "ctxd", "ctxd_old", "ms", 1e3, False),
+    ("ready", "create -> first x = 1, a fork each, all on one CPU", "ctxd_one_cpu",
+     "ctxd_one_cpu_old", "ms", 1e3, False),
     ("ready", f"create -> first x = 1, a spare taken, {GAP_MS} ms apart", "ctxd_spares",
      "ctxd_spares_old", "ms", 1e3, False),
     ("ready", "create -> first x = 1, local tier", "local", "local_old", "ms", 1e3, False),
     ("ready", "create -> first x = 1, sandbox tier", "sandbox", "sandbox_old", "ms", 1e3, False),
     ("stream", "1e6 x print('x'*99)", "ctxd_print", "old_print", "MB/s", 1, True),
     ("stream", "one 100 MB write", "ctxd_write", "old_write", "MB/s", 1, True),
+    ("stream", "1e6 x print('x'*99), all on one CPU", "ctxd_print_one_cpu", "old_print_one_cpu",
+     "MB/s", 1, True),
+    ("stream", "one 100 MB write, all on one CPU", "ctxd_write_one_cpu", "old_write_one_cpu",
+     "MB/s", 1, True),
 )
 WITHIN = 0.03
 

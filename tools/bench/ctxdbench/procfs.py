@@ -83,6 +83,11 @@ def descendants(pid):
     return out
 
 
+def daemon_pids(d):
+    """The pids of a bench daemon's supervisor and every process below it."""
+    return [d.proc.pid] + [p for p, _ in descendants(d.proc.pid)]
+
+
 def pin(pids, cpus):
     """Pins every thread of pids to cpus; returns the old affinities."""
     saved = {}

@@ -7,7 +7,7 @@ import time
 
 from .common import GAP_MS, SPARES, log, pct
 from .daemon import Daemon, cbench
-from .procfs import minor_faults, pss_of
+from .procfs import daemon_pids, minor_faults, on_cpu0, pss_of
 
 
 def first_run_faults(d, n):
@@ -53,6 +53,14 @@ class Ready:
             if self.a.compare:
                 old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="ready-old")
                 self.alternate(f, "ctxd", self.d, old, "rd", n, clean_each=False)
+                # the same with every process of both daemons (a new worker
+                # inherits it) and the client on CPU 0: no placement, so
+                # what shows is the CPU a creation costs
+                if (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
+                    log(f"ready: {n} x again, everything on CPU 0{alt}")
+                    with on_cpu0(daemon_pids(self.d) + daemon_pids(old)):
+                        self.alternate(f, "ctxd_one_cpu", self.d, old, "r1", n,
+                                       clean_each=False)
             else:
                 f["ctxd"] = cbench(self.build, "create", self.d.endpoint, "rd", n)["ready"]
                 self.clean_contexts()

@@ -9,6 +9,7 @@ import time
 
 from .common import MB, log
 from .daemon import Daemon, cbench
+from .procfs import daemon_pids, on_cpu0
 
 
 class Stream:
@@ -28,23 +29,17 @@ class Stream:
             old = Daemon(os.path.abspath(self.a.compare), self.tmp, name="stream-old")
             old.c.req("ctx.create", name="st")
             daemons.append(("old", os.path.abspath(self.a.compare), old))
-        # each trial: the floor, then each daemon, so that a trial's ratios
-        # compare runs made seconds apart (the goal is their median)
         try:
             for mode in ("print", "write"):
-                rs = {tag: [] for tag in ["floor"] + [t for t, _, _ in daemons]}
-                for i in range(trials):
-                    rs["floor"].append(self.stream_floor(mode))
-                    for tag, build, d in (daemons if i % 2 == 0 else daemons[::-1]):
-                        r = cbench(build, "stream", d.endpoint, "st", mode)
-                        if not r["ok"]:
-                            raise RuntimeError(f"{tag} stream {mode}: bytes lost or wrong: {r}")
-                        rs[tag].append(r["bytes"] / r["seconds"] / MB)
-                if len(daemons) > 1:  # a trial each
-                    f.setdefault("compare_blocks", {})[f"ctxd_{mode}"] = trials
-                for tag, v in rs.items():
-                    f[f"{tag}_{mode}"] = v
-                    log(f"stream: {tag} {mode}: {[round(x) for x in v]} MB/s")
+                self.stream_runs(f, daemons, mode, trials)
+            # --compare: the same with every process of both daemons, and
+            # the clients, on CPU 0: no placement, so what shows is the CPU
+            # each byte costs
+            if len(daemons) > 1 and (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
+                with on_cpu0(daemon_pids(self.d) + daemon_pids(daemons[1][2])):
+                    for mode in ("print", "write"):
+                        self.stream_runs(f, daemons, mode, trials, floor=False,
+                                         suffix="_one_cpu")
         finally:
             if len(daemons) > 1:
                 daemons[1][2].stop()
@@ -58,6 +53,28 @@ class Stream:
                 f[f"ipykernel_{mode}"] = rs
                 log(f"stream: ipykernel {mode}: {[round(x) for x in rs]} MB/s")
             self.drop_kernel(k)
+
+    def stream_runs(self, f, daemons, mode, trials, floor=True, suffix=""):
+        """`trials` runs of mode on each of daemons, each through its build's
+        client (which goes first changing each trial), the floor first in
+        each trial when floor, so that a trial's ratios compare runs made
+        seconds apart (the goals are their medians); MB/s into
+        f[TAG_MODE + suffix]."""
+        rs = {tag: [] for tag in (["floor"] if floor else []) + [t for t, _, _ in daemons]}
+        for i in range(trials):
+            if floor:
+                rs["floor"].append(self.stream_floor(mode))
+            for tag, build, d in (daemons if i % 2 == 0 else daemons[::-1]):
+                r = cbench(build, "stream", d.endpoint, "st", mode)
+                if not r["ok"]:
+                    raise RuntimeError(f"{tag} stream {mode}: bytes lost or wrong: {r}")
+                rs[tag].append(r["bytes"] / r["seconds"] / MB)
+        if len(daemons) > 1:  # a trial each
+            f.setdefault("compare_blocks", {})[f"ctxd_{mode}{suffix}"] = trials
+        for tag, v in rs.items():
+            f[f"{tag}_{mode}{suffix}"] = v
+            log(f"stream: {tag} {mode}{', all on CPU 0' if suffix else ''}: "
+                f"{[round(x) for x in v]} MB/s")
 
     def stream_floor(self, mode):
         r, w = os.pipe()
