@@ -22,7 +22,9 @@
 #include "wrk_ipy.h"
 #include "wrk_log.h"
 #include "wrk_mpmain.h"
+#include "wrk_oswrite.h"
 #include "wrk_output.h"
+#include "wrk_outstream.h"
 #include "wrk_print.h"
 #include "wrk_py.h"
 #include "wrk_query.h"
@@ -107,7 +109,7 @@ static void init_python(void)
  * import as in an interactive interpreter. */
 static void init_session(void)
 {
-    if (wrk_output_install() < 0 || wrk_print_install() < 0 || wrk_py_init() < 0 ||
+    if (wrk_outstream_install() < 0 || wrk_oswrite_install() < 0 || wrk_print_install() < 0 || wrk_py_init() < 0 ||
         wrk_display_init() < 0 || wrk_ipy_init() < 0 || wrk_mpmain_init() < 0 ||
         wrk_py_install_hooks(wrk_display_patch_module) < 0 || wrk_query_init() < 0 ||
         wrk_snap_init() < 0)

@@ -19,6 +19,7 @@
 #include "wrk_input.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
+#include "wrk_outstream.h"
 #include "wrk_py.h"
 
 /* Caps that keep result and error frames far below PROTO_MAX_FRAME. */
@@ -440,7 +441,7 @@ static void flush_std(void)
             PyErr_Clear();
             continue;
         }
-        if (!wrk_output_owns(f)) {
+        if (!wrk_outstream_owns(f)) {
             PyObject *r = PyObject_CallMethodNoArgs(f, key_flush);
             if (!r)
                 PyErr_Clear();
