@@ -1,11 +1,8 @@
-/* wrk_output: output capture (pipes on fds 1/2, the sys.stdout type, the
- * flusher thread). Locking: the channel lock (wrk_chan) is taken before
- * out_mu, never the other way round, and nobody holding either lock waits for
- * the GIL. Everything that sends stream data holds the channel lock from the
- * moment it takes data out of a buffer or a pipe until it has written it, so
- * stream data leaves in the order it was taken. Every byte not yet sent
- * lives in the output memory shared with the supervisor (chan_outmem.h), so
- * a worker that dies loses none of it. */
+/* wrk_output: the capture of output (pipes on fds 1/2, the output memory,
+ * the flusher thread). Lock order: the channel lock, then out_mu; nobody
+ * holding either waits for the GIL. A sender holds the channel lock from
+ * taking data out of a buffer or a pipe until it is written, so stream data
+ * leaves in the order it was taken. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -22,15 +19,14 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mem.h"
+#include "wrk_children.h"
 #include "wrk_chan.h"
 #include "wrk_log.h"
 #include "wrk_tick.h"
@@ -77,11 +73,8 @@ static int stale[2 * MAX_STALE], nstale;
 static int stale_new[2 * MAX_STALE], nstale_new;
 static atomic_uint pipes_gen;
 /* Output written while no run was active (counted, dropped), not yet
- * reported to the supervisor; CHILD_USAGE: what the worker's reaped
- * children had used at the last run's start. */
+ * reported to the supervisor. */
 static atomic_ullong between_bytes;
-static long long child_usage;
-static double child_cpu; /* children's CPU seconds at the last run's start */
 
 /* Output not yet sent: per stream the Python-level buffer (`pend`, guarded
  * by out_mu), the buffer being sent and the chunk read from the pipe (both
@@ -112,52 +105,15 @@ static atomic_bool pumping[WRK_OUTPUT_NSTREAMS];
  * (GIL); os.write to fd 1 or 2 has written since (set by the wrapper). */
 static long long last_raw_check[WRK_OUTPUT_NSTREAMS];
 static atomic_bool raw_written[WRK_OUTPUT_NSTREAMS];
-/* Frame headers, built by whoever holds the channel lock. */
-static proto_buf frame;
 /* Called at each run's start, before any of its output (wrk_output_on_run). */
 static void (*run_hook)(void);
 
 /* ---- helpers shared by all senders (channel lock held) ----------------- */
 
-/* Appends a msgpack bin header for n bytes (the smallest form). */
-static void put_bin_header(proto_buf *b, size_t n)
-{
-    uint8_t h[5];
-    size_t hl;
-    if (n < 256) {
-        h[0] = 0xc4, h[1] = (uint8_t)n, hl = 2;
-    } else if (n < 65536) {
-        h[0] = 0xc5, h[1] = (uint8_t)(n >> 8), h[2] = (uint8_t)n, hl = 3;
-    } else {
-        h[0] = 0xc6, h[1] = (uint8_t)(n >> 24), h[2] = (uint8_t)(n >> 16);
-        h[3] = (uint8_t)(n >> 8), h[4] = (uint8_t)n, hl = 5;
-    }
-    proto_buf_append(b, h, hl);
-}
-
-/* Sends n bytes of stream s as frames of at most PROTO_STREAM_CHUNK bytes,
- * each written as its header plus the data in place (no copy). */
+/* Sends n bytes of stream s as `stream` frames, the data in place. */
 static void send_stream_locked(int s, const uint8_t *p, size_t n)
 {
-    while (n > 0) {
-        size_t k = n < CHUNK ? n : CHUNK;
-        frame.len = 0;
-        size_t start = proto_frame_begin(&frame);
-        proto_put_map(&frame, 3);
-        proto_put_str(&frame, "t");
-        proto_put_str(&frame, "stream");
-        proto_put_str(&frame, "name");
-        proto_put_str(&frame, stream_names[s]);
-        proto_put_str(&frame, "data");
-        put_bin_header(&frame, k);
-        size_t body = frame.len - start - 4 + k;
-        uint8_t *h = frame.data + start;
-        h[0] = (uint8_t)(body >> 24), h[1] = (uint8_t)(body >> 16);
-        h[2] = (uint8_t)(body >> 8), h[3] = (uint8_t)body;
-        wrk_chan_write2_locked(frame.data, frame.len, p, k);
-        p += k;
-        n -= k;
-    }
+    wrk_chan_write_stream_locked(stream_names[s], p, n);
 }
 
 /* Sends stream s's Python-level buffer: it becomes the buffer being sent
@@ -192,11 +148,9 @@ static void flush_pending_locked(int s)
     }
 }
 
-/* Reads one chunk (at most max bytes) from stream s's pipe and forwards it,
- * after the Python-level data written before it. Returns the bytes read, 0
- * when the pipe is empty. Reading under the channel lock means data taken
- * from a pipe is always sent before a run's `done`; reading into the output
- * memory means a worker killed before sending it loses nothing. */
+/* Reads one chunk (at most max bytes) of stream s's pipe into the output
+ * memory and forwards it after the Python-level data written before it; the
+ * bytes read, 0 when the pipe is empty. */
 static size_t pump_pipe_locked(int s, size_t max)
 {
     chan_outmem_stream *m = &om->s[s];
@@ -524,7 +478,6 @@ void wrk_output_init(bool supervised)
 {
     make_outmem();
     wrk_tick_init();
-    proto_buf_reserve(&frame, 64);
     make_pipe(WRK_OUTPUT_STDOUT, 1, supervised ? 4 : -1);
     make_pipe(WRK_OUTPUT_STDERR, 2, supervised ? 5 : -1);
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -541,13 +494,9 @@ void wrk_output_init(bool supervised)
     flusher_started = false; /* a forked copy has none (threads do not fork) */
 }
 
-/* Starts the flusher thread, once per worker, at its first run: a new
- * worker stays single-threaded until then, so the copy-on-write faults of
- * its set-up (hundreds of pages shared with the zygote) flush only this
- * CPU's TLB; with a second thread alive each fault also interrupts the
- * other CPU (perf showed 2-4% of a create in those interrupts), and an idle
- * worker that never ran holds no second stack. Nothing needs it before: no
- * user code has run, so nothing writes. */
+/* Starts the flusher thread, once per worker, at its first run, with every
+ * signal blocked. Until then the worker stays single-threaded (its set-up
+ * faults stay cheap, see README.md); nothing writes before user code runs. */
 static void start_flusher(void)
 {
     if (flusher_started)
@@ -618,7 +567,7 @@ void wrk_output_restart(void)
     nstale = nstale_new = 0;
     atomic_store(&between_bytes, 0);
     atomic_fetch_add(&pipes_gen, 1);
-    child_usage = 0;
+    wrk_children_forget();
     /* The previous worker's output memory (this copy's is made anew). */
     if (om)
         munmap(om, sizeof *om);
@@ -626,7 +575,6 @@ void wrk_output_restart(void)
         close(om_fd);
     om = NULL;
     om_fd = -1;
-    frame.len = 0;
     atomic_store(&running, false);
     atomic_store(&armed, false);
     atomic_store(&forked, false);
@@ -635,33 +583,9 @@ void wrk_output_restart(void)
 
 /* ---- run boundaries -------------------------------------------------------- */
 
-/* True when a process other than this one may hold the write ends of the
- * pipes: a child is alive, or children were reaped since the last run's
- * start (one may have left a grandchild behind, reparented to the
- * supervisor), or something wrote while no run was active. */
-static bool other_writers_possible(bool idle_output)
-{
-    siginfo_t si = {0};
-    bool kids = waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) == 0;
-    struct rusage ru;
-    long long usage = 0;
-    child_cpu = 0;
-    if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
-        usage = ru.ru_minflt + ru.ru_majflt + ru.ru_nvcsw + ru.ru_nivcsw + ru.ru_utime.tv_sec +
-                ru.ru_utime.tv_usec + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec;
-        child_cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-    }
-    bool reaped = usage != child_usage;
-    child_usage = usage;
-    return kids || reaped || idle_output;
-}
-
-/* Gives stream s a new pipe (fd s + 1 now writes into it) and hands the old
- * read end to the flusher, which drains it as between-run output until its
- * last writer is gone: a background process of an earlier run writes into
- * that run's pipe, never into a later run's. Returns the new read end (for
- * the supervisor), or -1 when no pipe could be made (the old one stays). */
+/* Gives stream s a new pipe (fd s + 1 writes into it) and hands the old read
+ * end to the flusher, which drains it as between-run output until its last
+ * writer is gone. The new read end, or -1 when none could be made. */
 static int rotate_pipe_locked(int s)
 {
     int p[2];
@@ -701,13 +625,10 @@ static int rotate_pipe_locked(int s)
     return p[0];
 }
 
-/* Output of idle time (and of processes an earlier run left behind) is
- * counted as between-run output, never attributed to this run: the pipes
- * are drained, and replaced when another process may still write into
- * them. The count goes out first (`between`), then `start`, carrying the
- * new pipes' read ends for the supervisor, under the same lock, so `start`
- * precedes any stream frame of the run. */
-
+/* Idle output (and that of processes an earlier run left behind) is counted
+ * as `between`, never attributed to this run. `between`, then `start` with
+ * the new pipes' read ends, go out under the lock before any stream frame of
+ * the run. */
 void wrk_output_begin_run(const proto_buf *start)
 {
     start_flusher();
@@ -727,7 +648,8 @@ void wrk_output_begin_run(const proto_buf *start)
     pthread_mutex_unlock(&out_mu);
     unsigned long long between = atomic_exchange(&between_bytes, 0);
     int fds[WRK_OUTPUT_NSTREAMS] = {-1, -1};
-    if (other_writers_possible(between > 0)) {
+    /* Another process may hold the pipes' write ends. */
+    if (wrk_children_look() || between > 0) {
         for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++)
             fds[s] = rotate_pipe_locked(s);
         atomic_fetch_add(&pipes_gen, 1);
@@ -754,12 +676,10 @@ void wrk_output_begin_run(const proto_buf *start)
         wrk_chan_write_fds_locked(start->data, start->len, fds, 2);
     } else if (timer >= 0 && !start_now && start->len <= WRK_CHAN_DEFER_MAX) {
         /* Out with the run's first frame, or by the flusher once the timer
-         * fires. It is armed at most once per START_DELAY_NS: arming costs
-         * a timer reprogramming, on this VM an exit to the host (~20 us a
-         * run measured). A run that begins while it is armed goes out when
-         * it fires, sooner still; one that takes the lock after the
-         * flusher's look at it reads a clock past start_timer_due (which
-         * is never later than the expiry) and arms it again. */
+         * fires; the timer is armed at most once per START_DELAY_NS. A run
+         * that finds it armed goes out when it fires; one that comes after
+         * the flusher's look reads a clock past start_timer_due and arms it
+         * again. */
         wrk_chan_defer_locked(start->data, start->len);
         long long now = wrk_tick_clock_ns();
         struct itimerspec due = {.it_value = {0, START_DELAY_NS}};
@@ -774,13 +694,6 @@ void wrk_output_begin_run(const proto_buf *start)
     }
     start_now = false;
     wrk_chan_unlock();
-}
-
-/* The children's CPU at this run's start, for the run's cpu_time: read by
- * other_writers_possible anyway, so the run's start reads it once. */
-double wrk_output_children_cpu(void)
-{
-    return child_cpu;
 }
 
 void wrk_output_start_now(void)
@@ -861,20 +774,10 @@ static void send_now_nogil(int s, bool drain)
     PyEval_RestoreThread(ts);
 }
 
-/* Forwards raw output that was written before this Python-level write but
- * not yet sent, so the write cannot overtake it (os.write(1, ...) then
- * print(), os.system('ls') then print('done')). That output is either
- * unread in the pipe or has just been read by the flusher, which then holds
- * the channel lock until it has sent it; either way this writer forwards or
- * waits for it before appending. Raw output written after the check comes
- * after the appended data: the flusher sends the buffer before any chunk it
- * reads. The check costs an ioctl, a third of a print's cost, so it is made
- * when os.write wrote to the stream's fd since the last check (exact order
- * for os.write and Python-level writes, however close) and otherwise at
- * most every RAW_CHECK_NS: raw output of C code or of other processes (a
- * subprocess that has ended) is ordered before a Python-level write made
- * that long after the previous check. The time is read from the TSC
- * (wrk_tick): the vDSO clock, twice per print, was 8% of a print loop. */
+/* Forwards raw output written before this Python-level write and not yet
+ * sent, so the write cannot overtake it. The pipe is looked at when os.write
+ * wrote to the stream's fd since the last look (exact order) and otherwise
+ * at most every RAW_CHECK_NS (ordered with C code and other processes). */
 static void forward_unread_raw(int s)
 {
     long long now = 0;
@@ -923,12 +826,9 @@ static void send_large_nogil(int s, const char *p, size_t n)
     PyEval_RestoreThread(ts);
 }
 
-/* Appends the pieces (iov, cnt; n bytes in all) to stream s, in order. The
- * common case is a memcpy per piece under a mutex; a buffer that would grow
- * past PROTO_STREAM_CHUNK, or a large write, is sent by the writer itself
- * with the GIL released (so buffers stay bounded). The data must stay valid
- * while the GIL is released (callers pass data of objects they hold a
- * reference to). */
+/* A memcpy per piece under out_mu in the common case; a buffer that would
+ * outgrow its area, or a large write, is sent by the writer itself with the
+ * GIL released, so buffers stay bounded. */
 void wrk_output_writev(int s, const struct iovec *iov, size_t cnt, size_t n)
 {
     if (n == 0)

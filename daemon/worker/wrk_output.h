@@ -35,9 +35,6 @@ void wrk_output_init(bool supervised);
  * before any output of the run. Without new pipes `start` may be held back
  * until the run's first frame, for a short time at most. */
 void wrk_output_begin_run(const proto_buf *start);
-/* The CPU seconds of the worker's waited-for children, as read at the
- * start of the current run. */
-double wrk_output_children_cpu(void);
 /* The next run's `start` goes out at once (the first run after a bind). */
 void wrk_output_start_now(void);
 /* GIL released: sends every byte written so far (C stdio, Python-level
