@@ -10,23 +10,16 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "mem.h"
 #include "proto.h"
 #include "sbx.h"
+#include "wrk_boot.h"
 #include "wrk_chan.h"
-#include "wrk_display.h"
 #include "wrk_input.h"
-#include "wrk_ipy.h"
 #include "wrk_log.h"
-#include "wrk_mpmain.h"
-#include "wrk_oswrite.h"
 #include "wrk_output.h"
-#include "wrk_outstream.h"
-#include "wrk_print.h"
-#include "wrk_py.h"
 #include "wrk_query.h"
 #include "wrk_snap.h"
 #include "wrk_run.h"
@@ -35,100 +28,6 @@
 #include "wrk_zygote.h"
 
 #define CHAN_FD 3
-
-#if !defined(WRK_PYTHON_EXE) || !defined(WRK_PYTHON_HOME)
-#error                                                                                             \
-    "WRK_PYTHON_EXE and WRK_PYTHON_HOME (the embedded interpreter's executable and prefix) must be defined"
-#endif
-
-/* The supervisor's death is signalled with this; the handler kills the
- * worker's whole process group, so processes the user code started do not
- * outlive the daemon either. */
-#define PARENT_DEATH_SIGNAL (SIGRTMIN + 3)
-
-static void on_parent_death(int sig)
-{
-    (void)sig;
-    wrk_chan_gone(1);
-}
-
-static void watch_parent(pid_t parent)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_parent_death;
-    sigfillset(&sa.sa_mask);
-    if (sigaction(PARENT_DEATH_SIGNAL, &sa, NULL) < 0 ||
-        prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL) < 0)
-        fatal("cannot watch the supervisor: %s", strerror(errno));
-    /* Died before the signal was armed: we were reparented already. Compared
-     * with the supervisor's real pid, never with 1: the supervisor may be
-     * PID 1 itself (in a container). */
-    if (getppid() != parent)
-        _exit(1);
-}
-
-/* Exits after reporting a failed CPython initialisation step. */
-static void check_status(PyStatus st, const char *what)
-{
-    if (!PyStatus_Exception(st))
-        return;
-    wrk_log("%s: %s%s%s", what, st.func ? st.func : "", st.func ? ": " : "",
-            st.err_msg ? st.err_msg : "failed");
-    _exit(PyStatus_IsExit(st) ? st.exitcode : 1);
-}
-
-/* Starts CPython like `python3` would, minus the parts a daemon must not
- * inherit: no argv parsing, the executable and prefix pinned to the
- * interpreter this was built against (the first python3 on PATH, or a stray
- * PYTHONHOME, may belong to another one), C stdio left alone. PYTHONPATH and
- * the other PYTHON* variables apply as usual. site is imported, so dist-packages are importable;
- * SIGINT raises KeyboardInterrupt. */
-static void init_python(void)
-{
-    PyConfig config;
-    PyConfig_InitPythonConfig(&config);
-    config.parse_argv = 0;
-    config.install_signal_handlers = 1;
-    config.site_import = 1;
-    config.configure_c_stdio = 0;
-    check_status(PyConfig_SetBytesString(&config, &config.program_name, WRK_PYTHON_EXE),
-                 "python config");
-    check_status(PyConfig_SetBytesString(&config, &config.executable, WRK_PYTHON_EXE),
-                 "python config");
-    check_status(PyConfig_SetBytesString(&config, &config.home, WRK_PYTHON_HOME), "python config");
-    char *argv[] = {(char *)""};
-    check_status(PyConfig_SetBytesArgv(&config, 1, argv), "python config");
-    PyStatus st = Py_InitializeFromConfig(&config);
-    PyConfig_Clear(&config);
-    check_status(st, "python initialisation");
-}
-
-/* Python-side set-up: output capture, helper module, __main__ as the
- * namespace of runs, and '' on sys.path so modules in the working directory
- * import as in an interactive interpreter. */
-static void init_session(void)
-{
-    if (wrk_outstream_install() < 0 || wrk_oswrite_install() < 0 || wrk_print_install() < 0 || wrk_py_init() < 0 ||
-        wrk_display_init() < 0 || wrk_ipy_init() < 0 || wrk_mpmain_init() < 0 ||
-        wrk_py_install_hooks(wrk_display_patch_module) < 0 || wrk_query_init() < 0 ||
-        wrk_snap_init() < 0)
-        goto fail;
-    PyObject *main_mod = PyImport_AddModule("__main__"); /* borrowed */
-    if (!main_mod)
-        goto fail;
-    wrk_run_init(PyModule_GetDict(main_mod));
-    PyObject *path = PySys_GetObject("path"); /* borrowed */
-    PyObject *empty = PyUnicode_FromString("");
-    if (!path || !PyList_Check(path) || !empty || PyList_Insert(path, 0, empty) < 0)
-        goto fail;
-    Py_DECREF(empty);
-    return;
-fail:
-    wrk_log("python session set-up failed:");
-    PyErr_Print(); /* lands in the captured (discarded) stderr; rarely useful */
-    _exit(1);
-}
 
 static void send_ready(void)
 {
@@ -294,27 +193,6 @@ static frame_kind parse_frame(const uint8_t *body, size_t len, proto_doc *doc, w
     return FRAME_RUN;
 }
 
-/* A crash signal must not lose output the flusher has taken from a pipe but
- * not yet sent: wait for that send, then die of the same signal (the
- * supervisor reports it as the cause). */
-static void on_crash(int sig)
-{
-    wrk_chan_quiesce(500);
-    raise(sig); /* SA_RESETHAND made this the default action */
-}
-
-static void install_crash_handlers(void)
-{
-    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_crash;
-    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        sigaction(sigs[i], &sa, NULL);
-}
-
 /* `exit`: the context is deleted or restarted, or the daemon stops. The
  * atexit handlers run as when an interpreter exits, as a silent run whose
  * frames go out as usual (sup_linger.c logs them; the supervisor kills the
@@ -422,7 +300,7 @@ int main(int argc, char **argv)
     signal(SIGINT, SIG_DFL); /* CPython installs its handler only over SIG_DFL */
     /* The parent now is the supervisor: its fork armed PR_SET_PDEATHSIG
      * (SIGKILL, kept across exec) and checked its parent right after. */
-    watch_parent(supervisor);
+    wrk_boot_watch_parent(supervisor);
 
     wrk_chan_init(CHAN_FD);
     int err_fd = fcntl(2, F_DUPFD_CLOEXEC, CHAN_FD + 1);
@@ -432,34 +310,12 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     wrk_output_init(supervised);
-    install_crash_handlers();
+    wrk_boot_crash_handlers();
 
-    init_python();
-    init_session();
+    wrk_boot_python();
+    wrk_boot_session();
     /* Idle time runs without the GIL so user threads keep running; runs
      * take it back with PyGILState_Ensure. */
     (void)PyEval_SaveThread();
     serve_channel();
-}
-
-/* For wrk_zygote.c: the steps a zygote and the workers it forks share with
- * a worker started by exec. */
-void wrk_main_init_python(void)
-{
-    init_python();
-}
-
-void wrk_main_init_session(void)
-{
-    init_session();
-}
-
-void wrk_main_install_crash_handlers(void)
-{
-    install_crash_handlers();
-}
-
-void wrk_main_watch_parent(pid_t parent)
-{
-    watch_parent(parent);
 }

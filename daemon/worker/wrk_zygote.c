@@ -25,6 +25,7 @@
 #include "mem.h"
 #include "proto.h"
 #include "sbx.h"
+#include "wrk_boot.h"
 #include "wrk_chan.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
@@ -472,7 +473,7 @@ static void become_worker(const int fds[NEW_FDS])
         wrk_log_init(err_fd);
         mem_set_fatal_fd(err_fd);
     }
-    wrk_main_install_crash_handlers();
+    wrk_boot_crash_handlers();
 }
 
 /* Waits until the intermediate process has exited and the worker belongs to
@@ -492,7 +493,7 @@ static void await_supervisor(pid_t a_pid)
         }
         nanosleep(&pause, NULL);
     }
-    wrk_main_watch_parent(sup_pid);
+    wrk_boot_watch_parent(sup_pid);
 }
 
 /* A new worker (not a sandbox's: sbx_ns_enter waits itself) waits until
@@ -655,7 +656,7 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         wrk_output_restart();
         if (ns_flags) /* its parent (outside the namespace: getppid() 0) is already the
                          supervisor */
-            wrk_main_watch_parent(getppid());
+            wrk_boot_watch_parent(getppid());
         else
             await_supervisor(a_pid);
         return true;
@@ -775,7 +776,7 @@ void wrk_zygote_main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &intr, NULL);
     signal(SIGINT, SIG_DFL);
     sup_pid = getppid();
-    wrk_main_watch_parent(sup_pid);
+    wrk_boot_watch_parent(sup_pid);
 
     int type = 0;
     socklen_t tl = sizeof type;
@@ -791,7 +792,7 @@ void wrk_zygote_main(int argc, char **argv)
     setenv("MKL_NUM_THREADS", "1", 1);
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    wrk_main_init_python();
+    wrk_boot_python();
     helpers_init();
     PyObject *gc = PyImport_ImportModule("gc");
     PyObject *r = gc ? PyObject_CallMethod(gc, "disable", NULL) : NULL;
@@ -802,7 +803,7 @@ void wrk_zygote_main(int argc, char **argv)
     Py_DECREF(r);
     PyObject *loaded = NULL, *skipped = NULL;
     do_preloads(preload, &loaded, &skipped);
-    wrk_main_init_session();
+    wrk_boot_session();
     /* Before the pools are filled: what it leaves allocated is the zygote's. */
     r = wrk_py_call(WRK_PY_WARM, PyTuple_New(0));
     if (!r) { /* a worker's first run only faults more without it */

@@ -32,12 +32,4 @@ bool wrk_zygote_fork_live(const proto_val *frame);
  * enters its directory, by descriptor; exits 126 when it cannot. */
 void wrk_zygote_bind(const proto_val *frame);
 
-/* ---- defined in wrk_main.c: the start-up steps both kinds of worker share */
-void wrk_main_init_python(void);
-void wrk_main_init_session(void);
-void wrk_main_install_crash_handlers(void);
-/* Arms the parent-death signal (and its handler); exits when the parent is
- * no longer `parent` (the supervisor's pid, which may be 1 in a container). */
-void wrk_main_watch_parent(pid_t parent);
-
 #endif
