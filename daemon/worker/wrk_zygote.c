@@ -911,15 +911,6 @@ bool wrk_zygote_fork_live(const proto_val *frame)
 
 void wrk_zygote_bind(const proto_val *frame)
 {
-    static const proto_field fields[] = {
-        {"name", PF_STR, true, PROTO_MAX_NAME},
-        {"cwd", PF_STR, true, 4095},
-    };
-    proto_error err;
-    if (proto_check(frame, fields, sizeof fields / sizeof fields[0], &err) < 0) {
-        wrk_log("bad bind frame: %s", err.msg);
-        _exit(2);
-    }
     const proto_val *name = proto_map_get(frame, "name");
     set_title(name->as.s, name->n);
     char *cwd = proto_strdup(proto_map_get(frame, "cwd"));

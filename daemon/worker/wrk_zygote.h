@@ -27,9 +27,9 @@ void wrk_zygote_main(int argc, char **argv);
  * sent `forked` or `fork_failed`), true in the new worker, set up like one
  * returned by wrk_zygote_main. */
 bool wrk_zygote_fork_live(const proto_val *frame);
-/* Handles a `bind` frame (a spare worker taken by a context, see the
- * supervisor's --spare-workers): takes the context's name as its title and
- * enters its directory, by descriptor; exits 126 when it cannot. */
+/* A `bind` frame, its name and cwd checked as strs: the spare worker takes
+ * the context's name as its title and enters its directory; exits 126 when
+ * it cannot. */
 void wrk_zygote_bind(const proto_val *frame);
 
 #endif
