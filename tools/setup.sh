@@ -9,8 +9,8 @@
 # The build goes to ./build (override with BUILD_DIR), with warnings as
 # errors (CTXD_WERROR). Every mode then installs it (`cmake --install`) into
 # /usr/local (override with PREFIX): ctxd, ctx, ctxd-mcp, libctxd, the Python
-# package (where Debian's python3 finds it) and the Jupyter kernelspec; not
-# as root into a prefix it cannot write, it says so and goes on.
+# package (where Debian's python3 finds it) and the Jupyter kernelspec. A
+# prefix it cannot write (not root) is left alone, with a message.
 set -eu
 mode=${1:-demo}
 root=$(cd "$(dirname "$0")/.." && pwd)
