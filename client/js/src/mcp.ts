@@ -5,8 +5,9 @@
  * install_packages, upload_file, download_file), on the official SDK, over
  * the TypeScript client. run_python streams stdout and stderr while the code
  * runs (progress notifications when the caller gave a progress token, and
- * logging notifications), and returns text for the output and the result and
- * image content for figures and other images.
+ * logging notifications), and returns each part of the output labelled
+ * (stdout, stderr, result, display, error, status): text for the output and
+ * the result and image content for figures and other images.
  *
  * The operator sets the tier and policy of the contexts (Bounds); a client
  * can narrow them, never widen them, and a context outside them is refused.
@@ -35,13 +36,27 @@ export interface McpOptions {
   maxFile?: number;
 }
 
-type Content = { type: "text"; text: string } | { type: "image"; data: string; mimeType: string };
+type Meta = Record<string, unknown>;
+type Content = { type: "text"; text: string; _meta?: Meta } | { type: "image"; data: string; mimeType: string; _meta?: Meta };
 type ToolResult = { content: Content[]; isError?: boolean };
 
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 function text(t: string, isError = false): ToolResult {
   return isError ? { content: [{ type: "text", text: t }], isError } : { content: [{ type: "text", text: t }] };
+}
+
+/** The _meta key that names which part of a run's output a content item is. */
+export const PART_KEY = "ctxd/part";
+
+/**
+ * One labelled part of run_python's result: the text starts with the label
+ * on a line of its own ("[stdout]", "[stderr]", "[result]", "[display]",
+ * "[error]", "[status]"), which is what a model reads, and _meta carries the
+ * same label for a host that sorts the parts.
+ */
+function part(label: "stdout" | "stderr" | "result" | "display" | "error" | "status", body: string): Content {
+  return { type: "text", text: `[${label}]\n${body}`, _meta: { [PART_KEY]: label } };
 }
 
 function cut(s: string, max: number, what: string): string {
@@ -97,7 +112,8 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       title: "Run Python",
       description:
         "Runs Python code in a persistent context (globals, imports and files are kept between calls) and returns its stdout, stderr, " +
-        "the value of a trailing expression, figures as images, and the traceback if it raised. stdout is streamed while the code runs.",
+        "the value of a trailing expression, figures as images, and the traceback if it raised, each part labelled on its first line " +
+        "([stdout], [stderr], [result], [display], [error], [status]). stdout is streamed while the code runs.",
       inputSchema: {
         code: z.string().describe("Python source"),
         context: ctxArg,
@@ -131,18 +147,18 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       }
       await sent;
       const content: Content[] = [];
-      if (r.stdout) content.push({ type: "text", text: cut(r.stdout, maxOutput, "stdout cut") });
-      if (r.stderr) content.push({ type: "text", text: "[stderr]\n" + cut(r.stderr, maxOutput, "stderr cut") });
+      if (r.stdout) content.push(part("stdout", cut(r.stdout, maxOutput, "stdout cut")));
+      if (r.stderr) content.push(part("stderr", cut(r.stderr, maxOutput, "stderr cut")));
       for (const res of r.results) {
+        const kind = res.isMainResult ? "result" : "display";
         const mime = IMAGE_TYPES.find((m) => typeof res.data[m] === "string");
-        if (mime) content.push({ type: "image", data: res.data[mime], mimeType: mime });
-        else if (res.isMainResult || res.formats().length === 0) content.push({ type: "text", text: (res.isMainResult ? "" : "[display]\n") + cut(res.text, maxOutput, "result cut") });
-        else content.push({ type: "text", text: "[display]\n" + cut(res.text, maxOutput, "display cut") });
+        if (mime) content.push({ type: "image", data: res.data[mime], mimeType: mime, _meta: { [PART_KEY]: kind } });
+        else content.push(part(kind, cut(res.text, maxOutput, `${kind} cut`)));
       }
-      if (r.error) content.push({ type: "text", text: r.error.traceback.join("\n") || `${r.error.ename}: ${r.error.evalue}` });
-      if (r.status === "timeout") content.push({ type: "text", text: `[timed out after ${timeout ?? defTimeout} s${r.stateLost ? "; the context's state was lost" : "; the context's state is kept"}]` });
-      else if (r.status !== "ok" && r.status !== "error") content.push({ type: "text", text: `[run ${r.status}${r.cause ? `: ${r.cause}` : ""}]` });
-      if (r.truncated) content.push({ type: "text", text: `[output truncated by the daemon: ${JSON.stringify(r.dropped)}]` });
+      if (r.error) content.push(part("error", r.error.traceback.join("\n") || `${r.error.ename}: ${r.error.evalue}`));
+      if (r.status === "timeout") content.push(part("status", `timed out after ${timeout ?? defTimeout} s${r.stateLost ? "; the context's state was lost" : "; the context's state is kept"}`));
+      else if (r.status !== "ok" && r.status !== "error") content.push(part("status", `run ${r.status}${r.cause ? `: ${r.cause}` : ""}`));
+      if (r.truncated) content.push(part("status", `output truncated by the daemon: ${JSON.stringify(r.dropped)}`));
       if (!content.length) content.push({ type: "text", text: "[no output]" });
       return r.status === "ok" ? { content } : { content, isError: true };
     },

@@ -49,9 +49,26 @@ test("run_python: stdout and the result as text, state kept between calls", asyn
   const c = await stdioClient();
   const r = await c.callTool({ name: "run_python", arguments: { code: "x = 6 * 7\nprint('hello')\nx" } });
   assert.ok(!r.isError);
-  assert.deepStrictEqual(texts(r), ["hello\n", "42"]);
+  assert.deepStrictEqual(texts(r), ["[stdout]\nhello\n", "[result]\n42"]);
   const again = await c.callTool({ name: "run_python", arguments: { code: "x + 1" } });
-  assert.deepStrictEqual(texts(again), ["43"]);
+  assert.deepStrictEqual(texts(again), ["[result]\n43"]);
+});
+
+test("run_python: each part is labelled on its first line and in _meta", async () => {
+  const c = await stdioClient();
+  const r = await c.callTool({ name: "run_python", arguments: { code: "import sys\nprint('out')\nprint('err', file=sys.stderr)\ndisplay('shown')\n'value'" } });
+  assert.ok(!r.isError, JSON.stringify(r));
+  assert.deepStrictEqual(texts(r), ["[stdout]\nout\n", "[stderr]\nerr\n", "[display]\n'shown'", "[result]\n'value'"]);
+  assert.deepStrictEqual(r.content.map((x) => x._meta?.["ctxd/part"]), ["stdout", "stderr", "display", "result"]);
+  const e = await c.callTool({ name: "run_python", arguments: { code: "print('before')\nraise ValueError('bad')" } });
+  assert.equal(e.isError, true);
+  assert.deepStrictEqual(e.content.map((x) => x._meta?.["ctxd/part"]), ["stdout", "error"]);
+  assert.match(texts(e)[1], /^\[error\]\nTraceback[^]*ValueError: bad$/);
+  const t = await c.callTool({ name: "run_python", arguments: { code: "while True: pass", timeout: 0.3 } });
+  assert.deepStrictEqual(t.content.map((x) => x._meta?.["ctxd/part"]), ["error", "status"]);
+  assert.match(texts(t)[1], /^\[status\]\ntimed out after 0.3 s/);
+  const img = await c.callTool({ name: "run_python", arguments: { code: "import matplotlib.pyplot as plt\nplt.plot([1, 2])" } });
+  assert.equal(img.content.find((x) => x.type === "image")._meta["ctxd/part"], "display");
 });
 
 test("run_python: a matplotlib figure comes back as image content", async () => {
@@ -62,7 +79,7 @@ test("run_python: a matplotlib figure comes back as image content", async () => 
   assert.ok(img, JSON.stringify(r.content).slice(0, 300));
   assert.equal(img.mimeType, "image/png");
   assert.deepStrictEqual([...Buffer.from(img.data, "base64").subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
-  assert.equal(texts(r)[0], "plotted\n");
+  assert.equal(texts(r)[0], "[stdout]\nplotted\n");
 });
 
 test("run_python: a timeout and an error are tool errors with what happened", async () => {
@@ -117,12 +134,12 @@ test("two contexts, forked, restarted, deleted; files up and down; interrupt", a
   const list = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).map((x) => x.name);
   assert.ok(list.includes("mcp-a") && list.includes("mcp-b"));
   await c.callTool({ name: "fork_context", arguments: { context: "mcp-a", name: "mcp-a2" } });
-  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-a2" } })), ["'in a'"]);
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-a2" } })), ["[result]\n'in a'"]);
   await c.callTool({ name: "restart_context", arguments: { context: "mcp-a" } });
   assert.equal((await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-a" } })).isError, true);
   const up = await c.callTool({ name: "upload_file", arguments: { context: "mcp-b", path: "note.txt", content: "héllo" } });
   assert.match(texts(up)[0], /wrote 6 bytes/);
-  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "open('note.txt').read()", context: "mcp-b" } })), ["'héllo'"]);
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "open('note.txt').read()", context: "mcp-b" } })), ["[result]\n'héllo'"]);
   assert.deepStrictEqual(texts(await c.callTool({ name: "download_file", arguments: { context: "mcp-b", path: "note.txt" } })), ["héllo"]);
   const bin = await c.callTool({ name: "upload_file", arguments: { context: "mcp-b", path: "x.png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]).toString("base64"), encoding: "base64" } });
   assert.ok(!bin.isError);
@@ -142,7 +159,7 @@ test("two contexts, forked, restarted, deleted; files up and down; interrupt", a
 test("the operator's tier and policy: a client narrows them, never widens them", async () => {
   const c = await stdioClient("--policy", '{"timeout": 5}', "--context", "bounded");
   const r = await c.callTool({ name: "run_python", arguments: { code: "1 + 1" } });
-  assert.deepStrictEqual(texts(r), ["2"]);
+  assert.deepStrictEqual(texts(r), ["[result]\n2"]);
   const info = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "bounded");
   assert.equal(info.tier, "sandbox");
   assert.equal(info.policy.timeout, 5);
@@ -184,7 +201,7 @@ test("streamable HTTP on 127.0.0.1: list tools and run code", async () => {
     assert.ok(tools.some((t) => t.name === "run_python"));
     const progress = [];
     const r = await c.callTool({ name: "run_python", arguments: { code: "print('over http')\n2 ** 10" } }, undefined, { onprogress: (x) => progress.push(x.message) });
-    assert.deepStrictEqual(texts(r), ["over http\n", "1024"]);
+    assert.deepStrictEqual(texts(r), ["[stdout]\nover http\n", "[result]\n1024"]);
     assert.deepStrictEqual(progress, ["over http\n"]);
     await c.close();
     const res = await fetch(`http://127.0.0.1:${port}/mcp`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
@@ -210,7 +227,7 @@ test("interrupt tool and a cancelled call both stop a running run, globals kept"
   const cancelled = c.callTool({ name: "run_python", arguments: { code: "import time\nprint('again', flush=True)\nwhile True: time.sleep(0.01)", timeout: 120 } }, undefined, { signal: ac.signal, onprogress: () => ac.abort(), timeout: 120000 });
   await assert.rejects(cancelled);
   // The context is free again (the run was interrupted, not left looping) and kept its globals.
-  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "kept", timeout: 60 } })), ["'yes'"]);
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "kept", timeout: 60 } })), ["[result]\n'yes'"]);
   await c.callTool({ name: "delete_context", arguments: { context: "stoppable" } });
 });
 
@@ -222,7 +239,7 @@ test("safe defaults: sandbox contexts; the model cannot ask for unsafe nor a cwd
   // Root of its own user namespace, mapped to a uid of its own: never the host's root.
   const r = await c.callTool({ name: "run_python", arguments: { code: "open('/proc/self/uid_map').read().split()[:2]" } });
   assert.ok(!r.isError, texts(r).join());
-  assert.match(texts(r)[0], /^\['0', '[1-9][0-9]*'\]$/);
+  assert.match(texts(r)[0], /^\[result\]\n\['0', '[1-9][0-9]*'\]$/);
   const info = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "safe-default");
   assert.equal(info.tier, "sandbox");
   // A model asking for unsafe (or mellea's name for it) is refused: by the schema, before any context is made.
