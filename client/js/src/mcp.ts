@@ -111,16 +111,20 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     {
       title: "Run Python",
       description:
-        "Runs Python code in a persistent context (globals, imports and files are kept between calls) and returns its stdout, stderr, " +
+        "Runs Python code (IPython syntax by default, as in a Jupyter cell: %timeit, %pip install, !ls) in a persistent context (globals, imports and files are kept between calls) and returns its stdout, stderr, " +
         "the value of a trailing expression, figures as images, and the traceback if it raised, each part labelled on its first line " +
         "([stdout], [stderr], [result], [display], [error], [status]). stdout is streamed while the code runs.",
       inputSchema: {
         code: z.string().describe("Python source"),
         context: ctxArg,
+        syntax: z
+          .enum(["ipython", "python"])
+          .optional()
+          .describe('"ipython" (the default: a Jupyter cell, with %magics such as %timeit and %pip install, and !shell commands) or "python" (plain Python)'),
         timeout: z.number().positive().max(maxTimeout).optional().describe(`seconds (default ${defTimeout}, at most ${maxTimeout}); past it the code gets KeyboardInterrupt`),
       },
     },
-    async ({ code, context, timeout }, extra) => {
+    async ({ code, context, timeout, syntax }, extra) => {
       let ctx: string;
       try {
         ctx = await usable(context);
@@ -140,7 +144,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       };
       let r: ExecResult;
       try {
-        r = await client.execute(code, { ctx, timeout: timeout ?? defTimeout, onStdout: stream("stdout"), onStderr: stream("stderr"), signal: extra.signal });
+        r = await client.execute(code, { ctx, timeout: timeout ?? defTimeout, syntax: syntax ?? "ipython", onStdout: stream("stdout"), onStderr: stream("stderr"), signal: extra.signal });
       } catch (e) {
         await sent;
         return failure(e);

@@ -71,6 +71,24 @@ test("run_python: each part is labelled on its first line and in _meta", async (
   assert.equal(img.content.find((x) => x.type === "image")._meta["ctxd/part"], "display");
 });
 
+test("run_python: IPython syntax by default (magics, !cmd), plain Python on request", async () => {
+  const c = await stdioClient("--context", "ipy");
+  const sh = await c.callTool({ name: "run_python", arguments: { code: "!echo from-the-shell" } });
+  assert.ok(!sh.isError, JSON.stringify(sh));
+  assert.match(texts(sh).join(), /from-the-shell/);
+  const ti = await c.callTool({ name: "run_python", arguments: { code: "%timeit -n 3 -r 1 sum(range(10))" } });
+  assert.ok(!ti.isError, JSON.stringify(ti));
+  assert.match(texts(ti).join(), /per loop/);
+  const lines = await c.callTool({ name: "run_python", arguments: { code: "got = !printf 'a\\nb\\n'\nlist(got)" } });
+  assert.deepStrictEqual(texts(lines), ["[result]\n['a', 'b']"]);
+  const plain = await c.callTool({ name: "run_python", arguments: { code: "%time 1", syntax: "python" } });
+  assert.equal(plain.isError, true);
+  assert.match(texts(plain).join(), /SyntaxError/);
+  const schema = (await c.listTools()).tools.find((t) => t.name === "run_python").inputSchema;
+  assert.deepStrictEqual(schema.properties.syntax.enum, ["ipython", "python"]);
+  await c.callTool({ name: "delete_context", arguments: { context: "ipy" } });
+});
+
 test("run_python: a matplotlib figure comes back as image content", async () => {
   const c = await stdioClient();
   const r = await c.callTool({ name: "run_python", arguments: { code: "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nprint('plotted')" } });
