@@ -84,18 +84,26 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
   const maxFile = opts.maxFile ?? 8 * 1024 * 1024;
   const server = new McpServer({ name: "ctxd", version: SERVER_VERSION }, { capabilities: { logging: {} } });
 
-  /** The context name to use, made with the server's bounds when missing (create: make it); refused when outside the bounds. */
-  async function usable(name: string | undefined, create = true): Promise<string> {
+  /**
+   * The context name to use (the server's default when none is named),
+   * refused when outside the server's bounds. A missing context is made with
+   * the server's bounds when make is "yes", or "default" and none was named;
+   * otherwise it is an unknown_context error, which for "default" says how to
+   * make it (create_context, and hint: the calling tool's own way).
+   */
+  async function usable(name: string | undefined, make: "no" | "default" | "yes" = "no", hint = ""): Promise<string> {
     const ctx = name ?? defaultCtx;
     const info = (await client.listContexts()).find((i) => i.name === ctx);
     if (!info) {
-      if (!create) throw new CtxdError(`no context ${JSON.stringify(ctx)}`, "unknown_context");
+      if (make === "no") throw new CtxdError(`no context ${JSON.stringify(ctx)}`, "unknown_context");
+      if (make === "default" && name !== undefined)
+        throw new CtxdError(`no context ${JSON.stringify(ctx)}: make it first with create_context {"name": ${JSON.stringify(ctx)}}${hint}`, "unknown_context");
       const want = bounds.request(undefined, undefined, undefined);
       try {
         await client.createContext({ name: ctx, tier: want.tier, policy: Object.keys(want.policy).length ? (want.policy as any) : undefined });
       } catch (e) {
         if (!(e instanceof CtxdError && e.code === "exists")) throw e; // made meanwhile: checked below
-        return usable(ctx, false);
+        return usable(ctx);
       }
       return ctx;
     }
@@ -104,7 +112,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     return ctx;
   }
 
-  const ctxArg = z.string().min(1).max(64).optional().describe(`context name (default "${defaultCtx}", made on first use)`);
+  const ctxArg = z.string().min(1).max(64).optional().describe(`context name (default "${defaultCtx}", made on first use; any other must exist: create_context makes it)`);
 
   server.registerTool(
     "run_python",
@@ -117,6 +125,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       inputSchema: {
         code: z.string().describe("Python source"),
         context: ctxArg,
+        create: z.boolean().optional().describe(`make the named context when it does not exist (default false: an unknown context is an error; "${defaultCtx}" is always made on first use)`),
         syntax: z
           .enum(["ipython", "python"])
           .optional()
@@ -124,10 +133,10 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
         timeout: z.number().positive().max(maxTimeout).optional().describe(`seconds (default ${defTimeout}, at most ${maxTimeout}); past it the code gets KeyboardInterrupt`),
       },
     },
-    async ({ code, context, timeout, syntax }, extra) => {
+    async ({ code, context, create, timeout, syntax }, extra) => {
       let ctx: string;
       try {
-        ctx = await usable(context);
+        ctx = await usable(context, create ? "yes" : "default", `, or call run_python with "create": true`);
       } catch (e) {
         return failure(e);
       }
@@ -213,7 +222,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
 
   server.registerTool("delete_context", { title: "Delete a context", description: "Ends a context's process; its globals are gone.", inputSchema: named }, async ({ context }) => {
     try {
-      await client.deleteContext(await usable(context, false));
+      await client.deleteContext(await usable(context));
       return text(`deleted ${context}`);
     } catch (e) {
       return failure(e);
@@ -222,7 +231,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
 
   server.registerTool("restart_context", { title: "Restart a context", description: "A fresh interpreter for the context: empty globals.", inputSchema: named }, async ({ context }) => {
     try {
-      return text(JSON.stringify(contextJson(await client.restartContext(await usable(context, false)))));
+      return text(JSON.stringify(contextJson(await client.restartContext(await usable(context)))));
     } catch (e) {
       return failure(e);
     }
@@ -233,7 +242,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     { title: "Interrupt", description: "Raises KeyboardInterrupt in the code running in the context (globals kept).", inputSchema: { context: ctxArg } },
     async ({ context }) => {
       try {
-        const hit = await client.interrupt(await usable(context, false));
+        const hit = await client.interrupt(await usable(context));
         return text(hit ? "interrupted" : "nothing was running");
       } catch (e) {
         return failure(e);
@@ -250,7 +259,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     },
     async ({ context, name }, extra) => {
       try {
-        return text(JSON.stringify(contextJson(await client.forkContext(await usable(context, false), name, { signal: extra.signal }))));
+        return text(JSON.stringify(contextJson(await client.forkContext(await usable(context), name, { signal: extra.signal }))));
       } catch (e) {
         return failure(e);
       }
@@ -266,7 +275,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     },
     async ({ packages, context }, extra) => {
       try {
-        const got = await client.pipInstall(packages, await usable(context), { signal: extra.signal });
+        const got = await client.pipInstall(packages, await usable(context, "default"), { signal: extra.signal });
         return text(JSON.stringify(got));
       } catch (e) {
         return failure(e);
@@ -289,7 +298,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     async ({ path, content, encoding, context }) => {
       try {
         const data = Buffer.from(content, encoding === "base64" ? "base64" : "utf8");
-        const size = await client.putFile(await usable(context), path, data);
+        const size = await client.putFile(await usable(context, "default"), path, data);
         return text(`wrote ${size} bytes to ${path}`);
       } catch (e) {
         return failure(e);
@@ -308,7 +317,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       try {
         const parts: Buffer[] = [];
         let size = 0;
-        for await (const chunk of client.readFile(await usable(context, false), path)) {
+        for await (const chunk of client.readFile(await usable(context), path)) {
           size += chunk.length;
           if (size > maxFile) return text(`${path} is larger than ${maxFile} bytes: not returned`, true);
           parts.push(chunk);

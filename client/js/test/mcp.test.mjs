@@ -89,6 +89,25 @@ test("run_python: IPython syntax by default (magics, !cmd), plain Python on requ
   await c.callTool({ name: "delete_context", arguments: { context: "ipy" } });
 });
 
+test("run_python on an unknown context is an error naming the fix, unless create: true", async () => {
+  const c = await stdioClient("--context", "the-default");
+  const r = await c.callTool({ name: "run_python", arguments: { code: "1", context: "typo-ctx" } });
+  assert.equal(r.isError, true);
+  assert.equal(texts(r)[0], 'ctxd unknown_context: no context "typo-ctx": make it first with create_context {"name": "typo-ctx"}, or call run_python with "create": true');
+  const up = await c.callTool({ name: "upload_file", arguments: { path: "a.txt", content: "x", context: "typo-ctx" } });
+  assert.equal(up.isError, true);
+  assert.match(texts(up)[0], /no context "typo-ctx": make it first with create_context/);
+  const names = async () => JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).map((x) => x.name);
+  assert.ok(!(await names()).includes("typo-ctx"));
+  const made = await c.callTool({ name: "run_python", arguments: { code: "6 * 7", context: "typo-ctx", create: true } });
+  assert.deepStrictEqual(texts(made), ["[result]\n42"]);
+  assert.equal(JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "typo-ctx").tier, "sandbox");
+  // The server's own default context is made on first use.
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "1 + 1" } })), ["[result]\n2"]);
+  assert.ok((await names()).includes("the-default"));
+  for (const n of ["typo-ctx", "the-default"]) await c.callTool({ name: "delete_context", arguments: { context: n } });
+});
+
 test("run_python: a matplotlib figure comes back as image content", async () => {
   const c = await stdioClient();
   const r = await c.callTool({ name: "run_python", arguments: { code: "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nprint('plotted')" } });
