@@ -12,6 +12,7 @@
  * The operator sets the tier and policy of the contexts (Bounds); a client
  * can narrow them, never widen them, and a context outside them is refused.
  */
+import { existsSync } from "node:fs";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { Client } from "./client.js";
@@ -20,6 +21,21 @@ import { Bounds, PolicyError } from "./policy.js";
 import { ContextInfo, ExecResult } from "./types.js";
 
 export const SERVER_VERSION = "0.1.0";
+
+/**
+ * The daemon ctxd-mcp talks to when it is given no --endpoint: $CTXD_ENDPOINT,
+ * else the default socket (PROTOCOL.md section 1). An MCP host often starts
+ * its servers with only a few variables, without XDG_RUNTIME_DIR: then the
+ * user's runtime directory /run/user/UID is tried before /run/ctxd, when a
+ * socket is there.
+ */
+export function hostEndpoint(env: NodeJS.ProcessEnv = process.env, uid: number | undefined = process.getuid?.(), exists: (path: string) => boolean = existsSync): string {
+  if (env.CTXD_ENDPOINT) return env.CTXD_ENDPOINT;
+  if (env.XDG_RUNTIME_DIR) return `ipc://${env.XDG_RUNTIME_DIR}/ctxd/ctxd.sock`;
+  const user = `/run/user/${uid}/ctxd/ctxd.sock`;
+  if (uid !== undefined && exists(user)) return `ipc://${user}`;
+  return "ipc:///run/ctxd/ctxd.sock";
+}
 
 export interface McpOptions {
   /** the tier, policy and cwd bounds (default: sandbox, no policy, no cwd a client may choose) */

@@ -11,6 +11,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { Daemon, ROOT, freePort } from "./daemon.mjs";
+import { hostEndpoint } from "../dist/mcp.js";
 
 const MAIN = join(ROOT, "client/js/dist/mcp-main.js");
 let d;
@@ -43,6 +44,17 @@ test("tools are listed with JSON schemas", async () => {
   assert.equal(run.inputSchema.type, "object");
   assert.deepStrictEqual(run.inputSchema.required, ["code"]);
   assert.equal(run.inputSchema.properties.timeout.type, "number");
+});
+
+test("the daemon without --endpoint: CTXD_ENDPOINT, XDG_RUNTIME_DIR, /run/user/UID when a host passed neither, /run/ctxd", () => {
+  const none = () => false;
+  assert.equal(hostEndpoint({ CTXD_ENDPOINT: "tcp://h:5555", XDG_RUNTIME_DIR: "/x" }, 1000, none), "tcp://h:5555");
+  assert.equal(hostEndpoint({ XDG_RUNTIME_DIR: "/x" }, 1000, none), "ipc:///x/ctxd/ctxd.sock");
+  const seen = [];
+  const user = (p) => (seen.push(p), p === "/run/user/1000/ctxd/ctxd.sock");
+  assert.equal(hostEndpoint({ PATH: "/usr/bin" }, 1000, user), "ipc:///run/user/1000/ctxd/ctxd.sock");
+  assert.deepStrictEqual(seen, ["/run/user/1000/ctxd/ctxd.sock"]);
+  assert.equal(hostEndpoint({ PATH: "/usr/bin" }, 1000, none), "ipc:///run/ctxd/ctxd.sock");
 });
 
 test("run_python: stdout and the result as text, state kept between calls", async () => {

@@ -1,6 +1,7 @@
 // The npm package as a user gets it: `npm pack` of the sources (prepack
 // builds dist/), `npm install -g --prefix DIR` of that tarball (dependencies
-// from npm's cache when it has them, else the registry), then DIR/bin/ctxd-mcp.
+// from npm's cache when it has them, else the registry), then DIR/bin/ctxd-mcp
+// as an MCP host starts it, with README's own mcpServers block.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -54,4 +55,30 @@ test("npm install -g of the npm pack tarball gives a working bin/ctxd-mcp, no de
   assert.ok(existsSync(join(pkg, "dist/index.d.ts")));
   assert.ok(!existsSync(join(pkg, "src")) && !existsSync(join(pkg, "node_modules/typescript")));
   assert.match(readFileSync(join(pkg, "dist/mcp-main.js"), "utf8"), /^#!\/usr\/bin\/env node\n/);
+});
+
+/** README.md's mcpServers block (the first JSON block that has one). */
+function readmeBlock() {
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  for (const m of readme.matchAll(/```json\n([^]*?)```/g)) {
+    const j = JSON.parse(m[1]);
+    if (j.mcpServers) return j.mcpServers;
+  }
+  throw new Error("README.md has no mcpServers block");
+}
+
+test("README's mcpServers block, started as a host starts it, runs code", async () => {
+  const { ctxd } = readmeBlock();
+  assert.equal(ctxd.command, "ctxd-mcp"); // the installed command, found on the host's PATH
+  // The host's environment: the installed bin on PATH, the user's runtime directory (a host passes only some variables).
+  const env = { ...(ctxd.env ?? {}), PATH: `${prefix}/bin:${process.env.PATH}`, XDG_RUNTIME_DIR: d.dir };
+  const c = new McpClient({ name: "readme-host", version: "1" });
+  await c.connect(new StdioClientTransport({ command: ctxd.command, args: ctxd.args ?? [], env, stderr: "pipe" }));
+  try {
+    const r = await c.callTool({ name: "run_python", arguments: { code: "print('hi')\n6 * 7" } });
+    assert.ok(!r.isError, JSON.stringify(r));
+    assert.deepStrictEqual(r.content.map((x) => x.text), ["[stdout]\nhi\n", "[result]\n42"]);
+  } finally {
+    await c.close();
+  }
 });
