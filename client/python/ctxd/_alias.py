@@ -10,6 +10,7 @@ other names are looked up on the surface when asked for.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from typing import Iterable
@@ -37,11 +38,29 @@ def _alias(name: str, surface: types.ModuleType, package: bool) -> types.ModuleT
     return mod
 
 
-def install(surface: types.ModuleType, names: Iterable[str]) -> None:
-    """Puts an alias of surface in sys.modules under each dotted name (a
-    name's parents are aliased too) and binds each child to its parent, so
-    `import a.b` and `from a.b import X` both resolve to the surface.
-    Idempotent; aliases replace whatever held those names before."""
+def _parent(name: str) -> types.ModuleType:
+    """The real package called name when it can be imported, else an empty
+    package of that name."""
+    mod = sys.modules.get(name)
+    if mod is not None and not hasattr(mod, "__ctxd_alias_of__"):
+        return mod
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        mod = types.ModuleType(name)
+        mod.__path__ = []  # type: ignore[attr-defined]
+        return mod
+
+
+def install(surface: types.ModuleType, names: Iterable[str],
+            real_parents: bool = False) -> None:
+    """Puts an alias of surface in sys.modules under each dotted name and
+    binds each child to its parent, so `import a.b` and `from a.b import X`
+    both resolve to the surface. A name's parents not listed are aliases
+    too, or with real_parents the real packages when they import (else
+    empty packages), so a peer installed beside ctxd keeps its other
+    modules. Idempotent; aliases replace whatever held those names before."""
+    names = list(names)
     wanted = set()
     for n in names:
         parts = n.split(".")
@@ -50,7 +69,10 @@ def install(surface: types.ModuleType, names: Iterable[str]) -> None:
     parents = {n.rsplit(".", 1)[0] for n in wanted if "." in n}
     made = {}
     for n in sorted(wanted, key=lambda s: s.count(".")):
-        made[n] = _alias(n, surface, n in parents)
+        if real_parents and n not in names:
+            made[n] = _parent(n)
+        else:
+            made[n] = _alias(n, surface, n in parents)
         sys.modules[n] = made[n]
     for n, mod in made.items():
         if "." in n:
