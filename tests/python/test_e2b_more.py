@@ -310,3 +310,26 @@ def test_an_empty_figure_gives_no_chart(sandbox):
     # a figure with data still charts
     e = sandbox.run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
     assert e.results[0].chart is not None
+
+
+def test_kill_from_another_process_during_run_code(endpoint):
+    sb = Sandbox(endpoint=endpoint)
+    out = {}
+
+    def run():
+        try:
+            sb.run_code("import time; time.sleep(300)", timeout=300)
+        except BaseException as e:  # noqa: BLE001
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(1)
+    p = other_process(f'''
+        from ctxd.e2b import Sandbox
+        Sandbox.connect({sb.sandbox_id!r}).kill()
+    ''', endpoint)
+    assert p.returncode == 0, p.stderr
+    t.join(30)
+    assert isinstance(out.get("error"), TimeoutException) and KILLED in str(out["error"]), out
+    sb.kill()

@@ -84,7 +84,7 @@ from ._e2b_models import (  # noqa: F401 (E2B's names, re-exported)
     NotFoundException, OutputMessage, Result, SandboxException, SandboxNotFoundException,
     TimeoutException, WriteEntry, WriteInfo, _wrap,
 )
-from ._errors import CtxdError
+from ._errors import CtxdError, NotFoundError
 from .aio import AsyncClient
 from .client import Client
 
@@ -556,6 +556,17 @@ class Sandbox:
         self._install(info.name)
         return Context(info.name, "python", info.cwd)
 
+    def _gone(self, ctx: str) -> bool:
+        """Whether context ctx no longer exists (its sandbox was killed,
+        maybe from another process)."""
+        try:
+            self._client.context_info(ctx)
+        except NotFoundError:
+            return True
+        except CtxdError:
+            pass
+        return False
+
     def _install(self, ctx: str) -> ExecResult:
         """Installs the helper in ctx's interpreter (a silent run; figures
         already open are shown by it)."""
@@ -620,7 +631,7 @@ class Sandbox:
                 res = run.wait()
             finally:
                 post = post_run.wait()
-            if self._killed and res.status in ("aborted", "died", "shutdown"):
+            if res.status in ("aborted", "died") and (self._killed or self._gone(ctx)):
                 raise _killed_error()
             cell.finish(res, t)
             self._figures(cell, post, ctx)
@@ -788,6 +799,16 @@ class AsyncSandbox:
         await self._install(info.name)
         return Context(info.name, "python", info.cwd)
 
+    async def _gone(self, ctx: str) -> bool:
+        """As Sandbox._gone."""
+        try:
+            await self._client.context_info(ctx)
+        except NotFoundError:
+            return True
+        except CtxdError:
+            pass
+        return False
+
     async def _install(self, ctx: str) -> ExecResult:
         """As Sandbox._install."""
         return _installed(await self._client.execute(_e2b_helper.INSTALL, ctx, silent=True,
@@ -844,7 +865,7 @@ class AsyncSandbox:
                 res = await run.wait()
             finally:
                 post = await post_run.wait()
-            if self._killed and res.status in ("aborted", "died", "shutdown"):
+            if res.status in ("aborted", "died") and (self._killed or await self._gone(ctx)):
                 raise _killed_error()
             try:
                 cell.finish(res, t)
