@@ -333,3 +333,22 @@ def test_kill_from_another_process_during_run_code(endpoint):
     t.join(30)
     assert isinstance(out.get("error"), TimeoutException) and KILLED in str(out["error"]), out
     sb.kill()
+
+
+def test_kill_by_sandbox_id(endpoint):
+    # E2B's static form: Sandbox.kill(sandbox_id)
+    sb = Sandbox(endpoint=endpoint)
+    sb.run_code("x = 1")
+    assert Sandbox.kill(sb.sandbox_id, endpoint=endpoint) is True
+    assert Sandbox.kill(sb.sandbox_id, endpoint=endpoint) is False
+    with pytest.raises(NotFoundException):
+        sb.run_code("x")
+    sb.kill()
+
+    async def main():
+        a = await AsyncSandbox.create(endpoint=endpoint)
+        assert await AsyncSandbox.kill(a.sandbox_id, endpoint=endpoint) is True
+        assert await AsyncSandbox.kill(a.sandbox_id, endpoint=endpoint) is False
+        await a.kill()
+
+    asyncio.run(main())

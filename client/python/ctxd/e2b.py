@@ -285,6 +285,40 @@ def _sandbox_contexts(sandbox_id: str, infos: List[Any]) -> List[Any]:
     return [i for i in infos if i.name == sandbox_id] + sorted(mine, key=lambda i: i.name)
 
 
+class _InstanceOrClass:
+    """A method that, called on the class, is E2B's static form taking a
+    sandbox_id first (Sandbox.kill(sandbox_id)); on an instance, the
+    instance's method."""
+
+    def __init__(self, method: Callable[..., Any], static: Callable[..., Any]) -> None:
+        self._method, self._static = method, static
+        self.__doc__ = method.__doc__
+
+    def __get__(self, obj: Any, owner: Any) -> Any:
+        if obj is None:
+            return lambda *a, **kw: self._static(owner, *a, **kw)
+        return self._method.__get__(obj, owner)
+
+
+def _kill_by_id(cls: Any, sandbox_id: str, **kw: Any) -> bool:
+    """Sandbox.kill(sandbox_id, endpoint=..., client=...): True when the
+    sandbox was found and killed, False when there is none."""
+    try:
+        sb = cls.connect(sandbox_id, **kw)
+    except NotFoundException:
+        return False
+    return sb.kill()
+
+
+async def _kill_by_id_async(cls: Any, sandbox_id: str, **kw: Any) -> bool:
+    """As _kill_by_id, for AsyncSandbox."""
+    try:
+        sb = await cls.connect(sandbox_id, **kw)
+    except NotFoundException:
+        return False
+    return await sb.kill()
+
+
 def _installed(res: ExecResult) -> ExecResult:
     """Checks the helper's install run."""
     if res.status != "ok":
@@ -598,6 +632,7 @@ class Sandbox:
         return bool(names)
 
     close = kill
+    kill = _InstanceOrClass(kill, _kill_by_id)  # type: ignore[assignment]
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -836,6 +871,7 @@ class AsyncSandbox:
         return bool(names)
 
     close = kill
+    kill = _InstanceOrClass(kill, _kill_by_id_async)  # type: ignore[assignment]
 
     async def __aenter__(self) -> "AsyncSandbox":
         return self
