@@ -12,7 +12,9 @@ The helper becomes the module `_ctxd_e2b` of that interpreter:
   E2B surface calls it after each cell);
 - pandas DataFrames get a _repr_mimebundle_ adding E2B's table form
   (application/vnd.e2b.data+json: column name -> list of values, dates in
-  ISO 8601), patched when pandas is imported.
+  ISO 8601), patched when pandas is imported;
+- PIL's Image.save(a path str) also displays the image and Image.show()
+  displays it, as in E2B's sandbox, patched when PIL.Image is imported.
 
 The chart model is E2B's (e2b_code_interpreter.charts): line, scatter, bar,
 pie, box_and_whisker, superchart, unknown; 2D charts carry x/y labels, units,
@@ -138,10 +140,21 @@ def _bar_chart(ax):
     return c
 
 
+def _angle(w):
+    # E2B's rounding: the exact difference of the two angles, kept to
+    # 8 - (its decimal exponent) significant digits, made positive
+    from decimal import Decimal, localcontext
+    d = Decimal(float(w.theta2)) - Decimal(float(w.theta1))
+    d = Decimal(str(d))
+    with localcontext() as lc:
+        lc.prec = max(1, 8 - d.adjusted())
+        return abs(float(+d))
+
+
 def _pie_chart(ax):
     c = {"type": "pie", "title": ax.get_title() or None, "elements": []}
     for w in ax.patches:
-        c["elements"].append({"label": w.get_label(), "angle": _num(w.theta2 - w.theta1),
+        c["elements"].append({"label": w.get_label(), "angle": _angle(w),
                               "radius": _num(w.r)})
     return c
 
@@ -230,7 +243,10 @@ def _ax_chart(ax):
 
 
 def chart(fig):
-    """E2B's chart of a drawn figure (a dict), or None without axes."""
+    """E2B's chart of a drawn figure (a dict); None, as E2B, for a figure
+    without axes or whose axes hold no data."""
+    if not any(a.has_data() for a in fig.get_axes()):
+        return None
     axes = [a for a in fig.get_axes() if a.get_visible()]
     if not axes:
         return None
@@ -319,9 +335,34 @@ def _patch_pandas(mod):
         pass
 
 
+# ---- PIL: Image.save(a path) also displays the image, as E2B's startup
+# script does; Image.show() displays it (E2B has Pillow's IPython viewer)
+def _patch_pil(mod):
+    image = getattr(mod, "Image", None)
+    if image is None or getattr(image.save, "_ctxd_e2b", False):
+        return
+    save, show = image.save, image.show
+
+    def _save(self, fp, format=None, **params):
+        if isinstance(fp, str):
+            display(self)
+        return save(self, fp, format, **params)
+
+    def _show(self, title=None, **options):
+        display(self)
+
+    _save._ctxd_e2b = True
+    _save.__doc__, _show.__doc__ = save.__doc__, show.__doc__
+    image.save, image.show = _save, _show
+
+
+_PATCHES = {"pandas": _patch_pandas, "PIL.Image": _patch_pil}
+
+
 class _Finder:
     def find_spec(self, name, path, target=None):
-        if name != "pandas":
+        patch = _PATCHES.get(name)
+        if patch is None:
             return None
         for f in sys.meta_path:
             if f is self or not hasattr(f, "find_spec"):
@@ -337,7 +378,7 @@ class _Finder:
                             return inner.create_module(s)
                         def exec_module(self, module):
                             inner.exec_module(module)
-                            _patch_pandas(module)
+                            patch(module)
                     spec.loader = _Loader()
                 return spec
         return None
@@ -364,8 +405,9 @@ def install():
                     plt.switch_backend("module://_ctxd_e2b")
             except Exception:
                 pass
-    if "pandas" in sys.modules:
-        _patch_pandas(sys.modules["pandas"])
+    for name, patch in _PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
     if not any(type(f).__name__ == "_Finder" and getattr(f, "_ctxd_e2b", False)
                for f in sys.meta_path):
         f = _Finder()

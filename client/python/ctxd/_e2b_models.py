@@ -5,6 +5,7 @@ subclasses."""
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional
@@ -30,6 +31,10 @@ class TimeoutException(SandboxException, CtxdTimeoutError):
 
 class NotFoundException(SandboxException, NotFoundError):
     """An unknown context or file."""
+
+
+class SandboxNotFoundException(NotFoundException):
+    """No live sandbox has that id (Sandbox.connect)."""
 
 
 class InvalidArgumentException(SandboxException, ValueError):
@@ -236,21 +241,58 @@ class Context:
         return isinstance(other, Context) and other.id == self.id
 
 
+class FileType(str, enum.Enum):
+    """E2B's FileType; also equal to its str ("file", "dir", "symlink")."""
+
+    FILE = "file"
+    DIR = "dir"
+    SYMLINK = "symlink"
+
+    __hash__ = str.__hash__
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _file_type(t: Any) -> Any:
+    """t as a FileType when it names one."""
+    try:
+        return FileType(t)
+    except ValueError:
+        return t
+
+
 @dataclass
 class EntryInfo:
-    """A directory entry (files.list): name, type ("file" or "dir"), path
-    (absolute), size (bytes)."""
+    """A directory entry (files.list): name, type (FileType.FILE or .DIR,
+    equal to "file" / "dir"), path (absolute), size (bytes)."""
 
     name: str
-    type: str
+    type: Any
     path: str
     size: int = 0
+
+    def __post_init__(self) -> None:
+        self.type = _file_type(self.type)
 
 
 @dataclass
 class WriteInfo:
-    """What files.write wrote: name, type ("file"), path (absolute)."""
+    """What files.write wrote: name, type (FileType.FILE, equal to "file"),
+    path (absolute)."""
 
     name: str
-    type: str
+    type: Any
     path: str
+
+    def __post_init__(self) -> None:
+        self.type = _file_type(self.type)
+
+
+@dataclass
+class WriteEntry:
+    """One file for files.write_files: path and data (str, bytes or a file
+    object)."""
+
+    path: str
+    data: Any

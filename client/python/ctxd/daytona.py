@@ -42,6 +42,10 @@ outputs and matplotlib figures (Display: data, the MIME bundle; `charts`,
 those with an image); sys.exit(n) with n not 0 is an error (SystemExit).
 CodeInterpreter(own_default_context=True) runs in a context of its own
 rather than the daemon's shared "default".
+
+Daytona's import paths: install_as_daytona() (opt-in) makes `daytona`,
+`daytona.common.errors` (DaytonaError and its subclasses, all of Daytona's)
+and the code interpreter's modules resolve to this module.
 """
 
 from __future__ import annotations
@@ -63,8 +67,34 @@ from ._errors import (
     RefusedError,
     UnreachableError,
 )
+from . import _alias
 from .aio import AsyncClient
 from .client import Client
+
+__all__ = [
+    "AsyncCodeInterpreter", "CodeInterpreter", "DaytonaAuthenticationError",
+    "DaytonaBadRequestError", "DaytonaConflictError", "DaytonaConnectionError", "DaytonaError",
+    "DaytonaForbiddenError", "DaytonaNotFoundError", "DaytonaRateLimitError",
+    "DaytonaServerError", "DaytonaTimeoutError", "DaytonaValidationError", "Display",
+    "ExecutionError", "ExecutionResult", "InterpreterContext", "OutputMessage",
+    "install_as_daytona",
+]
+
+# The module names Daytona users import the code interpreter's names from:
+# its errors (daytona.common.errors), the interpreter and its models.
+DAYTONA_MODULES = (
+    "daytona", "daytona.common.errors", "daytona.common.code_interpreter",
+    "daytona._sync.code_interpreter", "daytona._async.code_interpreter",
+)
+
+
+def install_as_daytona() -> None:
+    """Makes `import daytona` and the modules in DAYTONA_MODULES (e.g.
+    `from daytona.common.errors import DaytonaError`) give this surface, as
+    pymysql.install_as_MySQLdb() does for MySQLdb. Opt-in and idempotent;
+    a real Daytona SDK imported before is replaced in sys.modules."""
+    import sys
+    _alias.install(sys.modules[__name__], DAYTONA_MODULES)
 
 class DaytonaError(CtxdError):
     """Daytona's base error: message, status_code (the HTTP status Daytona's
@@ -81,8 +111,32 @@ class DaytonaError(CtxdError):
         self.error_code = error_code
 
 
+class DaytonaBadRequestError(DaytonaError, RefusedError):
+    """A request the daemon refused as malformed or invalid (400)."""
+
+
+class DaytonaAuthenticationError(DaytonaError):
+    """Authentication failed (401)."""
+
+
+class DaytonaForbiddenError(DaytonaError, RefusedError):
+    """Not permitted (403)."""
+
+
 class DaytonaNotFoundError(DaytonaError, NotFoundError):
     """A context that does not exist (404)."""
+
+
+class DaytonaConflictError(DaytonaError, RefusedError):
+    """A conflict with what exists, e.g. a context name taken (409)."""
+
+
+class DaytonaValidationError(DaytonaError):
+    """Well-formed values that fail validation (422)."""
+
+
+class DaytonaServerError(DaytonaError):
+    """A failure on the server's side (5xx)."""
 
 
 class DaytonaRateLimitError(DaytonaError, RefusedError):
@@ -104,7 +158,8 @@ _ERROR_CLASSES = ((NotFoundError, DaytonaNotFoundError, 404),
                   (UnreachableError, DaytonaConnectionError, None),
                   (LostError, DaytonaConnectionError, None))
 _CODE_CLASSES = {"busy": (DaytonaRateLimitError, 429), "limit": (DaytonaRateLimitError, 429),
-                 "exists": (DaytonaError, 409), "forbidden": (DaytonaError, 403)}
+                 "exists": (DaytonaConflictError, 409),
+                 "forbidden": (DaytonaForbiddenError, 403)}
 
 DEFAULT_TIMEOUT = 600  # seconds: Daytona's "10 minutes"
 

@@ -11,11 +11,22 @@ runs against ctxd:
         ctx = sandbox.create_code_context(cwd="/tmp")
         sandbox.files.write("data.csv", "a,b\\n1,2\\n")
 
-A Sandbox is a set of ctxd contexts owned by this object: its default
-context (created with it) and those create_code_context() makes; kill()
-(or leaving the `with` block) deletes them. Python is the only language:
-any other `language` raises InvalidArgumentException naming what is
-supported.
+A Sandbox is a set of ctxd contexts: its default context (created with
+it; its name is the sandbox_id) and those create_code_context() makes
+(named after it); kill() (or leaving the `with` block) deletes them, and a
+run_code or command in progress then raises E2B's TimeoutException ("The
+sandbox was killed while the request was in progress").
+Sandbox.connect(sandbox_id) (AsyncSandbox.connect too) attaches to a live
+sandbox from any process. sandbox.commands.run(cmd) runs a shell command
+in the sandbox as E2B does (`/bin/bash -l -c`, _e2b_commands.py): a
+CommandResult, CommandExitException for a non-zero exit. Python is the
+only language of run_code: any other `language` raises
+InvalidArgumentException naming what is supported.
+
+E2B users keep their imports: ctxd.e2b.install_as_e2b() (opt-in, as
+pymysql.install_as_MySQLdb()) makes `e2b_code_interpreter` and `e2b` (and
+the submodules in E2B_MODULES) resolve to this module, so
+`from e2b_code_interpreter import Sandbox` runs against ctxd.
 
 Rich output as E2B gives it: each display() output and each matplotlib
 figure is a Result with is_main_result False, the trailing expression's
@@ -25,8 +36,11 @@ PieChart, BoxAndWhiskerChart, SuperChart for several axes; title, labels,
 units, ticks, tick labels, scales, elements), extracted in the context's
 own Python by a helper the surface installs there (ctxd/_e2b_helper.py: a
 matplotlib backend whose show() displays each figure with its chart; the
-figures a cell leaves open are shown after it). A pandas DataFrame result
-also carries `data`, E2B's table form (column -> list of values).
+figures a cell leaves open are shown after it; a figure whose axes hold no
+data has no chart, pie angles are rounded as E2B rounds them). A pandas
+DataFrame result also carries `data`, E2B's table form (column -> list of
+values). A PIL image saved to a path (Image.save) or shown is also
+displayed, as in E2B's sandbox.
 
 Cells are read with IPython syntax (`!pip list`, `%time`) when the daemon
 offers it (hello advertises the "ipython" syntax and this client can send
@@ -55,28 +69,34 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union
 
-from . import _e2b_helper
+from . import _alias, _e2b_helper
 from ._common import ExecResult
 from ._common import Result as _CtxdResult
+from ._e2b_commands import (  # noqa: F401 (E2B's names, re-exported)
+    AsyncCommands, CommandExitException, CommandHandle, CommandResult, Commands, Stderr, Stdout,
+)
 from ._e2b_charts import (  # noqa: F401 (E2B's names, re-exported)
     BarChart, BarData, BoxAndWhiskerChart, BoxAndWhiskerData, Chart, Chart2D, ChartType,
     LineChart, PieChart, PieData, PointChart, PointData, ScaleType, ScatterChart, SuperChart,
 )
 from ._e2b_models import (  # noqa: F401 (E2B's names, re-exported)
-    Context, EntryInfo, Execution, ExecutionError, InvalidArgumentException, Logs,
-    NotFoundException, OutputMessage, Result, SandboxException, TimeoutException, WriteInfo,
-    _wrap,
+    Context, EntryInfo, Execution, ExecutionError, FileType, InvalidArgumentException, Logs,
+    NotFoundException, OutputMessage, Result, SandboxException, SandboxNotFoundException,
+    TimeoutException, WriteEntry, WriteInfo, _wrap,
 )
-from ._errors import CtxdError
+from ._errors import CtxdError, NotFoundError
 from .aio import AsyncClient
 from .client import Client
 
 __all__ = [
     "AsyncSandbox", "BarChart", "BarData", "BoxAndWhiskerChart", "BoxAndWhiskerData",
-    "Chart", "Chart2D", "ChartType", "Context", "EntryInfo", "Execution", "ExecutionError",
+    "Chart", "Chart2D", "ChartType", "CommandExitException", "CommandHandle", "CommandResult",
+    "Context", "EntryInfo", "Execution", "ExecutionError", "FileType",
     "InvalidArgumentException", "LineChart", "Logs", "NotFoundException", "OutputMessage",
     "PieChart", "PieData", "PointChart", "PointData", "Result", "Sandbox", "SandboxException",
-    "ScaleType", "ScatterChart", "SuperChart", "TimeoutException", "WriteInfo",
+    "SandboxNotFoundException", "Stderr", "Stdout",
+    "ScaleType", "ScatterChart", "SuperChart", "TimeoutException", "WriteEntry", "WriteInfo",
+    "install_as_e2b",
 ]
 
 DEFAULT_TIMEOUT = 300  # seconds a run may take when run_code gets no timeout (E2B's)
@@ -85,6 +105,27 @@ SUPPORTED_LANGUAGES = ("python",)
 
 T = TypeVar("T")
 OutputHandler = Union[Callable[[T], Any], Callable[[T], Awaitable[Any]]]
+
+
+# The module names E2B users import (E2B's SDK `e2b` and its code
+# interpreter `e2b_code_interpreter`, with the submodules code imports from).
+E2B_MODULES = (
+    "e2b", "e2b.exceptions", "e2b.sandbox.commands.command_handle",
+    "e2b.sandbox.filesystem.filesystem", "e2b.sandbox_sync.main", "e2b.sandbox_async.main",
+    "e2b_code_interpreter", "e2b_code_interpreter.models", "e2b_code_interpreter.charts",
+    "e2b_code_interpreter.exceptions", "e2b_code_interpreter.code_interpreter_sync",
+    "e2b_code_interpreter.code_interpreter_async",
+)
+
+
+def install_as_e2b() -> None:
+    """Makes `import e2b_code_interpreter` and `import e2b` (and the
+    submodules in E2B_MODULES) give this surface, so E2B code runs
+    unchanged against ctxd, as pymysql.install_as_MySQLdb() does for
+    MySQLdb. Opt-in and idempotent; a real E2B SDK imported before is
+    replaced in sys.modules."""
+    import sys
+    _alias.install(sys.modules[__name__], E2B_MODULES)
 
 
 # ---- shared by the two sandboxes ---------------------------------------------------------
@@ -223,6 +264,59 @@ class _Err:
     ename: str
     evalue: str
     traceback: List[str] = field(default_factory=list)
+
+
+def _killed_error() -> TimeoutException:
+    """What E2B raises for a request the sandbox's kill() cut short."""
+    return TimeoutException(
+        "The sandbox was killed while the request was in progress. This can happen when the "
+        "sandbox times out or is killed manually.", "killed")
+
+
+def _code_context_name(sandbox_id: str) -> str:
+    """A new code context's name: the sandbox's id with a suffix, so that
+    Sandbox.connect(sandbox_id) finds the sandbox's contexts."""
+    return f"{sandbox_id}-{uuid.uuid4().hex[:8]}"
+
+
+def _sandbox_contexts(sandbox_id: str, infos: List[Any]) -> List[Any]:
+    """The contexts of sandbox sandbox_id among infos, its default first."""
+    mine = [i for i in infos if i.name.startswith(sandbox_id + "-")]
+    return [i for i in infos if i.name == sandbox_id] + sorted(mine, key=lambda i: i.name)
+
+
+class _InstanceOrClass:
+    """A method that, called on the class, is E2B's static form taking a
+    sandbox_id first (Sandbox.kill(sandbox_id)); on an instance, the
+    instance's method."""
+
+    def __init__(self, method: Callable[..., Any], static: Callable[..., Any]) -> None:
+        self._method, self._static = method, static
+        self.__doc__ = method.__doc__
+
+    def __get__(self, obj: Any, owner: Any) -> Any:
+        if obj is None:
+            return lambda *a, **kw: self._static(owner, *a, **kw)
+        return self._method.__get__(obj, owner)
+
+
+def _kill_by_id(cls: Any, sandbox_id: str, **kw: Any) -> bool:
+    """Sandbox.kill(sandbox_id, endpoint=..., client=...): True when the
+    sandbox was found and killed, False when there is none."""
+    try:
+        sb = cls.connect(sandbox_id, **kw)
+    except NotFoundException:
+        return False
+    return sb.kill()
+
+
+async def _kill_by_id_async(cls: Any, sandbox_id: str, **kw: Any) -> bool:
+    """As _kill_by_id, for AsyncSandbox."""
+    try:
+        sb = await cls.connect(sandbox_id, **kw)
+    except NotFoundException:
+        return False
+    return await sb.kill()
 
 
 def _installed(res: ExecResult) -> ExecResult:
@@ -399,6 +493,11 @@ class Filesystem:
             full = self._run("write", path, data=base64.b64encode(raw).decode())["path"]
         return WriteInfo(os.path.basename(full), "file", full)
 
+    def write_files(self, files: List[WriteEntry], user: Any = None,
+                    request_timeout: Optional[float] = None) -> List[WriteInfo]:
+        """Writes each WriteEntry in turn, as write()."""
+        return [self.write(f.path, f.data) for f in files]
+
     def list(self, path: str = ".", depth: int = 1, user: Any = None,
              request_timeout: Optional[float] = None) -> List[EntryInfo]:
         """The entries of a directory (sorted by name, at most 10000)."""
@@ -431,17 +530,46 @@ class Sandbox:
 
     def __init__(self, template: Optional[str] = None, *, endpoint: Optional[str] = None,
                  client: Optional[Client] = None, cwd: Optional[str] = None,
-                 envs: Optional[Dict[str, str]] = None, **_ignored: Any) -> None:
+                 envs: Optional[Dict[str, str]] = None, _connect: Optional[str] = None,
+                 **_ignored: Any) -> None:
+        self._killed = False
+        self._killed_error = _killed_error
+        self.sandbox_id = ""
         try:
             self._own = client is None
             self._client = client if client is not None else Client(endpoint)
             self._contexts: List[str] = []
-            ctx = self._new_context(cwd, envs)
+            if _connect is not None:
+                ctx = self._attach(_connect)
+            else:
+                ctx = self._new_context(cwd, envs)
         except CtxdError as e:
+            if self._own:
+                self._client.close()
             raise _wrap(e) from None
         self._default, self._cwd = ctx.id, ctx.cwd
         self.sandbox_id = ctx.id
         self.files = Filesystem(self)
+        self.commands = Commands(self)
+
+    @classmethod
+    def connect(cls, sandbox_id: str, timeout: Optional[int] = None, *,
+                endpoint: Optional[str] = None, client: Optional[Client] = None,
+                **_ignored: Any) -> "Sandbox":
+        """Attaches to a live sandbox by its id (from this process or
+        another): its contexts, globals and files are the ones its creator
+        sees. An unknown id raises SandboxNotFoundException."""
+        return cls(endpoint=endpoint, client=client, _connect=sandbox_id)
+
+    def _attach(self, sandbox_id: str) -> Context:
+        """Adopts the contexts of sandbox sandbox_id (its default first)."""
+        if not isinstance(sandbox_id, str) or not sandbox_id:
+            raise InvalidArgumentException("sandbox_id is a non-empty str")
+        infos = _sandbox_contexts(sandbox_id, self._client.list_contexts())
+        if not infos or infos[0].name != sandbox_id:
+            raise SandboxNotFoundException(f"Sandbox {sandbox_id} not found", "not_found")
+        self._contexts = [i.name for i in infos]
+        return Context(sandbox_id, "python", infos[0].cwd)
 
     @classmethod
     def create(cls, *args: Any, **kw: Any) -> "Sandbox":
@@ -455,11 +583,23 @@ class Sandbox:
 
     def _new_context(self, cwd: Optional[str], envs: Optional[Dict[str, str]] = None) -> Context:
         """A ctxd context for E2B: figures left to the helper, helper installed."""
-        name = f"e2b-{uuid.uuid4().hex[:12]}"
+        name = (_code_context_name(self.sandbox_id) if self.sandbox_id
+                else f"e2b-{uuid.uuid4().hex[:12]}")
         info = self._client.create_context(name, cwd=cwd, env=envs, figures=False)
         self._contexts.append(info.name)
         self._install(info.name)
         return Context(info.name, "python", info.cwd)
+
+    def _gone(self, ctx: str) -> bool:
+        """Whether context ctx no longer exists (its sandbox was killed,
+        maybe from another process)."""
+        try:
+            self._client.context_info(ctx)
+        except NotFoundError:
+            return True
+        except CtxdError:
+            pass
+        return False
 
     def _install(self, ctx: str) -> ExecResult:
         """Installs the helper in ctx's interpreter (a silent run; figures
@@ -477,8 +617,11 @@ class Sandbox:
         cell.figures(post)
 
     def kill(self, request_timeout: Optional[float] = None) -> bool:
-        """Deletes this Sandbox's contexts and closes the client it opened."""
+        """Deletes this Sandbox's contexts and closes the client it opened; a
+        run_code or command in progress raises E2B's TimeoutException ("The
+        sandbox was killed while the request was in progress")."""
         names, self._contexts = self._contexts, []
+        self._killed = self._killed or bool(names)
         for n in names:
             try:
                 self._client.delete_context(n)
@@ -489,6 +632,7 @@ class Sandbox:
         return bool(names)
 
     close = kill
+    kill = _InstanceOrClass(kill, _kill_by_id)  # type: ignore[assignment]
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -522,9 +666,13 @@ class Sandbox:
                 res = run.wait()
             finally:
                 post = post_run.wait()
+            if res.status in ("aborted", "died") and (self._killed or self._gone(ctx)):
+                raise _killed_error()
             cell.finish(res, t)
             self._figures(cell, post, ctx)
         except CtxdError as e:
+            if self._killed:
+                raise _killed_error() from None
             raise _wrap(e) from None
         return cell.execution
 
@@ -600,6 +748,10 @@ class AsyncFilesystem:
         full = (await self._run("write", path, data=base64.b64encode(raw).decode()))["path"]
         return WriteInfo(os.path.basename(full), "file", full)
 
+    async def write_files(self, files: List[WriteEntry], **_: Any) -> List[WriteInfo]:
+        """As Filesystem.write_files."""
+        return [await self.write(f.path, f.data) for f in files]
+
     async def list(self, path: str = ".", depth: int = 1, **_: Any) -> List[EntryInfo]:
         """As Filesystem.list."""
         return [EntryInfo(*e) for e in (await self._run("list", path))["entries"]]
@@ -629,6 +781,9 @@ class AsyncSandbox:
         self._default = self._cwd = ""
         self.sandbox_id = ""
         self.files = AsyncFilesystem(self)
+        self.commands = AsyncCommands(self)
+        self._killed = False
+        self._killed_error = _killed_error
 
     @classmethod
     async def create(cls, template: Optional[str] = None, *, endpoint: Optional[str] = None,
@@ -644,6 +799,26 @@ class AsyncSandbox:
         sb._default, sb._cwd, sb.sandbox_id = ctx.id, ctx.cwd, ctx.id
         return sb
 
+    @classmethod
+    async def connect(cls, sandbox_id: str, timeout: Optional[int] = None, *,
+                      endpoint: Optional[str] = None, client: Optional[AsyncClient] = None,
+                      **_ignored: Any) -> "AsyncSandbox":
+        """As Sandbox.connect."""
+        sb = cls(client if client is not None else AsyncClient(endpoint), client is None)
+        try:
+            if not isinstance(sandbox_id, str) or not sandbox_id:
+                raise InvalidArgumentException("sandbox_id is a non-empty str")
+            infos = _sandbox_contexts(sandbox_id, await sb._client.list_contexts())
+            if not infos or infos[0].name != sandbox_id:
+                raise SandboxNotFoundException(f"Sandbox {sandbox_id} not found", "not_found")
+        except CtxdError as e:
+            if sb._own:
+                await sb._client.close()
+            raise _wrap(e) from None
+        sb._contexts = [i.name for i in infos]
+        sb._default, sb._cwd, sb.sandbox_id = sandbox_id, infos[0].cwd, sandbox_id
+        return sb
+
     @property
     def client(self) -> AsyncClient:
         """The ctxd client this sandbox uses."""
@@ -652,11 +827,22 @@ class AsyncSandbox:
     async def _new_context(self, cwd: Optional[str],
                            envs: Optional[Dict[str, str]] = None) -> Context:
         """A ctxd context for E2B: figures left to the helper, helper installed."""
-        name = f"e2b-{uuid.uuid4().hex[:12]}"
+        name = (_code_context_name(self.sandbox_id) if self.sandbox_id
+                else f"e2b-{uuid.uuid4().hex[:12]}")
         info = await self._client.create_context(name, cwd=cwd, env=envs, figures=False)
         self._contexts.append(info.name)
         await self._install(info.name)
         return Context(info.name, "python", info.cwd)
+
+    async def _gone(self, ctx: str) -> bool:
+        """As Sandbox._gone."""
+        try:
+            await self._client.context_info(ctx)
+        except NotFoundError:
+            return True
+        except CtxdError:
+            pass
+        return False
 
     async def _install(self, ctx: str) -> ExecResult:
         """As Sandbox._install."""
@@ -674,6 +860,7 @@ class AsyncSandbox:
     async def kill(self, request_timeout: Optional[float] = None) -> bool:
         """As Sandbox.kill."""
         names, self._contexts = self._contexts, []
+        self._killed = self._killed or bool(names)
         for n in names:
             try:
                 await self._client.delete_context(n)
@@ -684,6 +871,7 @@ class AsyncSandbox:
         return bool(names)
 
     close = kill
+    kill = _InstanceOrClass(kill, _kill_by_id_async)  # type: ignore[assignment]
 
     async def __aenter__(self) -> "AsyncSandbox":
         return self
@@ -713,6 +901,8 @@ class AsyncSandbox:
                 res = await run.wait()
             finally:
                 post = await post_run.wait()
+            if res.status in ("aborted", "died") and (self._killed or await self._gone(ctx)):
+                raise _killed_error()
             try:
                 cell.finish(res, t)
                 await self._figures(cell, post, ctx)
@@ -720,6 +910,8 @@ class AsyncSandbox:
                 for p in cell.pending:
                     await p
         except CtxdError as e:
+            if self._killed:
+                raise _killed_error() from None
             raise _wrap(e) from None
         return cell.execution
 

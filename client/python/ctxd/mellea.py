@@ -20,6 +20,11 @@ Tiers: mellea's names are passed to the daemon, which resolves them
 namespaces, seccomp, cgroups: no Docker engine). ctxd's own names ("unsafe",
 "sandbox") are accepted too. `execution_mode` reports the name given.
 
+mellea's code keeps its imports: install_as_mellea() (opt-in) makes
+mellea.stdlib.tools and its execution_policy / interpreter modules resolve
+to this module (`from mellea.stdlib.tools import COMPATIBILITY_MATRIX,
+UnsafeEnvironment`), leaving the rest of an installed mellea as it is.
+
 mellea's public names are all here (UnsafeEnvironment,
 StaticAnalysisEnvironment, LLMSandboxEnvironment, code_interpreter,
 local_code_interpreter, COMPATIBILITY_MATRIX, CapabilityPolicy's ENFORCED_*
@@ -87,7 +92,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Literal, Optional, Sequence, Tuple, Union
 
-from . import _reqs
+from . import _alias, _reqs
 from ._common import ExecResult
 from ._errors import CtxdError, RefusedError
 from .client import Client
@@ -111,7 +116,26 @@ __all__ = [
     "local_code_interpreter",
     "make_execution_environment",
     "python_tool",
+    "install_as_mellea",
 ]
+
+# The module names mellea exports the interpreter's names from: the
+# package's __init__ (mellea.stdlib.tools), execution_policy
+# (COMPATIBILITY_MATRIX, the policies, Artifact) and interpreter
+# (UnsafeEnvironment and the other environments, python_tool).
+MELLEA_MODULES = ("mellea.stdlib.tools", "mellea.stdlib.tools.execution_policy",
+                  "mellea.stdlib.tools.interpreter")
+
+
+def install_as_mellea() -> None:
+    """Makes the modules in MELLEA_MODULES give this surface, so mellea
+    code (`from mellea.stdlib.tools import COMPATIBILITY_MATRIX,
+    UnsafeEnvironment`, `from mellea.stdlib.tools.interpreter import
+    python_tool`) runs against ctxd, as pymysql.install_as_MySQLdb() does
+    for MySQLdb. A mellea installed beside ctxd keeps its other modules
+    (mellea, mellea.stdlib are the real ones). Opt-in and idempotent."""
+    import sys
+    _alias.install(sys.modules[__name__], MELLEA_MODULES, real_parents=True)
 
 ExecutionTier = Literal["static", "local_unsafe", "local", "docker_unsafe", "docker",
                         "unsafe", "sandbox"]
@@ -664,7 +688,8 @@ class ExecutionEnvironment:
 
     def _result(self, **kw: Any) -> ExecutionResult:
         kw.setdefault("execution_mode", self.tier)
-        kw.setdefault("working_directory", self._cwd or self.working_directory)
+        # mellea's: the directory asked for, None for the default one
+        kw.setdefault("working_directory", self.working_directory)
         return ExecutionResult(**kw)
 
     def execute(self, code: str, timeout: Optional[float] = None) -> ExecutionResult:
@@ -1064,6 +1089,8 @@ class PythonTool:
         env = self.environment
         before = _snapshot(self.artifact_dir) if self.artifact_dir is not None else {}
         res = env._execute(code, None, artifacts=env.ctxd_tier != "static")
+        if res.working_directory is None and res.stdout is not None:
+            res.working_directory = env._cwd  # the tool's own directory, where it ran
         if not res.success or res.skipped:
             res.artifacts = []
             return res
