@@ -3,18 +3,23 @@
 #include "sup_request.h"
 
 #include "sup_config.h"
+#include "sup_ctxinfo.h"
+#include "sup_ctxpss.h"
 #include "sup_disk.h"
 #include "sup_ctx.h"
 #include "sup_files.h"
 #include "sup_fork.h"
 #include "sup_held.h"
 #include "sup_ident.h"
+#include "sup_life.h"
 #include "sup_log.h"
 #include "sup_peer.h"
 #include "sup_pkgs.h"
 #include "sup_policy.h"
 #include "sup_query.h"
+#include "sup_reap.h"
 #include "sup_route.h"
+#include "sup_run.h"
 #include "sup_send.h"
 #include "sup_snap.h"
 #include "sup_stats.h"
@@ -226,7 +231,7 @@ static void do_stats(const proto_val *msg, const sup_peer *peer)
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 7);
     size_t live, busy, queued;
-    sup_ctx_counts(&live, &busy, &queued);
+    sup_ctxinfo_counts(&live, &busy, &queued);
     sup_stats_put(&b, live, busy, queued);
     proto_put_str(&b, "limits");
     put_limits(&b);
@@ -282,15 +287,15 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'file' must be a non-empty path without NUL bytes");
         return;
     }
-    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
+    sup_ctx *c = sup_life_lookup(msg, peer, true);
     if (!c)
         return;
     /* The policy's timeout caps every run of the context. */
     if (c->policy && c->policy->timeout > 0 && (timeout == 0 || timeout > c->policy->timeout))
         timeout = c->policy->timeout;
-    if (c->queued >= sup_cfg.max_queue) {
+    if (c->run.queued >= sup_cfg.max_queue) {
         sup_reply_err(peer, "busy", "context '%s' already has %zu runs queued (max_queue)", c->name,
-                      c->queued);
+                      c->run.queued);
         return;
     }
     sup_run *r = mem_calloc(1, sizeof *r);
@@ -319,7 +324,7 @@ static void do_execute(const proto_val *msg, const sup_peer *peer)
         r->script_n++;
     }
     r->syntax = syntax;
-    sup_ctx_submit(c, r);
+    sup_run_submit(c, r);
 }
 
 static bool run_matches(const sup_run *r, const sup_peer *peer, const proto_val *id)
@@ -336,7 +341,7 @@ static bool run_matches(const sup_run *r, const sup_peer *peer, const proto_val 
 
 static void do_interrupt(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
     /* With `run`, only that execute of this client is interrupted, so an
@@ -344,7 +349,7 @@ static void do_interrupt(const proto_val *msg, const sup_peer *peer)
     const proto_val *run = get(msg, "run");
     bool interrupted = false;
     if (!run || (c->running && run_matches(c->running, peer, run)))
-        interrupted = sup_ctx_interrupt(c);
+        interrupted = sup_run_interrupt(c);
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 1);
@@ -357,7 +362,7 @@ static void do_interrupt(const proto_val *msg, const sup_peer *peer)
 /* input.reply: the line input() returns in the run waiting on ctx. */
 static void do_input_reply(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
     const proto_val *value = get(msg, "value");
@@ -367,7 +372,7 @@ static void do_input_reply(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'value' is required (unless 'eof' is true)");
         return;
     }
-    if (!sup_ctx_input_reply(c, value ? value->as.s : "", value ? value->n : 0, declined)) {
+    if (!sup_run_input_reply(c, value ? value->as.s : "", value ? value->n : 0, declined)) {
         sup_reply_err(peer, "no_input", "no run on context '%s' is waiting for input", c->name);
         return;
     }
@@ -422,7 +427,7 @@ static void create_finish(create_args *a, sup_site *site)
     }
     sup_policy_set_pending(a->policy);
     a->policy = NULL;
-    sup_ctx *c = sup_ctx_create(a->name, a->cwd, a->env, a->nenv, site, a->ident, &err);
+    sup_ctx *c = sup_life_create(a->name, a->cwd, a->env, a->nenv, site, a->ident, &err);
     sup_policy_free(sup_policy_take_pending()); /* not taken when the limit refused it */
     if (!c) {
         sup_pkgs_site_unref(site);
@@ -433,13 +438,13 @@ static void create_finish(create_args *a, sup_site *site)
     a->env = NULL; /* the context's now */
     a->nenv = 0;
     a->ident = NULL;
-    sup_ctx_set_lease(c, a->lease);
+    sup_reap_set_lease(c, a->lease);
     c->autosnap = a->autosnap;
     if (a->snap_fd >= 0) { /* the reply comes once the snapshot is restored */
         sup_snap_create_restore(c, a->snap_fd, a->snap_id, &a->peer);
         a->snap_fd = -1;
     } else {
-        sup_ctx_add_waiter(c, &a->peer);
+        sup_ctxinfo_add_waiter(c, &a->peer);
     }
     create_args_free(a);
 }
@@ -756,7 +761,7 @@ static void do_pip_install(const proto_val *msg, const sup_peer *peer)
         sup_pkgs_free_reqs(reqs, n);
         return;
     }
-    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
+    sup_ctx *c = sup_life_lookup(msg, peer, true);
     if (!c) {
         sup_pkgs_free_reqs(reqs, n);
         return;
@@ -807,10 +812,10 @@ static void do_list(const proto_val *msg, const sup_peer *peer)
     proto_buf items;
     proto_buf_init(&items);
     size_t taken = 0;
-    sup_ctx_info_budget(LIST_PSS_BUDGET);
+    sup_ctxpss_info_budget(LIST_PSS_BUDGET);
     while (taken < want && items.len < LIST_PAGE_BYTES)
-        sup_ctx_put_info(&items, v[from + taken++]);
-    sup_ctx_info_budget(0);
+        sup_ctxinfo_put(&items, v[from + taken++]);
+    sup_ctxpss_info_budget(0);
     bool more = from + taken < n;
     proto_buf b;
     proto_buf_init(&b);
@@ -834,18 +839,18 @@ static void do_delete(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "forbidden", "the context 'default' cannot be deleted; restart it");
         return;
     }
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
-    sup_ctx_delete(c);
+    sup_life_delete(c);
     reply_ok_empty(peer);
 }
 
-/* ctx.renew {ctx}: a leased context's owner is alive (sup_ctx_lookup renews
+/* ctx.renew {ctx}: a leased context's owner is alive (sup_life_lookup renews
  * it); the reply says the lease, 0 for a context without one. */
 static void do_renew(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
     proto_buf b;
@@ -861,14 +866,14 @@ static void do_renew(const proto_val *msg, const sup_peer *peer)
  * router asks it to learn what a dropped connection left undecided). */
 static void do_info(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 1);
     proto_put_str(&b, "ctx");
-    sup_ctx_put_info(&b, c);
+    sup_ctxinfo_put(&b, c);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
@@ -877,22 +882,22 @@ static void do_restart(const proto_val *msg, const sup_peer *peer)
 {
     const proto_val *name = get(msg, "ctx");
     bool existed = sup_ctx_find(name->as.s, name->n) != NULL;
-    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
+    sup_ctx *c = sup_life_lookup(msg, peer, true);
     if (!c)
         return;
     proto_error err;
-    if (existed && sup_ctx_restart(c, &err) < 0) {
+    if (existed && sup_life_restart(c, &err) < 0) {
         reply_error(peer, &err);
         return;
     }
-    sup_ctx_add_waiter(c, peer);
+    sup_ctxinfo_add_waiter(c, peer);
 }
 
 /* ctx.fork: validated here, queued on the source (sup_fork.c), answered
  * when the copy is ready. */
 static void do_fork(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *src = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *src = sup_life_lookup(msg, peer, false);
     if (!src)
         return;
     if (src->policy && src->policy->tier == SUP_TIER_SANDBOX) {
@@ -942,9 +947,9 @@ static void do_fork(const proto_val *msg, const sup_peer *peer)
                       sup_ctx_count());
         return;
     }
-    if (src->queued >= sup_cfg.max_queue) {
+    if (src->run.queued >= sup_cfg.max_queue) {
         sup_reply_err(peer, "busy", "context '%s' already has %zu requests queued (max_queue)",
-                      src->name, src->queued);
+                      src->name, src->run.queued);
         return;
     }
     sup_ctx_fork(src, want, peer);
