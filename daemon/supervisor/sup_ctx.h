@@ -239,6 +239,9 @@ typedef struct sup_run_kind {
     void (*abort)(const sup_run *r, const char *status, const char *cause);
     /* A worker frame of this kind (answer, forked, fork_failed), checked. */
     void (*on_frame)(sup_ctx *c, const char *type, const proto_val *msg);
+    /* Frees what the run holds of its kind (descriptors, names), before
+     * sup_run_free frees the rest; NULL: nothing. */
+    void (*free)(sup_run *r);
 } sup_run_kind;
 
 /* The context named so, NULL when none. */

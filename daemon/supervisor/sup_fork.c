@@ -44,11 +44,8 @@ static const sup_run_kind fork_kind;
 
 void sup_ctx_fork(sup_ctx *src, const char *name, const sup_peer *peer)
 {
-    sup_run *r = mem_calloc(1, sizeof *r);
-    r->kind = &fork_kind;
-    r->peer = *peer;
+    sup_run *r = sup_run_new(&fork_kind, peer);
     r->fork_name = mem_strdup(name);
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
     sup_run_submit(src, r);
 }
 
@@ -276,5 +273,15 @@ static void fork_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
             frames[i].handle(c, msg);
 }
 
+/* The kind's free: the descriptors of a copy never adopted, its name. */
+static void fork_free(sup_run *r)
+{
+    int fds[] = {r->fork_fd, r->fork_out_rd[0], r->fork_out_rd[1]};
+    for (size_t i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(r->fork_name);
+}
+
 /* What sup_run.c and sup_frame.c call for a ctx.fork run. */
-static const sup_run_kind fork_kind = {sup_fork_start, fork_abort, fork_on_frame};
+static const sup_run_kind fork_kind = {sup_fork_start, fork_abort, fork_on_frame, fork_free};

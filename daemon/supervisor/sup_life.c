@@ -187,11 +187,6 @@ static void free_ctx(sup_ctx *c)
     free(c);
 }
 
-double sup_life_tick(double now)
-{
-    return sup_ctx_tick(now);
-}
-
 void sup_life_shutdown(void)
 {
     sup_pkgs_shutdown();

@@ -31,8 +31,6 @@ int sup_life_restart(sup_ctx *c, proto_error *err);
  * first use when make_default); renews its lease; NULL after replying
  * `err`. */
 sup_ctx *sup_life_lookup(const proto_val *msg, const sup_peer *peer, bool make_default);
-/* Periodic work: frees the contexts deleted since; returns 0. */
-double sup_life_tick(double now);
 /* Ends every context and worker (the daemon stops). */
 void sup_life_shutdown(void);
 

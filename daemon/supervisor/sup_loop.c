@@ -472,7 +472,7 @@ static void save_table(void)
  * subsystem ticks another: a new one is a line here. */
 static double (*const cron_table[])(double now) = {
     sup_spare_tick,  /* bind frames of taken spares (before the graveyard is freed) */
-    sup_life_tick,   /* contexts deleted since the last turn freed */
+    sup_ctx_tick,    /* contexts deleted since the last turn freed */
     sup_reap_tick,   /* --idle-ttl, leases, run deadlines, CPU budgets, kill times */
     sup_linger_tick, /* kills workers whose atexit took too long */
     sup_zygote_tick, /* restarts a dead zygote */

@@ -137,16 +137,13 @@ static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
                       c->name, c->run.queued);
         return;
     }
-    sup_run *r = mem_calloc(1, sizeof *r);
-    r->kind = &run_kind;
-    r->peer = *peer;
+    sup_run *r = sup_run_new(&run_kind, peer);
     r->query_op = find_kind(op)->op;
     r->code = mem_strndup(code->as.s, code->n);
     r->code_len = code->n;
     r->cursor = cursor;
     r->detail_level = detail;
     r->timeout = timeout;
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
     sup_run_submit(c, r);
 }
 
@@ -256,4 +253,4 @@ static void query_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
 }
 
 /* What sup_run.c and sup_frame.c call for a query run. */
-static const sup_run_kind run_kind = {sup_query_start, sup_query_abort, query_on_frame};
+static const sup_run_kind run_kind = {sup_query_start, sup_query_abort, query_on_frame, NULL};

@@ -31,17 +31,23 @@ void sup_run_set_client(sup_run_client_fn fn)
     to_client = fn ? fn : sup_send_take;
 }
 
+sup_run *sup_run_new(const sup_run_kind *kind, const sup_peer *peer)
+{
+    sup_run *r = mem_calloc(1, sizeof *r);
+    r->kind = kind;
+    if (peer)
+        r->peer = *peer;
+    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
+    r->snap_fd = r->snap_dirfd = -1;
+    return r;
+}
+
 void sup_run_free(sup_run *r)
 {
     if (!r)
         return;
-    if (r->fork_name) { /* a ctx.fork: descriptors of a copy never adopted */
-        int fds[] = {r->fork_fd, r->fork_out_rd[0], r->fork_out_rd[1]};
-        for (size_t i = 0; i < 3; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
-        free(r->fork_name);
-    }
+    if (r->kind && r->kind->free)
+        r->kind->free(r);
     if (r->snap_mode) { /* a snapshot or restore: the file (sup_snap.c) */
         if (r->snap_drain)
             r->snap_drop(r->snap_drain);

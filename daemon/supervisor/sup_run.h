@@ -30,6 +30,10 @@ typedef struct sup_run_end {
 typedef int (*sup_run_client_fn)(const sup_peer *peer, proto_buf *body);
 void sup_run_set_client(sup_run_client_fn fn);
 
+/* A new run of kind (NULL: an execute) for peer (NULL: no client), its
+ * descriptors -1: the one way a run is made. */
+sup_run *sup_run_new(const sup_run_kind *kind, const sup_peer *peer);
+/* Frees r: its kind's part (kind->free), then what every run holds. */
 void sup_run_free(sup_run *r);
 /* Queues a run (takes ownership), starting a dead context's worker first,
  * and starts it when the context is free. */

@@ -1253,7 +1253,7 @@ static void snap_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
         restored(c, r, data, unsaved);
 }
 
-static const sup_run_kind snap_kind = {snap_start, snap_abort, snap_on_frame};
+static const sup_run_kind snap_kind = {snap_start, snap_abort, snap_on_frame, NULL};
 
 /* ---- ctx.snapshots, ctx.snapshot_delete -------------------------------- */
 

@@ -53,14 +53,12 @@ void sup_spare_drop(sup_ctx *c)
  * the context's first run behind it if taken early. */
 static void spare_warm(sup_ctx *c)
 {
-    sup_run *r = mem_calloc(1, sizeof *r);
+    sup_run *r = sup_run_new(NULL, NULL);
     static const char warm[] = "if 0:\n    x = f(1, a.b[2])\n";
     r->code = mem_strdup(warm);
     r->code_len = sizeof warm - 1;
     r->silent = true;
     r->timeout = 60; /* a warm-up that hangs is killed, the spare dropped */
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
-    r->snap_fd = r->snap_dirfd = -1;
     sup_run_submit(c, r);
 }
 

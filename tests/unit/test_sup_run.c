@@ -209,13 +209,11 @@ static sup_ctx *make_ctx(pid_t pid)
 
 static sup_run *new_run(double timeout)
 {
-    sup_run *r = mem_calloc(1, sizeof *r);
+    sup_run *r = sup_run_new(NULL, NULL);
     r->code = mem_strdup("x = 1");
     r->code_len = 5;
     r->timeout = timeout;
     r->peer.route_len = 1; /* a client, so its messages go out */
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
-    r->snap_fd = r->snap_dirfd = -1;
     return r;
 }
 
