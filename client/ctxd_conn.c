@@ -1,10 +1,11 @@
-/* libctxd, the connection: resolving the endpoint, CurveZMQ keys, the
- * DEALER socket and the monitor that reports a dropped connection, sending
- * and receiving messages, the errors and caller-owned results of blocking
- * calls, the control round trip and the liveness check of a daemon that
- * went silent. See ctxd_int.h for how the parts fit, ctxd.h for the
- * contract and proto/PROTOCOL.md for the wire format. All msgpack goes
- * through proto.h. */
+/* libctxd, the transport: CurveZMQ keys, the DEALER socket and the monitor
+ * that reports a dropped connection, sending and receiving messages, the
+ * inbox, the errors and caller-owned results of blocking calls, the control
+ * round trip and the liveness check of a daemon that went silent. It is the
+ * lowest floor: it calls nothing of the files above it, and tells them of a
+ * lost connection or a message for a run through the hooks they register
+ * (ctxd_conn_hooks). See ctxd_int.h for how the parts fit and
+ * proto/PROTOCOL.md for the wire format; all msgpack goes through proto.h. */
 #include "ctxd_int.h"
 
 #include <errno.h>
@@ -71,35 +72,6 @@ int ctxd_conn_begin(ctxd_client *c)
     c->last_rc = 0;
     c->last_code[0] = c->last_msg[0] = '\0';
     return 0;
-}
-
-/* Details of the last failure, for messages to the user. */
-int ctxd_last_error(const ctxd_client *c, const char **code, const char **msg)
-{
-    if (code)
-        *code = c->last_code;
-    if (msg)
-        *msg = c->last_msg;
-    return c->last_rc;
-}
-
-/* Text for a CTXD_E* code when no details are at hand. */
-const char *ctxd_strerror(int rc)
-{
-    static const char *const text[] = {
-        "success",
-        "daemon unreachable",
-        "refused by the daemon",
-        "protocol violation by the daemon",
-        "transport failure",
-        "invalid argument",
-        "stopped waiting",
-        "daemon restarted; the run's outcome is unknown",
-        "authentication failed",
-    };
-    if (rc > 0 || -rc >= (int)(sizeof text / sizeof text[0]))
-        return "unknown error";
-    return text[-rc];
 }
 
 /* ---- messages ---------------------------------------------------------- */
@@ -357,6 +329,20 @@ msg_in *ctxd_conn_inbox_pop(ctxd_client *c)
 
 /* ---- liveness and the socket monitor ----------------------------------- */
 
+/* Ends every run in flight with rc, through the floor above (while none is
+ * registered there is no run to end). */
+static void lost(ctxd_client *c, int rc)
+{
+    if (c->hooks)
+        c->hooks->lost(c, rc);
+}
+
+/* True when the floor above claims a message answering re. */
+static bool claimed(ctxd_client *c, uint64_t re)
+{
+    return c->hooks && c->hooks->claims(c, re);
+}
+
 /* True when the socket monitor reported a dropped connection since the
  * last call (its messages are consumed). */
 static bool take_disconnect(ctxd_client *c)
@@ -433,7 +419,7 @@ bool ctxd_conn_dropped(ctxd_client *c)
         "is unknown",
         c->endpoint);
     c->ping_id = 0;
-    ctxd_run_end_all(c, CTXD_ELOST);
+    lost(c, CTXD_ELOST);
     return true;
 }
 
@@ -461,7 +447,7 @@ void ctxd_conn_ping_reply(ctxd_client *c, const msg_in *m)
             c->endpoint, (unsigned long long)pid,
             inst && inst->kind == PROTO_STR ? (int)inst->n : 1,
             inst && inst->kind == PROTO_STR ? inst->as.s : "?", was);
-        ctxd_run_end_all(c, CTXD_ELOST);
+        lost(c, CTXD_ELOST);
     }
 }
 
@@ -479,7 +465,7 @@ void ctxd_conn_liveness_tick(ctxd_client *c)
         ctxd_conn_fail(c, CTXD_EUNREACHABLE, NULL,
                        "ctxd at %s stopped answering (no reply to a liveness check within %g s)",
                        c->endpoint, c->timeout);
-        ctxd_run_end_all(c, CTXD_EUNREACHABLE);
+        lost(c, CTXD_EUNREACHABLE);
         c->last_heard = t;
         return;
     }
@@ -492,7 +478,7 @@ void ctxd_conn_liveness_tick(ctxd_client *c)
             c->ping_deadline = t + c->timeout;
         } else {
             c->ping_id = 0;
-            ctxd_run_end_all(c, c->last_rc);
+            lost(c, c->last_rc);
             c->last_heard = t;
         }
         proto_buf_free(&b);
@@ -571,7 +557,7 @@ int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
             return r;
         }
         if (m->re != id) {
-            if (m->re && ((c->ping_id && m->re == c->ping_id) || ctxd_run_find(c, m->re)))
+            if (m->re && ((c->ping_id && m->re == c->ping_id) || claimed(c, m->re)))
                 ctxd_conn_inbox_push(c, m);
             else
                 ctxd_conn_msg_free(m);
@@ -592,7 +578,7 @@ int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
     }
 }
 
-/* ---- connecting: endpoint, CurveZMQ keys, socket ----------------------- */
+/* ---- the socket: CurveZMQ keys, connecting, releasing ------------------ */
 
 /* Fails fast when an ipc:// endpoint has no listener (missing or stale
  * socket file), where ZeroMQ would silently retry until the timeout. */
@@ -629,15 +615,6 @@ static int ipc_probe(ctxd_client *c)
     default:
         return 0;
     }
-}
-
-/* PROTOCOL.md section 1's default, for clients without --endpoint. */
-const char *ctxd_default_endpoint(char *buf, size_t n)
-{
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    int len = (xdg && *xdg) ? snprintf(buf, n, "ipc://%s/ctxd/ctxd.sock", xdg)
-                            : snprintf(buf, n, "ipc:///run/ctxd/ctxd.sock");
-    return len < 0 || (size_t)len >= n ? NULL : buf;
 }
 
 /* A Z85 key (40 characters) given inline or as the first such line of a
@@ -747,62 +724,28 @@ static int open_socket(ctxd_client *c)
     return 0;
 }
 
-/* Resolves the endpoint, fails fast on a dead ipc socket, connects and
- * proves the daemon answers with a hello. */
-ctxd_client *ctxd_connect_ex(const char *endpoint, double timeout, int *rc, char *err,
-                             size_t errlen)
+/* Connects the client's socket to its endpoint: a dead ipc socket fails at
+ * once, tcp gets the CurveZMQ keys the environment names, and the monitor
+ * is started. 0, or a negative code recorded for ctxd_last_error. */
+int ctxd_conn_open(ctxd_client *c)
 {
-    char def[4096];
-    if (!endpoint || !*endpoint)
-        endpoint = getenv("CTXD_ENDPOINT");
-    if (!endpoint || !*endpoint)
-        endpoint = ctxd_default_endpoint(def, sizeof def);
-    ctxd_client *c = mem_calloc(1, sizeof *c);
-    c->endpoint = mem_strdup(endpoint ? endpoint : "");
-    c->next_id = 1;
-    c->timeout = timeout > 0 ? timeout : CTXD_DEFAULT_TIMEOUT;
-    c->liveness = CTXD_DEFAULT_LIVENESS;
-    c->last_heard = now();
-    int r = !endpoint ? ctxd_conn_fail(c, CTXD_EINVALID, NULL, "XDG_RUNTIME_DIR is too long")
-                      : ipc_probe(c);
-    if (r == 0)
-        r = open_socket(c);
-    if (r == 0)
-        r = ctxd_hello(c, NULL);
-    if (rc)
-        *rc = r;
-    if (r == 0)
-        return c;
-    if (err && errlen)
-        snprintf(err, errlen, "%s", c->last_msg);
-    ctxd_close(c);
-    return NULL;
+    int r = ipc_probe(c);
+    return r < 0 ? r : open_socket(c);
 }
 
-/* The common case of ctxd_connect_ex. */
-ctxd_client *ctxd_connect(const char *endpoint, char *err, size_t errlen)
+/* Releases what the transport holds: parked messages, caller-owned results,
+ * the monitor, the socket and the ZeroMQ context. The client itself stays
+ * for its owner to free. */
+void ctxd_conn_shutdown(ctxd_client *c)
 {
-    return ctxd_connect_ex(endpoint, CTXD_DEFAULT_TIMEOUT, NULL, err, errlen);
-}
-
-/* Releases the socket, the ZeroMQ context, runs in flight, parked messages
- * and all owned results. */
-void ctxd_close(ctxd_client *c)
-{
-    if (!c)
-        return;
-    c->depth = 0;
-    ctxd_conn_begin(c);
     msg_in *m;
     while ((m = ctxd_conn_inbox_pop(c)))
         ctxd_conn_msg_free(m);
-    if (c->hello_kept)
-        ctxd_conn_msg_free(c->hello_kept);
-    for (run *r = c->runs; r; r = r->next) {
-        r->removed = true;
-        r->blocking = false;
-    }
-    ctxd_run_sweep(c);
+    for (size_t i = 0; i < c->nowned; i++)
+        free(c->owned[i]);
+    free(c->owned);
+    c->owned = NULL;
+    c->nowned = c->capowned = 0;
     if (c->mon)
         zmq_close(c->mon);
     if (c->sock) {
@@ -811,29 +754,5 @@ void ctxd_close(ctxd_client *c)
     }
     if (c->zctx)
         zmq_ctx_term(c->zctx);
-    free(c->owned);
-    free(c->endpoint);
-    free(c);
-}
-
-/* Lets tools show where they are connected. */
-const char *ctxd_endpoint(const ctxd_client *c)
-{
-    return c->endpoint;
-}
-
-/* Control timeout; also bounds a blocked send. */
-void ctxd_set_timeout(ctxd_client *c, double seconds)
-{
-    if (seconds > 0) {
-        int ms = (int)(seconds * 1000.0);
-        c->timeout = seconds;
-        zmq_setsockopt(c->sock, ZMQ_SNDTIMEO, &ms, sizeof ms);
-    }
-}
-
-/* How soon a client with runs in flight checks the daemon is still there. */
-void ctxd_set_liveness(ctxd_client *c, double seconds)
-{
-    c->liveness = seconds > 0 ? seconds : 0;
+    c->mon = c->sock = c->zctx = NULL;
 }

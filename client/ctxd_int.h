@@ -1,21 +1,26 @@
-/* libctxd's private header: the client's state and what its three parts
- * share. Not installed; the public contract is ctxd.h.
+/* libctxd's private header: the client's state and what its parts share.
+ * Not installed; the public contract is ctxd.h. The parts stand in floors,
+ * and each calls only the floors below it:
  *
- *   ctxd_conn.c  the connection: endpoint, CurveZMQ keys, the socket and its
- *                monitor, sending and receiving messages, errors and results
- *                owned for the caller, the control round trip, liveness
- *   ctxd_run.c   runs: execute and submit, the run list, one handler per
- *                event type (stream, result, display, input, error, done),
- *                the event-loop form (ctxd_step, ctxd_fd, ctxd_timeout_ms)
- *   ctxd_req.c   control requests and their replies: hello, stats,
- *                contexts, files, packages, queries
+ *   3  ctxd_open.c  connect and close, the client's settings, the last error
+ *   2  ctxd_run.c   runs: execute and submit, the run list, one handler per
+ *                   event type, the event-loop form (ctxd_step, ctxd_fd,
+ *                   ctxd_timeout_ms)
+ *      ctxd_req.c   control requests and their replies: hello, stats,
+ *                   contexts, files, packages, queries
+ *      ctxd_snap.c  snapshot requests and their replies
+ *   1  ctxd_conn.c  the transport: CurveZMQ keys, the socket and its
+ *                   monitor, sending and receiving messages, the inbox,
+ *                   errors and results owned for the caller, the control
+ *                   round trip, liveness
  *
  * Structure: every run (blocking or submitted) is a `run` in the client's
  * list. Messages are received by one path (ctxd_conn_recv), routed by `re`
  * to their run (ctxd_run.c's handle_msg), and turned into callbacks there. A
  * blocking control request that receives messages for runs parks them in
  * the inbox; ctxd_step and ctxd_execute dispatch the inbox first, so
- * nothing is lost or reordered.
+ * nothing is lost or reordered. The transport learns about runs only
+ * through the hooks the run list registers (ctxd_conn_hooks).
  *
  * The functions declared here are internal to the library: hidden from
  * libctxd.so's dynamic symbols, so its ABI stays exactly ctxd.h's. */
@@ -66,7 +71,19 @@ typedef struct run {
     char *err_code, *err_msg; /* blocking, rc < 0 */
 } run;
 
+/* What the transport asks of the floor above it, which registers them when
+ * the client is made. */
+typedef struct ctxd_conn_hooks {
+    /* The daemon is gone, silent or restarted (rc says which, the last
+     * error why): every run in flight ends with rc. */
+    void (*lost)(ctxd_client *c, int rc);
+    /* True when a message answering `re` belongs to a run in flight, so a
+     * control request parks it in the inbox rather than drop it. */
+    bool (*claims)(ctxd_client *c, uint64_t re);
+} ctxd_conn_hooks;
+
 struct ctxd_client {
+    const ctxd_conn_hooks *hooks; /* NULL: nothing above the transport yet */
     void *zctx;
     void *sock;
     void *mon;                 /* PAIR socket receiving sock's ZMQ_EVENT_DISCONNECTED and
@@ -218,14 +235,22 @@ int ctxd_conn_roundtrip(ctxd_client *c, const proto_buf *b, uint64_t id, bool li
  * as ctxd_conn_roundtrip. */
 int ctxd_conn_str_request(ctxd_client *c, const char *type, bool live, msg_in **out, ...);
 
+/* ---- ctxd_conn.c: the socket ------------------------------------------- */
+
+/* Connects the client's socket to its endpoint (ipc probe, CurveZMQ keys,
+ * the monitor): 0 or a negative code. */
+int ctxd_conn_open(ctxd_client *c);
+/* Releases what the transport holds: parked messages, caller-owned results,
+ * the monitor, the socket and the ZeroMQ context. */
+void ctxd_conn_shutdown(ctxd_client *c);
+
 /* ---- ctxd_run.c: the run list ------------------------------------------ */
 
-/* The run in flight with this id, or NULL. */
-run *ctxd_run_find(ctxd_client *c, uint64_t id);
-/* Unlinks and frees the runs marked removed (not while a callback runs). */
-void ctxd_run_sweep(ctxd_client *c);
-/* Ends every run in flight with rc, with the last error as its reason. */
-void ctxd_run_end_all(ctxd_client *c, int rc);
+/* Registers the run list's hooks with the transport of a new client. */
+void ctxd_run_attach(ctxd_client *c);
+/* Frees every run, blocking or not, without calling back: the client is
+ * closing. */
+void ctxd_run_forget_all(ctxd_client *c);
 
 #pragma GCC visibility pop
 

@@ -59,8 +59,6 @@ static int parse_ctx_reply(ctxd_client *c, const msg_in *m, ctxd_ctx_info *out)
     return parse_info(c, proto_map_get(m->root, "ctx"), out);
 }
 
-/* Reads hello's reply, remembering the daemon pid, instance and request
- * limit. */
 /* The strings of an array value, owned by the client (non-strings and a
  * missing value: none). */
 static const char *const *own_strs(ctxd_client *c, const proto_val *arr, size_t *n)
@@ -75,6 +73,9 @@ static const char *const *own_strs(ctxd_client *c, const proto_val *arr, size_t 
     return out;
 }
 
+/* Reads hello's reply into *out (NULL: only the cache), remembering the
+ * daemon's pid, instance and request limit in the client. A malformed reply
+ * is CTXD_EPROTOCOL. */
 static int parse_hello(ctxd_client *c, const msg_in *m, ctxd_hello_info *out)
 {
     static const proto_field fields[] = {

@@ -15,7 +15,7 @@
 /* ---- the run list ------------------------------------------------------ */
 
 /* The run in flight with this id (not detached or ended), or NULL. */
-run *ctxd_run_find(ctxd_client *c, uint64_t id)
+static run *find_run(ctxd_client *c, uint64_t id)
 {
     for (run *r = c->runs; r; r = r->next)
         if (r->id == id && !r->removed)
@@ -25,7 +25,7 @@ run *ctxd_run_find(ctxd_client *c, uint64_t id)
 
 /* Unlinks and frees the runs marked removed (never while a callback runs:
  * the run being dispatched may be one of them). */
-void ctxd_run_sweep(ctxd_client *c)
+static void sweep(ctxd_client *c)
 {
     if (c->depth > 0)
         return;
@@ -53,7 +53,7 @@ static void drop_blocking(ctxd_client *c, run *r)
     if (!r->ended && c->nactive > 0)
         c->nactive--;
     r->ended = true;
-    ctxd_run_sweep(c);
+    sweep(c);
 }
 
 /* Ends a run: records the outcome for a blocking waiter, calls on_done,
@@ -91,8 +91,9 @@ static void end_run(ctxd_client *c, run *r, int rc, const ctxd_outcome *out, con
     r->removed = true;
 }
 
-/* Ends every run in flight with rc (a failed liveness check). */
-void ctxd_run_end_all(ctxd_client *c, int rc)
+/* Ends every run in flight with rc, the last error as its code and
+ * message. */
+static void end_all(ctxd_client *c, int rc)
 {
     char code[sizeof c->last_code], msg[sizeof c->last_msg];
     snprintf(code, sizeof code, "%s", c->last_code);
@@ -100,6 +101,31 @@ void ctxd_run_end_all(ctxd_client *c, int rc)
     for (run *r = c->runs; r; r = r->next)
         if (!r->ended && !r->removed)
             end_run(c, r, rc, NULL, code, msg);
+}
+
+/* A message answering re is for a run the list still tracks. */
+static bool claims(ctxd_client *c, uint64_t re)
+{
+    return find_run(c, re) != NULL;
+}
+
+/* Registers the run list with the transport: a lost connection ends the
+ * runs in flight, and their messages are parked by control requests. */
+void ctxd_run_attach(ctxd_client *c)
+{
+    static const ctxd_conn_hooks hooks = {.lost = end_all, .claims = claims};
+    c->hooks = &hooks;
+}
+
+/* Frees every run, blocking or not, without calling on_done: the client
+ * is closing and nobody waits for them. */
+void ctxd_run_forget_all(ctxd_client *c)
+{
+    for (run *r = c->runs; r; r = r->next) {
+        r->removed = true;
+        r->blocking = false;
+    }
+    sweep(c);
 }
 
 /* Sends `interrupt {ctx, run}` for a run; the reply is dropped as unmatched. */
@@ -400,7 +426,7 @@ static void handle_msg(ctxd_client *c, msg_in *m)
     if (m->re && c->ping_id && m->re == c->ping_id) {
         ctxd_conn_ping_reply(c, m);
     } else if (m->re) {
-        run *r = ctxd_run_find(c, m->re);
+        run *r = find_run(c, m->re);
         if (r && !r->ended)
             run_event(c, r, m);
     } else if (proto_str_eq(m->t, "err") && c->nactive) {
@@ -411,7 +437,7 @@ static void handle_msg(ctxd_client *c, msg_in *m)
         snprintf(msg, sizeof msg, "%s", c->last_msg);
         ctxd_conn_fail(c, CTXD_EPROTOCOL, NULL,
                        "the daemon could not read a request of this client: %s", msg);
-        ctxd_run_end_all(c, CTXD_EPROTOCOL);
+        end_all(c, CTXD_EPROTOCOL);
     }
     ctxd_conn_msg_free(m);
 }
@@ -449,7 +475,7 @@ static int step(ctxd_client *c, long timeout_ms)
     if ((!waited || c->mon_check) && ctxd_conn_dropped(c))
         n++;
     ctxd_conn_liveness_tick(c);
-    ctxd_run_sweep(c);
+    sweep(c);
     return n;
 }
 
@@ -610,7 +636,7 @@ size_t ctxd_pending(const ctxd_client *c)
 /* Interrupts a submitted run, at once or as soon as it is accepted. */
 int ctxd_run_interrupt(ctxd_client *c, uint64_t run_id)
 {
-    run *r = ctxd_run_find(c, run_id);
+    run *r = find_run(c, run_id);
     if (!r || r->ended)
         return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "no run %llu in flight",
                               (unsigned long long)run_id);
@@ -624,7 +650,7 @@ int ctxd_run_interrupt(ctxd_client *c, uint64_t run_id)
 /* Stops tracking a run; it goes on in the daemon, its events are dropped. */
 int ctxd_run_detach(ctxd_client *c, uint64_t run_id)
 {
-    run *r = ctxd_run_find(c, run_id);
+    run *r = find_run(c, run_id);
     if (!r || r->ended)
         return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "no run %llu in flight",
                               (unsigned long long)run_id);
@@ -632,7 +658,7 @@ int ctxd_run_detach(ctxd_client *c, uint64_t run_id)
     r->removed = true;
     if (c->nactive > 0)
         c->nactive--;
-    ctxd_run_sweep(c);
+    sweep(c);
     return 0;
 }
 

@@ -54,6 +54,10 @@ static void parse_unsaved(ctxd_client *c, const proto_val *root, const ctxd_unsa
         *n = count;
 }
 
+/* ctx.snapshot of ctx under name (NULL: the daemon names it): the snapshot
+ * made in *out, and the globals it could not keep in *unsaved. It waits
+ * behind the context's runs without a deadline, as long as the daemon
+ * answers liveness checks. */
 int ctxd_ctx_snapshot(ctxd_client *c, const char *ctx, const char *name, ctxd_snapshot *out,
                       const ctxd_unsaved **unsaved, size_t *nunsaved)
 {
@@ -77,6 +81,9 @@ int ctxd_ctx_snapshot(ctxd_client *c, const char *ctx, const char *name, ctxd_sn
     return r;
 }
 
+/* ctx.restore of snapshot into ctx: how many globals came back in
+ * *restored, and those that could not in *unsaved. Waits without a
+ * deadline, as long as the daemon answers liveness checks. */
 int ctxd_ctx_restore(ctxd_client *c, const char *ctx, const char *snapshot, uint64_t *restored,
                      const ctxd_unsaved **unsaved, size_t *nunsaved)
 {
@@ -97,6 +104,8 @@ int ctxd_ctx_restore(ctxd_client *c, const char *ctx, const char *snapshot, uint
     return 0;
 }
 
+/* ctx.snapshots: the snapshots of ctx (NULL: of every context), owned by
+ * the client. A malformed entry fails the whole list with CTXD_EPROTOCOL. */
 int ctxd_ctx_snapshots(ctxd_client *c, const char *ctx, const ctxd_snapshot **out, size_t *n)
 {
     static const proto_field fields[] = {{"snapshots", PF_ARRAY, true, 0}};
@@ -120,6 +129,8 @@ int ctxd_ctx_snapshots(ctxd_client *c, const char *ctx, const ctxd_snapshot **ou
     return r;
 }
 
+/* ctx.snapshot_delete of snapshot: 0 once the daemon removed it, else the
+ * daemon's refusal. */
 int ctxd_snapshot_delete(ctxd_client *c, const char *snapshot)
 {
     if (ctxd_conn_begin(c) < 0)
@@ -134,6 +145,9 @@ int ctxd_snapshot_delete(ctxd_client *c, const char *snapshot)
     return 0;
 }
 
+/* ctx.snapshot_export of snapshot: the exported file's path on the
+ * daemon's host and the writer's tier it carries, owned by the client.
+ * Waits without a deadline while the file is copied. */
 int ctxd_snapshot_export(ctxd_client *c, const char *snapshot, const char **path, const char **tier)
 {
     static const proto_field fields[] = {{"path", PF_STR, true, 8192}, {"tier", PF_STR, true, 16}};
@@ -155,6 +169,9 @@ int ctxd_snapshot_export(ctxd_client *c, const char *snapshot, const char **path
     return r;
 }
 
+/* ctx.snapshot_import of snapshot (an export placed on the daemon's host):
+ * the snapshot made in *out and the writer's tier ("" when not said).
+ * Waits without a deadline while the file is read. */
 int ctxd_snapshot_import(ctxd_client *c, const char *snapshot, ctxd_snapshot *out,
                          const char **tier)
 {

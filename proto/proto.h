@@ -55,6 +55,22 @@ void proto_put_double(proto_buf *b, double v);
 void proto_put_bool(proto_buf *b, bool v);
 void proto_put_nil(proto_buf *b);
 
+/* A map whose length is known only once its pairs are written (redis's
+ * deferred reply length): open it, write each pair with proto_key first,
+ * close it. The bytes are those proto_put_map with the final count gives. */
+typedef struct proto_map {
+    size_t at;  /* offset of the header's reserved byte in the buffer */
+    uint32_t n; /* pairs begun so far */
+} proto_map;
+proto_map proto_map_open(proto_buf *b);
+/* Writes key s and counts one more pair in m: its value comes next. */
+void proto_key(proto_buf *b, proto_map *m, const char *s);
+/* Counts a pair whose key the caller wrote by other means (proto_put_val). */
+void proto_map_count(proto_map *m, uint32_t pairs);
+/* Writes m's header for its final count; m must be the last map opened on
+ * b that is not closed. */
+void proto_map_close(proto_buf *b, const proto_map *m);
+
 /* ---- decoder ---------------------------------------------------------- */
 typedef enum proto_kind {
     PROTO_NIL,

@@ -137,3 +137,51 @@ void proto_put_val(proto_buf *b, const proto_val *v)
         break;
     }
 }
+
+proto_map proto_map_open(proto_buf *b)
+{
+    proto_map m = {.at = b->len, .n = 0};
+    proto_buf_append(b, "\x80", 1);
+    return m;
+}
+
+void proto_key(proto_buf *b, proto_map *m, const char *s)
+{
+    proto_put_str(b, s);
+    proto_map_count(m, 1);
+}
+
+void proto_map_count(proto_map *m, uint32_t pairs)
+{
+    if (pairs > UINT32_MAX - m->n)
+        fatal("proto: map of more than %u pairs", UINT32_MAX);
+    m->n += pairs;
+}
+
+void proto_map_close(proto_buf *b, const proto_map *m)
+{
+    if (m->at >= b->len || b->data[m->at] != 0x80)
+        fatal("proto: map closed at %zu, not where it was opened", m->at);
+    if (m->n <= 15) {
+        b->data[m->at] = (uint8_t)(0x80 | m->n);
+        return;
+    }
+    /* map16 or map32: the body moves up by the header's extra bytes. */
+    size_t extra = m->n <= 0xffff ? 2 : 4;
+    size_t body = b->len - m->at - 1;
+    proto_buf_reserve(b, extra);
+    memmove(b->data + m->at + 1 + extra, b->data + m->at + 1, body);
+    b->len += extra;
+    uint8_t *h = b->data + m->at;
+    if (extra == 2) {
+        h[0] = 0xde;
+        h[1] = (uint8_t)(m->n >> 8);
+        h[2] = (uint8_t)m->n;
+    } else {
+        h[0] = 0xdf;
+        h[1] = (uint8_t)(m->n >> 24);
+        h[2] = (uint8_t)(m->n >> 16);
+        h[3] = (uint8_t)(m->n >> 8);
+        h[4] = (uint8_t)m->n;
+    }
+}

@@ -19,7 +19,8 @@ above the highest unit it uses), and with --check exits 1 when a rule breaks:
   sbx.h (the sandbox's Python-side steps): it never links libpython;
 - daemon/worker includes no supervisor header (it knows the channel, not the
   supervisor);
-- what the supervisor and the worker share lives in daemon/channel or proto/.
+- what the supervisor and the worker share lives in daemon/channel or proto/
+  (or daemon/sandbox's ctxd_confine: sbx_cgroup, sbx_path, sbx_schema).
 """
 import os
 import re

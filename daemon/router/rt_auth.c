@@ -5,10 +5,14 @@
  * as ctxd does); a key may map to a tenant (--tenants FILE), whose name
  * prefixes every context name the client uses, and to bounds on what its
  * ctx.create may ask for (rt_bound.c). */
-#include "rt.h"
+#include "rt_auth.h"
+
+#include "rt_base.h"
+#include "rt_loop.h"
 
 #include "mem.h"
 #include "zap.h"
+#include "zap_key.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,29 +27,6 @@
 
 static char secret[RT_KEY_Z85 + 1], public[RT_KEY_Z85 + 1];
 static void *zap;
-
-/* The first Z85 key of a file (a line of 40 characters, '#' comments). */
-static int read_key(const char *path, char key[RT_KEY_Z85 + 1])
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    char line[256];
-    int rc = -1;
-    while (rc < 0 && fgets(line, sizeof line, f)) {
-        char *s = line;
-        while (isspace((unsigned char)*s))
-            s++;
-        if (*s == '#' || strlen(s) < RT_KEY_Z85)
-            continue;
-        memcpy(key, s, RT_KEY_Z85);
-        key[RT_KEY_Z85] = '\0';
-        uint8_t raw[32];
-        rc = zmq_z85_decode(raw, key) ? 0 : -1;
-    }
-    fclose(f);
-    return rc;
-}
 
 /* Writes a small file whole (temporary file, rename). */
 static int write_file(const char *path, const char *text, mode_t mode)
@@ -75,7 +56,8 @@ static int load_keys(void)
         fprintf(stderr, "ctxd-router: cannot create %s: %s\n", rt_cfg.state_dir, strerror(errno));
         return -1;
     }
-    if (read_key(sec_path, secret) == 0)
+    char why[128];
+    if (zap_key_read(sec_path, secret, why, sizeof why) == 0)
         return zmq_curve_public(public, secret) == 0 ? 0 : -1;
     if (zmq_curve_keypair(public, secret) != 0) {
         fprintf(stderr, "ctxd-router: this libzmq has no CURVE support\n");
@@ -113,26 +95,28 @@ int rt_auth_setup(void *zctx, void *curve_router)
     zap = zap_open(zctx, curve_router, secret);
     if (!zap)
         return -1;
+    rt_loop_watch(zap);
     fprintf(stderr, "ctxd-router: CurveZMQ; public key %s (%s/router.pub)\n", public,
             rt_cfg.state_dir);
     return 0;
 }
 
-void *rt_auth_zap(void)
+/* Answers up to 64 ZAP requests (daemon/zap) against
+ * STATE_DIR/authorized_keys: the User-Id is the client key, which rt_req.c
+ * reads from each message to find the client's tenant. */
+bool rt_auth_serve(void *unused)
 {
-    return zap;
-}
-
-/* Answers one ZAP request (daemon/zap) against STATE_DIR/authorized_keys:
- * the User-Id is the client key, which rt_req.c reads from each message to
- * find the client's tenant. */
-void rt_auth_handle(void)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/authorized_keys", rt_cfg.state_dir);
-    zap_verdict v;
-    if (zap_serve(zap, path, &v) && !v.ok)
-        rt_log("refused a client from %s with key %s: %s", v.addr, v.key, v.reason);
+    (void)unused;
+    bool any = false;
+    for (int i = 0; i < 64 && rt_loop_readable(zap); i++) {
+        any = true;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/authorized_keys", rt_cfg.state_dir);
+        zap_verdict v;
+        if (zap_serve(zap, path, &v) && !v.ok)
+            rt_log("refused a client from %s with key %s: %s", v.addr, v.key, v.reason);
+    }
+    return any;
 }
 
 /* One line of the tenants file for key: its tenant and bounds; false when

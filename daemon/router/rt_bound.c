@@ -5,7 +5,7 @@
  * refused with `err forbidden` naming the field, never passed on, and one
  * inside them goes to the host with the tier and every capped field set
  * explicitly (a field left out gets the cap, not the host's default). */
-#include "rt.h"
+#include "rt_bound.h"
 
 #include <stdio.h>
 #include <stdlib.h>

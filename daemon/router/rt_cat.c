@@ -3,7 +3,10 @@
  * written to etcd (key PREFIX/ctx/NAME, a msgpack value), read back whole
  * when a router starts and per name when a router misses one another
  * router made. */
-#include "rt.h"
+#include "rt_cat.h"
+
+#include "rt_base.h"
+#include "rt_etcd.h"
 
 #include "mem.h"
 
@@ -84,7 +87,7 @@ void rt_cat_save(const rt_entry *e)
     proto_buf_init(&b);
     proto_put_map(&b, 5);
     proto_put_str(&b, "host");
-    proto_put_str(&b, rt_hosts[e->host].endpoint);
+    proto_put_str(&b, rt_cfg.hosts[e->host]);
     proto_put_str(&b, "instance");
     proto_put_str(&b, e->instance);
     proto_put_str(&b, "incarnation");
@@ -120,7 +123,7 @@ size_t rt_cat_count(int state)
 
 /* Decodes one stored value into the catalog (a host the router does not
  * know, or a value that does not decode, is skipped and logged). */
-void rt_cat_set_pack(const uint8_t *v, size_t n, const char *name)
+static void set_pack(const uint8_t *v, size_t n, const char *name)
 {
     proto_doc doc;
     proto_error err;
@@ -132,9 +135,8 @@ void rt_cat_set_pack(const uint8_t *v, size_t n, const char *name)
                     *inst = proto_map_get(m, "instance"), *inc = proto_map_get(m, "incarnation"),
                     *st = proto_map_get(m, "state"), *cause = proto_map_get(m, "cause");
     int idx = -1;
-    for (size_t i = 0; host && host->kind == PROTO_STR && i < rt_nhosts; i++)
-        if (strlen(rt_hosts[i].endpoint) == host->n &&
-            memcmp(rt_hosts[i].endpoint, host->as.s, host->n) == 0)
+    for (size_t i = 0; host && host->kind == PROTO_STR && i < rt_cfg.nhosts; i++)
+        if (strlen(rt_cfg.hosts[i]) == host->n && memcmp(rt_cfg.hosts[i], host->as.s, host->n) == 0)
             idx = (int)i;
     if (idx < 0 || !inst || inst->kind != PROTO_STR || inst->n != RT_INSTANCE) {
         rt_log("etcd: entry '%s' names a host this router does not serve: skipped", name);
@@ -163,7 +165,7 @@ static void load_kv(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
     char name[PROTO_MAX_NAME + 1];
     memcpy(name, k + plen, kn - plen);
     name[kn - plen] = '\0';
-    rt_cat_set_pack(v, vn, name);
+    set_pack(v, vn, name);
 }
 
 static void loaded(void *arg, const char *json, size_t len)

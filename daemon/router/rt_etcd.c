@@ -4,7 +4,10 @@
  * in order; a broken connection is made again and the request at the head
  * resent (a put or delete is idempotent). Nothing here blocks: the loop
  * calls rt_etcd_io on each turn and watches rt_etcd_fd. */
-#include "rt.h"
+#include "rt_etcd.h"
+
+#include "proto.h"
+#include "rt_base.h"
 
 #include "mem.h"
 

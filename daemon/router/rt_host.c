@@ -3,21 +3,31 @@
  * and `stats` (its load) every --liveness seconds. A host that does not
  * answer within --liveness-max, or answers with another instance, is lost:
  * its contexts are marked lost in the catalog, the requests in flight to it
- * end (rt_link.c), and that instance is fenced: nothing is sent to it
- * again but the deletion of the contexts the catalog had there. */
-#include "rt.h"
+ * end (whoever registered rt_host_on_lost hears of it), and that instance is fenced: nothing is
+ * sent to it again but the deletion of the contexts the catalog had there. */
+#include "rt_host.h"
+
+#include "rt_auth.h"
+#include "rt_base.h"
+#include "rt_cat.h"
+#include "rt_loop.h"
 
 #include "mem.h"
+#include "zap_key.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 rt_host rt_hosts[RT_MAX_HOSTS];
 size_t rt_nhosts;
 static void *zctx;
+static rt_host_lost_fn lost_fn;
+static void *lost_data;
 static char host_key[RT_KEY_Z85 + 1];
 
 typedef struct ctlreq {
@@ -31,25 +41,25 @@ typedef struct ctlreq {
 static ctlreq *ctl_pending;
 static uint64_t ctl_next = 1;
 
-/* The hosts' server public key: a Z85 key or the file holding it. */
+/* The hosts' server public key: --host-key is the key itself when it is
+ * 40 characters or names no file that opens; else the file's key (none:
+ * said, and the hosts are reached without CurveZMQ, as before). */
 static void load_host_key(void)
 {
     const char *spec = rt_cfg.host_key;
     if (!spec)
         return;
-    FILE *f = strlen(spec) == RT_KEY_Z85 ? NULL : fopen(spec, "re");
-    if (!f) {
+    int fd = strlen(spec) == RT_KEY_Z85 ? -1 : open(spec, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         snprintf(host_key, sizeof host_key, "%s", spec);
         return;
     }
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (line[0] != '#' && strlen(line) >= RT_KEY_Z85) {
-            memcpy(host_key, line, RT_KEY_Z85);
-            host_key[RT_KEY_Z85] = '\0';
-            break;
-        }
-    fclose(f);
+    char why[128];
+    if (zap_key_read_fd(fd, host_key, why, sizeof why) < 0) {
+        host_key[0] = '\0';
+        rt_log("--host-key %s %s", spec, why);
+    }
+    close(fd);
 }
 
 void rt_host_curve(void *sock)
@@ -187,7 +197,15 @@ static void lose_entry(rt_entry *e, void *arg)
     l->n++;
 }
 
-void rt_host_lost(rt_host *h, const char *cause)
+void rt_host_on_lost(rt_host_lost_fn fn, void *data)
+{
+    lost_fn = fn;
+    lost_data = data;
+}
+
+/* Marks h lost: its catalog entries lost, the lost hook told, what was
+ * asked on its control socket ended, a new control socket opened. */
+static void host_lost(rt_host *h, const char *cause)
 {
     if (h->state == RT_HOST_LOST)
         return;
@@ -195,7 +213,8 @@ void rt_host_lost(rt_host *h, const char *cause)
     h->state = RT_HOST_LOST;
     lose l = {h, cause, 0};
     rt_cat_each(lose_entry, &l);
-    rt_link_host_lost(h, cause);
+    if (lost_fn)
+        lost_fn(lost_data, h, cause);
     ctl_fail(h);
     /* A new control socket: nothing queued for the old connection (hellos
      * sent into a partition) is answered later as if current. */
@@ -277,7 +296,7 @@ static void on_hello(rt_host *h, const proto_val *m, const uint8_t *raw, size_t 
         char cause[256];
         snprintf(cause, sizeof cause, "host %s restarted (instance %.8s is gone, now %.8s)",
                  h->endpoint, h->instance, now_inst);
-        rt_host_lost(h, cause);
+        host_lost(h, cause);
     }
     /* First sight (a router that just started) or back after a loss:
      * what the catalog lost there is deleted there. */
@@ -300,7 +319,7 @@ static void on_stats(rt_host *h, const proto_val *m)
 }
 
 /* Reads what h's control socket holds. */
-void rt_host_read(rt_host *h)
+static void read_ctl(rt_host *h)
 {
     for (int budget = 0; budget < 256; budget++) {
         zmq_msg_t msg;
@@ -338,7 +357,7 @@ void rt_host_read(rt_host *h)
  * host lives (a reset connection) leaves what was asked on it unanswered:
  * it ends now (fn gets NULL), and a hello goes out again at once, so the
  * host is not taken for lost for a hello that could not be answered. */
-void rt_host_read_monitor(rt_host *h)
+static void read_monitor(rt_host *h)
 {
     for (int budget = 0; budget < 64; budget++) {
         zmq_msg_t ev, addr;
@@ -379,6 +398,22 @@ void rt_host_read_monitor(rt_host *h)
     }
 }
 
+bool rt_host_read_ctl(void *h)
+{
+    if (!rt_loop_readable(((rt_host *)h)->ctl))
+        return false;
+    read_ctl(h);
+    return true;
+}
+
+bool rt_host_read_monitor(void *h)
+{
+    if (!rt_loop_readable(((rt_host *)h)->mon))
+        return false;
+    read_monitor(h);
+    return true;
+}
+
 const char *rt_host_why_none(void)
 {
     for (size_t i = 0; i < rt_nhosts; i++)
@@ -408,8 +443,9 @@ static void stats_cb(void *arg, rt_host *h, const proto_val *m)
 
 /* Liveness: a hello (and a stats) each interval; no answer within
  * liveness_max and the host is lost. */
-void rt_host_tick(double now)
+void rt_host_tick(void *unused, double now)
 {
+    (void)unused;
     for (size_t i = 0; i < rt_nhosts; i++) {
         rt_host *h = &rt_hosts[i];
         /* Any message from the host counts as an answer: a host busy
@@ -421,7 +457,7 @@ void rt_host_tick(double now)
                 snprintf(cause, sizeof cause,
                          "host %s (instance %.8s) did not answer for %.1f s: lost", h->endpoint,
                          h->instance, rt_cfg.liveness_max);
-                rt_host_lost(h, cause);
+                host_lost(h, cause);
             } else {
                 ctl_fail(h); /* unanswered hellos of a host not live: not kept */
             }
@@ -436,24 +472,25 @@ void rt_host_tick(double now)
     }
 }
 
-void rt_host_restarted(rt_host *h, const char *pinned)
-{
-    if (h->state == RT_HOST_LIVE && strcmp(pinned, h->instance) == 0) {
-        char cause[256];
-        snprintf(cause, sizeof cause, "host %s restarted (instance %.8s is gone)", h->endpoint,
-                 h->instance);
-        rt_host_lost(h, cause);
-    }
-    rt_host_check(h);
-}
-
-void rt_host_check(rt_host *h)
+/* Asks h for its instance now, unless a hello is out already. */
+static void check(rt_host *h)
 {
     if (!h->ping_out) {
         h->ping_out = true;
         h->ping_sent = rt_now();
         rt_host_ctl(h, "hello", NULL, false, hello_cb, NULL);
     }
+}
+
+void rt_host_restarted(rt_host *h, const char *pinned)
+{
+    if (h->state == RT_HOST_LIVE && strcmp(pinned, h->instance) == 0) {
+        char cause[256];
+        snprintf(cause, sizeof cause, "host %s restarted (instance %.8s is gone)", h->endpoint,
+                 h->instance);
+        host_lost(h, cause);
+    }
+    check(h);
 }
 
 /* Two live hosts at random; the one with fewer contexts (its last stats

@@ -19,7 +19,14 @@
  * settled by asking the host `ctx.info` on the same link: behind anything
  * of the old connection's that ZeroMQ still held unsent (it goes out on the
  * new connection first), so the answer sees what the host will have. */
-#include "rt.h"
+#include "rt_link.h"
+
+#include "rt_base.h"
+#include "rt_cat.h"
+#include "rt_host.h"
+#include "rt_loop.h"
+#include "rt_msg.h"
+#include "rt_out.h"
 
 #include "mem.h"
 
@@ -31,6 +38,8 @@
 
 static void *zctx;
 static rt_link *all;
+static rt_link_made_fn made_fn;
+static void host_lost(void *unused, rt_host *h, const char *cause);
 
 /* The router's own requests on a link: their replies are not the client's. */
 static bool own(int kind)
@@ -39,9 +48,20 @@ static bool own(int kind)
 }
 static uint64_t hello_seq; /* numbers the hellos asked for a link's drop */
 
-void rt_link_init(void *z)
+void rt_link_init(void *z, rt_link_made_fn fn)
 {
     zctx = z;
+    made_fn = fn;
+    rt_host_on_lost(host_lost, NULL);
+}
+
+size_t rt_link_held(const rt_client *c)
+{
+    size_t n = c->out.bytes;
+    for (size_t i = 0; i < rt_nhosts; i++)
+        if (c->links[i])
+            n += c->links[i]->out.bytes;
+    return n;
 }
 
 /* Closes l's socket and its monitor (the host lost, the client gone). */
@@ -302,7 +322,7 @@ static void on_message(rt_link *l, const uint8_t *data, size_t len)
         l->nfl--;
         free(f);
         if (made[0])
-            rt_req_default_made(made, m);
+            made_fn(made, m);
     }
     proto_buf_free(&reb);
     proto_doc_free(&doc);
@@ -311,18 +331,11 @@ static void on_message(rt_link *l, const uint8_t *data, size_t len)
         rt_host_restarted(l->host, pinned);
 }
 
-static bool readable(void *sock)
-{
-    int ev = 0;
-    size_t len = sizeof ev;
-    return sock && zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN);
-}
-
 /* Counts l's connection drops (each moves the cut past what was sent). */
 static bool read_mon(rt_link *l)
 {
     bool any = false;
-    for (int budget = 0; budget < 64 && readable(l->mon); budget++) {
+    for (int budget = 0; budget < 64 && rt_loop_readable(l->mon); budget++) {
         zmq_msg_t ev;
         zmq_msg_init(&ev);
         if (zmq_msg_recv(&ev, l->mon, ZMQ_DONTWAIT) < 0) {
@@ -344,8 +357,10 @@ static bool read_mon(rt_link *l)
     return any;
 }
 
-void rt_link_own(rt_client *c, rt_host *h, const char *type, const char *id, const char *field,
-                 const char *ctx, int kind)
+/* Sends the router's own request {type, id, field: ctx, instance} to h on
+ * c's link, tracked as kind (RT_FL_INTERNAL or RT_FL_SETTLE). */
+static void own_request(rt_client *c, rt_host *h, const char *type, const char *id,
+                        const char *field, const char *ctx, int kind)
 {
     proto_buf b, re;
     proto_buf_init(&b);
@@ -375,7 +390,7 @@ static void settle(rt_link *l, const char *ctx)
     static uint64_t n;
     char id[48];
     snprintf(id, sizeof id, RT_OWN_ID "settle:%llu", (unsigned long long)++n);
-    rt_link_own(l->client, l->host, "ctx.info", id, "ctx", ctx, RT_FL_SETTLE);
+    own_request(l->client, l->host, "ctx.info", id, "ctx", ctx, RT_FL_SETTLE);
 }
 
 /* Ends what was sent on l before its last connection drop, oldest first:
@@ -409,7 +424,7 @@ static void end_cut(rt_link *l)
             rt_out_deliver(l->client, &l->out, &b);
             proto_buf_free(&b);
         } else if (f->kind == RT_FL_INTERNAL) {
-            rt_req_default_made(f->ctx, NULL);
+            made_fn(f->ctx, NULL);
         }
         if (f->ctx[0] && f->kind != RT_FL_OTHER && f->kind != RT_FL_EXECUTE)
             settle(l, f->ctx); /* a settle that was cut is asked again */
@@ -435,14 +450,16 @@ static void cut_cb(void *arg, rt_host *h, const proto_val *m)
     }
 }
 
-bool rt_link_serve(void)
+bool rt_link_serve(void *unused)
 {
+    (void)unused;
     bool any = false;
     for (rt_link *l = all; l; l = l->next_all) {
         if (l->mon && read_mon(l))
             any = true;
         for (int budget = 0; budget < 64; budget++) {
-            if (l->out.head || rt_out_held(l->client) >= RT_CLIENT_HELD || !readable(l->sock))
+            if (l->out.head || rt_link_held(l->client) >= RT_CLIENT_HELD ||
+                !rt_loop_readable(l->sock))
                 break;
             zmq_msg_t msg;
             zmq_msg_init(&msg);
@@ -457,7 +474,7 @@ bool rt_link_serve(void)
         /* The replies that came before the drop are read: is the host
          * alive (then the rest of the old connection is not answered)? */
         if (l->cut && !l->cut_asked && l->sock && !l->out.head &&
-            rt_out_held(l->client) < RT_CLIENT_HELD && !readable(l->sock)) {
+            rt_link_held(l->client) < RT_CLIENT_HELD && !rt_loop_readable(l->sock)) {
             l->cut_asked = ++hello_seq;
             rt_host_ctl(l->host, "hello", NULL, true, cut_cb, (void *)(uintptr_t)hello_seq);
             any = true;
@@ -466,8 +483,9 @@ bool rt_link_serve(void)
     return any;
 }
 
-bool rt_link_flush(void)
+bool rt_link_flush(void *unused)
 {
+    (void)unused;
     bool empty = true;
     for (rt_link *l = all; l; l = l->next_all)
         if (!rt_out_flush(l->client, &l->out))
@@ -506,8 +524,11 @@ static void end_lost(rt_link *l, const rt_fl *f, const char *cause)
     proto_buf_free(&b);
 }
 
-void rt_link_host_lost(rt_host *h, const char *cause)
+/* The lost hook (rt_host_on_lost): every request in flight to h ends with
+ * exactly one terminal reply, and h's links are closed. */
+static void host_lost(void *unused, rt_host *h, const char *cause)
 {
+    (void)unused;
     for (rt_link *l = all; l; l = l->next_all) {
         if (l->host != h)
             continue;
@@ -530,7 +551,7 @@ void rt_link_host_lost(rt_host *h, const char *cause)
             if (!own(f->kind))
                 end_lost(l, f, cause);
             else if (f->kind == RT_FL_INTERNAL)
-                rt_req_default_made(f->ctx, NULL);
+                made_fn(f->ctx, NULL);
             free(f);
         }
         l->nfl = 0;

@@ -1,16 +1,15 @@
-/* rt_loop: the router's one event loop (epoll), in the supervisor's style:
- * every ZeroMQ socket's ZMQ_FD watched edge-triggered, and ZMQ_EVENTS asked
- * of every socket each turn after the turn's sends, pass after pass until a
- * pass reads nothing; a signalfd; the etcd connection; the liveness timer.
- * Clients are not read until the catalog is loaded and each host has
- * answered once or had --liveness-max to do so. */
-#include "rt.h"
+/* rt_loop: one turn asks every timer, the gate, every output, then the
+ * readers pass after pass until a pass reads nothing, then every output
+ * again and every descriptor; it sleeps in epoll_wait only when all of
+ * that found nothing left to do. */
+#include "rt_loop.h"
 
 #include "mem.h"
+#include "rt_base.h"
 
 #include <errno.h>
 #include <signal.h>
-#include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -18,12 +17,70 @@
 #include <unistd.h>
 #include <zmq.h>
 
-enum { EV_SIGNAL = 1, EV_ZMQ, EV_ETCD };
+enum { EV_SIGNAL = 1, EV_ZMQ, EV_FD };
+#define MAX_HOOKS 160
+#define MAX_FDS 4
 
-static void *zctx;
-static void *routers[2];
+typedef struct hook {
+    union {
+        rt_loop_read_fn read;
+        rt_loop_timer_fn timer;
+        rt_loop_flush_fn flush;
+    } fn;
+    void *data;
+    bool gated;
+} hook;
+typedef struct hooks {
+    hook h[MAX_HOOKS];
+    size_t n;
+} hooks;
+
+static hooks readers, timers, outputs;
+static struct {
+    const rt_loop_fd_ops *ops;
+    void *data;
+} fds[MAX_FDS];
+static size_t nfds;
+static rt_loop_gate_fn gate_fn;
+static void *gate_data;
 static int epfd = -1, sigfd = -1;
 static bool stopping;
+
+static hook *add(hooks *hs)
+{
+    if (hs->n == MAX_HOOKS)
+        fatal("rt_loop: more than %d hooks of one kind", MAX_HOOKS);
+    return &hs->h[hs->n++];
+}
+
+void rt_loop_reader(rt_loop_read_fn fn, void *data, bool gated)
+{
+    *add(&readers) = (hook){.fn.read = fn, .data = data, .gated = gated};
+}
+
+void rt_loop_timer(rt_loop_timer_fn fn, void *data)
+{
+    *add(&timers) = (hook){.fn.timer = fn, .data = data};
+}
+
+void rt_loop_output(rt_loop_flush_fn fn, void *data)
+{
+    *add(&outputs) = (hook){.fn.flush = fn, .data = data};
+}
+
+void rt_loop_descriptor(const rt_loop_fd_ops *ops, void *data)
+{
+    if (nfds == MAX_FDS)
+        fatal("rt_loop: more than %d descriptors", MAX_FDS);
+    fds[nfds].ops = ops;
+    fds[nfds++].data = data;
+}
+
+void rt_loop_gate(rt_loop_gate_fn fn, void *data)
+{
+    gate_fn = fn;
+    gate_data = data;
+}
 
 static int zmq_fd(void *sock)
 {
@@ -49,47 +106,18 @@ void rt_loop_unwatch(void *sock)
         (void)epoll_ctl(epfd, EPOLL_CTL_DEL, zmq_fd(sock), NULL);
 }
 
-static void *new_router(void)
+bool rt_loop_readable(void *sock)
 {
-    void *r = zmq_socket(zctx, ZMQ_ROUTER);
-    int one = 1, zero = 0, hwm = RT_HWM;
-    int64_t maxmsg = (int64_t)rt_cfg.max_request_bytes * 4;
-    zmq_setsockopt(r, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(r, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(r, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    return r;
+    int ev = 0;
+    size_t len = sizeof ev;
+    return sock && zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN);
 }
 
-/* Binds the client endpoints (tcp:// with CurveZMQ, ipc:// plain), opens
- * the hosts' control sockets and the signalfd. */
-int rt_loop_open(void)
+void rt_loop_open(void)
 {
-    zctx = zmq_ctx_new();
     epfd = epoll_create1(EPOLL_CLOEXEC);
-    for (size_t i = 0; i < rt_cfg.nlisten; i++) {
-        int s = strncmp(rt_cfg.listen[i], "tcp://", 6) == 0 ? 1 : 0;
-        if (!routers[s]) {
-            routers[s] = new_router();
-            if (s == 1 && rt_auth_setup(zctx, routers[1]) < 0)
-                return -1;
-        }
-        if (zmq_bind(routers[s], rt_cfg.listen[i]) < 0) {
-            fprintf(stderr, "ctxd-router: cannot listen on %s: %s\n", rt_cfg.listen[i],
-                    zmq_strerror(errno));
-            return -1;
-        }
-    }
-    if (!routers[1] && rt_auth_setup(zctx, NULL) < 0)
-        return -1;
-    rt_out_sockets(routers[0], routers[1]);
-    for (int s = 0; s < 2; s++)
-        if (routers[s])
-            rt_loop_watch(routers[s]);
-    if (rt_auth_zap())
-        rt_loop_watch(rt_auth_zap());
-    rt_link_init(zctx);
-    rt_host_open(zctx);
+    if (epfd < 0)
+        fatal("epoll_create1: %s", strerror(errno));
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
@@ -100,135 +128,89 @@ int rt_loop_open(void)
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_SIGNAL};
     epoll_ctl(epfd, EPOLL_CTL_ADD, sigfd, &ev);
     signal(SIGPIPE, SIG_IGN);
-    return 0;
 }
 
-static bool readable(void *sock)
-{
-    int ev = 0;
-    size_t len = sizeof ev;
-    return sock && zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLIN);
-}
-
-/* One client message (a multi-frame one is refused as ctxd refuses it). */
-static void read_client(int s)
-{
-    for (int budget = 0; budget < 256; budget++) {
-        zmq_msg_t route, body;
-        zmq_msg_init(&route);
-        if (zmq_msg_recv(&route, routers[s], ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&route);
-            return;
-        }
-        zmq_msg_init(&body);
-        bool have = zmq_msg_more(&route) && zmq_msg_recv(&body, routers[s], 0) >= 0;
-        bool multi = have && zmq_msg_more(&body);
-        if (multi) {
-            zmq_msg_t extra;
-            zmq_msg_init(&extra);
-            int more = 1;
-            while (more && zmq_msg_recv(&extra, routers[s], 0) >= 0)
-                more = zmq_msg_more(&extra);
-            zmq_msg_close(&extra);
-        }
-        const char *key = have ? zmq_msg_gets(&body, "User-Id") : NULL;
-        if (have && multi) {
-            proto_buf b;
-            proto_buf_init(&b);
-            rt_msg_err(&b, NULL, 0, "bad_frame", "a message must be exactly one frame");
-            zmq_send(routers[s], zmq_msg_data(&route), zmq_msg_size(&route),
-                     ZMQ_SNDMORE | ZMQ_DONTWAIT);
-            zmq_send(routers[s], b.data, b.len, ZMQ_DONTWAIT);
-            proto_buf_free(&b);
-        } else if (have) {
-            rt_req_handle(s, zmq_msg_data(&route), zmq_msg_size(&route), key && s == 1 ? key : "",
-                          zmq_msg_data(&body), zmq_msg_size(&body));
-        }
-        zmq_msg_close(&body);
-        zmq_msg_close(&route);
-    }
-}
-
-/* Serves every socket with messages until a pass finds none; false when
- * the passes ran out first (the loop then does not sleep). */
-static bool serve(bool clients)
+/* Asks every reader until a pass reads nothing; false when the passes ran
+ * out first (the loop then does not sleep). */
+static bool serve(bool open)
 {
     for (int pass = 0; pass < 8; pass++) {
         bool any = false;
-        for (size_t i = 0; i < rt_nhosts; i++)
-            if (readable(rt_hosts[i].ctl)) {
+        for (size_t i = 0; i < readers.n; i++)
+            if ((open || !readers.h[i].gated) && readers.h[i].fn.read(readers.h[i].data))
                 any = true;
-                rt_host_read(&rt_hosts[i]);
-            }
-        for (size_t i = 0; i < rt_nhosts; i++)
-            if (readable(rt_hosts[i].mon)) {
-                any = true;
-                rt_host_read_monitor(&rt_hosts[i]);
-            }
-        if (rt_link_serve())
-            any = true;
-        for (int i = 0; i < 64 && readable(rt_auth_zap()); i++) {
-            any = true;
-            rt_auth_handle();
-        }
-        for (int s = 0; clients && s < 2; s++)
-            if (readable(routers[s])) {
-                any = true;
-                read_client(s);
-            }
         if (!any)
             return true;
     }
     return false;
 }
 
-/* The etcd connection's descriptor, watched level-triggered for what it
- * waits for (it changes when the connection is made again). */
-static void watch_etcd(void)
+/* Every output is flushed (none skipped); true when all are empty. */
+static bool flush_all(void)
 {
-    uint32_t want;
-    int fd = rt_etcd_fd(&want);
-    if (fd < 0)
-        return;
-    struct epoll_event ev = {.events = want, .data.u64 = EV_ETCD};
-    if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno == ENOENT)
-        (void)epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+    bool empty = true;
+    for (size_t i = 0; i < outputs.n; i++)
+        empty = outputs.h[i].fn.flush(outputs.h[i].data) & empty;
+    return empty;
 }
 
-void rt_loop_run(void)
+/* Each descriptor's current one, watched level-triggered for what it waits
+ * for (it changes when its connection is made again). */
+static void watch_fds(void)
 {
-    bool loaded = false, gate = false;
-    double start = rt_now();
-    bool reconciled = false;
-    rt_cat_load(&loaded);
+    for (size_t i = 0; i < nfds; i++) {
+        uint32_t want;
+        int fd = fds[i].ops->fd(fds[i].data, &want);
+        if (fd < 0)
+            continue;
+        struct epoll_event ev = {.events = want, .data.u64 = EV_FD};
+        if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) < 0 && errno == ENOENT)
+            (void)epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
+}
+
+/* True when a descriptor has work but nothing to wait on (it must be
+ * asked again soon). */
+static bool fds_waiting(void)
+{
+    for (size_t i = 0; i < nfds; i++)
+        if (fds[i].ops->busy(fds[i].data) && fds[i].ops->fd(fds[i].data, &(uint32_t){0}) < 0)
+            return true;
+    return false;
+}
+
+static bool fds_busy(void)
+{
+    for (size_t i = 0; i < nfds; i++)
+        if (fds[i].ops->busy(fds[i].data))
+            return true;
+    return false;
+}
+
+static void fds_io(void)
+{
+    for (size_t i = 0; i < nfds; i++)
+        fds[i].ops->io(fds[i].data);
+}
+
+void rt_loop_run(int idle_ms)
+{
     struct epoll_event evs[64];
     while (!stopping) {
         double now = rt_now();
-        rt_host_tick(now);
-        rt_req_tick(now);
-        rt_etcd_io();
-        if (loaded && !reconciled) {
-            reconciled = true;
-            rt_host_catalog_loaded();
-        }
-        if (!gate && loaded) {
-            bool all = true;
-            for (size_t i = 0; i < rt_nhosts; i++)
-                all = all && rt_hosts[i].state != RT_HOST_UNKNOWN;
-            gate = all || now - start > rt_cfg.liveness_max + 0.5;
-            if (gate)
-                rt_log("serving clients (%zu contexts in the catalog)",
-                       rt_cat_count(RT_CTX_LIVE) + rt_cat_count(RT_CTX_LOST));
-        }
-        bool flushed = rt_req_flush() & rt_link_flush();
-        bool quiet = serve(gate);
-        flushed = rt_req_flush() & rt_link_flush() & flushed;
-        rt_etcd_io();
-        watch_etcd();
-        int timeout = (int)(rt_cfg.liveness * 1000 / 4) + 1;
+        for (size_t i = 0; i < timers.n; i++)
+            timers.h[i].fn.timer(timers.h[i].data, now);
+        fds_io();
+        bool open = !gate_fn || gate_fn(gate_data, now);
+        bool flushed = flush_all();
+        bool quiet = serve(open);
+        flushed = flush_all() & flushed;
+        fds_io();
+        watch_fds();
+        int timeout = idle_ms;
         if (!quiet)
             timeout = 0;
-        else if (!flushed || (rt_etcd_busy() && rt_etcd_fd(&(uint32_t){0}) < 0) || !gate)
+        else if (!flushed || fds_waiting() || !open)
             timeout = 2;
         int n = epoll_wait(epfd, evs, 64, timeout);
         if (n < 0 && errno != EINTR)
@@ -242,8 +224,8 @@ void rt_loop_run(void)
     }
     /* Up to a second for what is queued to clients and etcd. */
     double give_up = rt_now() + 1.0;
-    while ((!(rt_req_flush() & rt_link_flush()) || rt_etcd_busy()) && rt_now() < give_up) {
-        rt_etcd_io();
+    while ((!flush_all() || fds_busy()) && rt_now() < give_up) {
+        fds_io();
         struct timespec ms = {0, 2000000};
         nanosleep(&ms, NULL);
     }

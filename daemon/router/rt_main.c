@@ -1,43 +1,96 @@
 /* ctxd-router: clients reach many ctxd hosts through it exactly as they
  * reach one ctxd (README.md, "More than one host"). This file reads the
- * command line and starts the loop. */
-#include "rt.h"
+ * command line and wires the parts together: what the loop calls, in which
+ * order, and who hears of what. */
+#include "rt_auth.h"
+#include "rt_base.h"
+#include "rt_cat.h"
+#include "rt_etcd.h"
+#include "rt_host.h"
+#include "rt_link.h"
+#include "rt_listen.h"
+#include "rt_loop.h"
+#include "rt_req.h"
 
-#include "mem.h"
-
-#include <fcntl.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
+#include <zmq.h>
 
-rt_config rt_cfg = {
-    .liveness = 1.0,
-    .liveness_max = 10.0,
-    .etcd_prefix = "/ctxd",
-    .max_request_bytes = PROTO_MAX_REQUEST,
-};
-char rt_instance[RT_INSTANCE + 1];
+/* Clients wait until the catalog is loaded and each host has answered once
+ * or had --liveness-max to do so. */
+static struct {
+    bool loaded, reconciled, open;
+    double start;
+} gate;
 
-double rt_now(void)
+/* The loop's gate: once the catalog is read, the hosts already live are
+ * reconciled with it; clients are read once it is read and every host has
+ * answered or had --liveness-max (and half a second) to. */
+static bool gate_open(void *unused, double now)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    (void)unused;
+    if (gate.loaded && !gate.reconciled) {
+        gate.reconciled = true;
+        rt_host_catalog_loaded();
+    }
+    if (!gate.open && gate.loaded) {
+        bool all = true;
+        for (size_t i = 0; i < rt_nhosts; i++)
+            all = all && rt_hosts[i].state != RT_HOST_UNKNOWN;
+        gate.open = all || now - gate.start > rt_cfg.liveness_max + 0.5;
+        if (gate.open)
+            rt_log("serving clients (%zu contexts in the catalog)",
+                   rt_cat_count(RT_CTX_LIVE) + rt_cat_count(RT_CTX_LOST));
+    }
+    return gate.open;
 }
 
-void rt_log(const char *fmt, ...)
+static void etcd_io(void *unused)
 {
-    char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "ctxd-router: %s\n", text);
+    (void)unused;
+    rt_etcd_io();
+}
+
+static int etcd_fd(void *unused, uint32_t *events)
+{
+    (void)unused;
+    return rt_etcd_fd(events);
+}
+
+static bool etcd_busy(void *unused)
+{
+    (void)unused;
+    return rt_etcd_busy();
+}
+
+static const rt_loop_fd_ops etcd_ops = {etcd_io, etcd_fd, etcd_busy};
+
+/* Opens every part and registers what the loop calls, in the order it
+ * calls them; -1 when the router cannot start (said on stderr). */
+static int wire(void)
+{
+    void *zctx = zmq_ctx_new();
+    rt_loop_open();
+    if (rt_listen_open(zctx) < 0)
+        return -1;
+    rt_link_init(zctx, rt_req_default_made);
+    rt_host_open(zctx);
+    rt_loop_timer(rt_host_tick, NULL);
+    rt_loop_timer(rt_req_tick, NULL);
+    rt_loop_descriptor(&etcd_ops, NULL);
+    rt_loop_gate(gate_open, NULL);
+    rt_loop_output(rt_req_flush, NULL);
+    rt_loop_output(rt_link_flush, NULL);
+    for (size_t i = 0; i < rt_nhosts; i++)
+        rt_loop_reader(rt_host_read_ctl, &rt_hosts[i], false);
+    for (size_t i = 0; i < rt_nhosts; i++)
+        rt_loop_reader(rt_host_read_monitor, &rt_hosts[i], false);
+    rt_loop_reader(rt_link_serve, NULL, false);
+    rt_loop_reader(rt_auth_serve, NULL, false);
+    rt_loop_reader(rt_listen_serve, NULL, true);
+    return 0;
 }
 
 static void usage(FILE *f)
@@ -130,18 +183,15 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    uint8_t raw[16];
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
-        fatal("getrandom failed");
-    for (int i = 0; i < 16; i++)
-        snprintf(rt_instance + 2 * i, 3, "%02x", raw[i]);
-    srandom((unsigned)(raw[0] | raw[1] << 8 | raw[2] << 16));
+    rt_base_start();
     if (rt_cfg.etcd)
         rt_etcd_open(rt_cfg.etcd);
-    if (rt_loop_open() < 0)
+    if (wire() < 0)
         return 1;
     rt_log("instance %s, %zu hosts%s", rt_instance, rt_cfg.nhosts,
            rt_cfg.etcd ? ", catalog in etcd" : "");
-    rt_loop_run();
+    gate.start = rt_now();
+    rt_cat_load(&gate.loaded);
+    rt_loop_run((int)(rt_cfg.liveness * 1000 / 4) + 1);
     return 0;
 }

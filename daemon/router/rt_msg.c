@@ -1,7 +1,7 @@
 /* rt_msg: the few msgpack rewrites the router makes: a request's context
  * names (tenant prefix, the default context, a generated name) and its
  * instance pin; the router's own replies. */
-#include "rt.h"
+#include "rt_msg.h"
 
 #include "mem.h"
 

@@ -2,7 +2,7 @@
  * nothing is queued before them and the client's ZeroMQ queue takes them,
  * else queued in order. What a client's queues hold is counted: past
  * RT_CLIENT_HELD its links are not read (backpressure to the hosts). */
-#include "rt.h"
+#include "rt_out.h"
 
 #include "mem.h"
 
@@ -85,13 +85,4 @@ void rt_out_clear(rt_outq *q)
     }
     q->tail = NULL;
     q->bytes = 0;
-}
-
-size_t rt_out_held(const rt_client *c)
-{
-    size_t n = c->out.bytes;
-    for (size_t i = 0; i < rt_nhosts; i++)
-        if (c->links[i])
-            n += c->links[i]->out.bytes;
-    return n;
 }

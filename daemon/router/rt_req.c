@@ -1,11 +1,15 @@
 /* rt_req: client requests. The router answers hello, stats and ctx.list
- * itself (ctx.list merges what every live host lists, keeping only the
- * contexts the catalog records there), places ctx.create, keeps ctx.fork on
- * its source's host, and forwards every other request to the host its
- * context's catalog entry names, pinned to that host's instance. It never
- * makes a catalog entry because a request named a context, except for
- * `default`, which PROTOCOL.md makes on first use. */
-#include "rt.h"
+ * itself (ctx.list merges what the live hosts list, keeping the contexts
+ * the catalog records there), places ctx.create, keeps ctx.fork on its
+ * source's host, and forwards every other request to its context's host,
+ * pinned to that host's instance. A request naming a context makes no
+ * catalog entry, except `default`, which PROTOCOL.md makes on first use. */
+#include "rt_req.h"
+
+#include "rt_auth.h"
+#include "rt_etcd.h"
+#include "rt_link.h"
+#include "rt_msg.h"
 
 #include "mem.h"
 
@@ -13,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #define NCLIENTS 1024
 static rt_client *clients[NCLIENTS];
@@ -821,18 +824,18 @@ static void handle(rt_client *c, const uint8_t *data, size_t len)
         proto_doc_free(&doc);
         return;
     }
-    if (rt_out_held(c) >= RT_CLIENT_HELD + (64u << 10)) {
+    if (rt_link_held(c) >= RT_CLIENT_HELD + (64u << 10)) {
         /* Past its bound and 64 KiB of refusals: not even a refusal is
          * held for a client that does not read (ctxd's rule, section 7). */
         n_refused++;
         proto_doc_free(&doc);
         return;
     }
-    if (rt_out_held(c) >= RT_CLIENT_HELD) {
+    if (rt_link_held(c) >= RT_CLIENT_HELD) {
         n_refused++;
         rt_reply_err(c, r.re, r.re_len, "busy",
                      "%zu bytes of replies to this client are unread: read them first",
-                     rt_out_held(c));
+                     rt_link_held(c));
         proto_doc_free(&doc);
         return;
     }
@@ -860,7 +863,7 @@ void rt_req_handle(int sock, const uint8_t *route, size_t route_len, const char 
     handle(c, data, len);
 }
 
-bool rt_req_flush(void)
+bool rt_req_flush(void *unused __attribute__((unused)))
 {
     bool empty = true;
     for (size_t b = 0; b < NCLIENTS; b++)
@@ -872,7 +875,7 @@ bool rt_req_flush(void)
 
 /* Forgets clients gone or silent for 10 minutes with nothing in flight
  * (their links closed: a host sees them disconnect). */
-void rt_req_tick(double now)
+void rt_req_tick(void *unused __attribute__((unused)), double now)
 {
     static double last;
     if (now - last < 5.0)
@@ -894,5 +897,3 @@ void rt_req_tick(double now)
         }
     }
 }
-
-void rt_req_init(void) {}

@@ -14,22 +14,16 @@
 #include "sbx_cgroup.h"
 #include "sbx_host.h"
 #include "sbx_path.h"
+#include "sbx_schema.h"
 
-/* The policy as the supervisor sent it (CTXD_SANDBOX, daemon/supervisor/sup_policy.c). */
+/* The policy as the supervisor sent it (CTXD_SANDBOX, sbx_schema.h), and
+ * what the worker learns of it on the way. */
 typedef struct sbx_policy {
-    bool active, is_static, confined, sandbox, no_network, no_subprocess;
-    unsigned long long memory_bytes, max_processes, file_size_bytes;
-    unsigned long long disk_bytes; /* a sandbox's /tmp is at most this too */
-    double cpu_seconds;
-    bool imports_set, write_set, read_set;
-    char **imports, **write_roots, **read_roots; /* NULL-terminated */
+    bool active;                       /* CTXD_SANDBOX was given */
+    bool is_static, confined, sandbox; /* of spec.tier: static; local or sandbox; sandbox */
+    sbx_spec spec;
     char **py_paths; /* sys.path, sys.prefix...: readable with read roots */
     char *site;      /* the context's package directory (CTXD_SITE), sandbox */
-    /* Under a root daemon: the context's own uid/gid, and the workers'
-     * shared group (sup_ident.c); has_uid false: keep the daemon's. */
-    bool has_uid;
-    unsigned uid, gid, group;
-    char *tmpdir; /* TMPDIR for a local context writing only its directory */
 } sbx_policy;
 
 /* What a confined worker's seccomp filters refuse (sbx_merge_rules):
@@ -38,8 +32,10 @@ typedef struct sbx_policy {
 #define SBX_MADV_MERGEABLE 12
 #define SBX_PR_SET_MEMORY_MERGE 67
 
-/* Fills p from the CTXD_SANDBOX text; sbx_policy_free releases it. */
-void sbx_policy_parse(sbx_policy *p, const char *text);
+/* Fills p from the CTXD_SANDBOX text (p->site kept as it was): 0, or -1
+ * with why filled and p's spec empty when the text is malformed.
+ * sbx_policy_free releases it. */
+int sbx_policy_parse(sbx_policy *p, const char *text, char *why, size_t n);
 void sbx_policy_free(sbx_policy *p);
 
 /* GIL not held. Applies the policy (no-op without CTXD_SANDBOX); exits the

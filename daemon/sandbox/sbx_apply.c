@@ -45,26 +45,6 @@
 
 static sbx_policy pol;
 
-static char **split_list(const char *s, bool *set)
-{
-    *set = true;
-    size_t n = 1;
-    for (const char *p = s; *p; p++)
-        n += *p == '\x1f';
-    char **v = mem_calloc(n + 1, sizeof *v);
-    size_t k = 0;
-    if (*s)
-        for (const char *p = s;; p++)
-            if (*p == '\x1f' || *p == '\0') {
-                v[k++] = mem_strndup(s, (size_t)(p - s));
-                if (!*p)
-                    break;
-                s = p + 1;
-            }
-    v[k] = NULL;
-    return v;
-}
-
 static void free_list(char **v)
 {
     for (size_t i = 0; v && v[i]; i++)
@@ -74,61 +54,25 @@ static void free_list(char **v)
 
 void sbx_policy_free(sbx_policy *p)
 {
-    free_list(p->imports);
-    free_list(p->write_roots);
-    free_list(p->read_roots);
+    sbx_spec_free(&p->spec);
     free_list(p->py_paths);
     free(p->site);
-    free(p->tmpdir);
     memset(p, 0, sizeof *p);
 }
 
-void sbx_policy_parse(sbx_policy *p, const char *text)
+int sbx_policy_parse(sbx_policy *p, const char *text, char *why, size_t n)
 {
-    memset(p, 0, sizeof *p);
+    char *site = p->site;
+    p->site = NULL;
+    sbx_policy_free(p);
+    p->site = site;
     p->active = true;
-    char *copy = mem_strdup(text);
-    char *save = NULL;
-    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        const char *k = line, *v = eq + 1;
-        if (!strcmp(k, "tier")) {
-            p->is_static = !strcmp(v, "static");
-            p->sandbox = !strcmp(v, "sandbox");
-            p->confined = !strcmp(v, "local") || p->sandbox;
-        } else if (!strcmp(k, "network"))
-            p->no_network = !strcmp(v, "0");
-        else if (!strcmp(k, "subprocess"))
-            p->no_subprocess = !strcmp(v, "0");
-        else if (!strcmp(k, "memory_bytes"))
-            p->memory_bytes = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "max_processes"))
-            p->max_processes = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "file_size_bytes"))
-            p->file_size_bytes = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "disk_bytes"))
-            p->disk_bytes = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "cpu_seconds"))
-            p->cpu_seconds = strtod(v, NULL);
-        else if (!strcmp(k, "allowed_imports"))
-            p->imports = split_list(v, &p->imports_set);
-        else if (!strcmp(k, "write_roots"))
-            p->write_roots = split_list(v, &p->write_set);
-        else if (!strcmp(k, "read_roots"))
-            p->read_roots = split_list(v, &p->read_set);
-        else if (!strcmp(k, "uid"))
-            p->uid = (unsigned)strtoul(v, NULL, 10), p->has_uid = p->uid != 0;
-        else if (!strcmp(k, "gid"))
-            p->gid = (unsigned)strtoul(v, NULL, 10);
-        else if (!strcmp(k, "group"))
-            p->group = (unsigned)strtoul(v, NULL, 10);
-        else if (!strcmp(k, "tmpdir") && !p->tmpdir)
-            p->tmpdir = mem_strdup(v);
-    }
-    free(copy);
+    if (sbx_spec_parse(&p->spec, text, why, n) < 0)
+        return -1;
+    p->is_static = p->spec.tier == SBX_TIER_STATIC;
+    p->sandbox = p->spec.tier == SBX_TIER_SANDBOX;
+    p->confined = p->spec.tier == SBX_TIER_LOCAL || p->sandbox;
+    return 0;
 }
 
 static _Noreturn void fail(const char *what)
@@ -260,15 +204,15 @@ static int landlock_prepare(void)
 {
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
     if (abi < 1) {
-        if (!pol.write_set && !pol.read_set)
+        if (!pol.spec.write_roots.set && !pol.spec.read_roots.set)
             return -1; /* only the scoping was wanted: best effort */
         fail("filesystem roots (Landlock unavailable)");
     }
     struct sbx_ll_ruleset attr = {0, 0, 0};
     uint64_t write = LL_WRITE | (abi >= 2 ? LL_REFER : 0) | (abi >= 3 ? LL_FS_TRUNCATE : 0);
-    if (pol.write_set)
+    if (pol.spec.write_roots.set)
         attr.handled_access_fs |= write;
-    if (pol.read_set)
+    if (pol.spec.read_roots.set)
         attr.handled_access_fs |= LL_READ;
     /* ABI 6: no signals to processes outside this worker's domain (the
      * supervisor, other contexts) and no abstract unix sockets outside it. */
@@ -281,11 +225,12 @@ static int landlock_prepare(void)
     if (rs < 0)
         fail("Landlock ruleset");
     uint64_t all = attr.handled_access_fs;
-    for (size_t i = 0; pol.write_set && pol.write_roots[i]; i++)
-        add_rule(rs, pol.write_roots[i], all, true, "filesystem_write_roots (a root)");
-    for (size_t i = 0; pol.read_set && pol.read_roots[i]; i++)
-        add_rule(rs, pol.read_roots[i], all & LL_READ, true, "filesystem_read_roots (a root)");
-    if (pol.read_set) {
+    for (size_t i = 0; pol.spec.write_roots.set && pol.spec.write_roots.v[i]; i++)
+        add_rule(rs, pol.spec.write_roots.v[i], all, true, "filesystem_write_roots (a root)");
+    for (size_t i = 0; pol.spec.read_roots.set && pol.spec.read_roots.v[i]; i++)
+        add_rule(rs, pol.spec.read_roots.v[i], all & LL_READ, true,
+                 "filesystem_read_roots (a root)");
+    if (pol.spec.read_roots.set) {
         for (size_t i = 0; system_read[i]; i++)
             add_rule(rs, system_read[i], LL_READ, false, "filesystem_read_roots (system)");
         for (size_t i = 0; pol.py_paths && pol.py_paths[i]; i++)
@@ -294,7 +239,7 @@ static int landlock_prepare(void)
         add_rule(rs, ".", LL_READ, false, "filesystem_read_roots (its directory)");
     }
     /* Writing to /dev/null is not writing to the filesystem. */
-    if (pol.write_set)
+    if (pol.spec.write_roots.set)
         add_rule(rs, "/dev/null", all & LL_FILE_ONLY, false, "/dev/null");
     return rs;
 }
@@ -325,9 +270,10 @@ static void private_namespaces(void)
         fail("private SysV IPC and mount namespaces");
     if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
         fail("a mount namespace receiving only");
-    unsigned long long size = (pol.memory_bytes ? pol.memory_bytes : 1ULL << 30) / 4;
+    unsigned long long size = (pol.spec.memory_bytes ? pol.spec.memory_bytes : 1ULL << 30) / 4;
     char opts[96];
-    snprintf(opts, sizeof opts, "mode=0700,uid=%u,gid=%u,size=%llu", pol.uid, pol.gid, size);
+    snprintf(opts, sizeof opts, "mode=0700,uid=%u,gid=%u,size=%llu", pol.spec.ident.uid,
+             pol.spec.ident.gid, size);
     if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
         fail("a private /dev/shm");
 }
@@ -346,16 +292,17 @@ static void drop_identity(void)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             fail("drop the capability bounding set");
     (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-    gid_t groups[1] = {(gid_t)pol.group};
-    if (setgroups(pol.group ? 1 : 0, groups) < 0 || setresgid(pol.gid, pol.gid, pol.gid) < 0 ||
-        setresuid(pol.uid, pol.uid, pol.uid) < 0)
+    gid_t groups[1] = {(gid_t)pol.spec.ident.group};
+    if (setgroups(pol.spec.ident.group ? 1 : 0, groups) < 0 ||
+        setresgid(pol.spec.ident.gid, pol.spec.ident.gid, pol.spec.ident.gid) < 0 ||
+        setresuid(pol.spec.ident.uid, pol.spec.ident.uid, pol.spec.ident.uid) < 0)
         fail("the context's own uid/gid");
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof data);
     if (syscall(SYS_capset, &hdr, data) < 0 || syscall(SYS_capget, &hdr, data) < 0 ||
-        data[0].permitted || data[1].permitted || getuid() != pol.uid || geteuid() != pol.uid ||
-        getgid() != pol.gid) {
+        data[0].permitted || data[1].permitted || getuid() != pol.spec.ident.uid ||
+        geteuid() != pol.spec.ident.uid || getgid() != pol.spec.ident.gid) {
         errno = EPERM;
         fail("the context's own uid/gid (capabilities remain)");
     }
@@ -489,7 +436,7 @@ static void seccomp_filter(void)
      * what the unsafe-tier workers (which are merged, wrk_zygote.c) hold. */
     rc = rc ? rc : sbx_merge_rules(f, false);
     rc = rc ? rc : sbx_clone_rules(f);
-    if (!rc && pol.no_network) {
+    if (!rc && pol.spec.no_network) {
         /* No new socket, and none reached through one it already has (a
          * socketpair end connected or sent to a path). */
         rc = seccomp_rule_add(f, eperm, SCMP_SYS(socket), 0);
@@ -500,7 +447,7 @@ static void seccomp_filter(void)
         rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendmmsg), 0);
         rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_NE, 0));
     }
-    if (!rc && pol.no_subprocess) {
+    if (!rc && pol.spec.no_subprocess) {
         rc = seccomp_rule_add(f, eperm, SCMP_SYS(execve), 0);
         rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(execveat), 0);
         rc = rc ? rc : seccomp_rule_add(f, eperm, SCMP_SYS(fork), 0);
@@ -525,7 +472,7 @@ static pid_t cpu_timer_pid;
 
 void sbx_run_begin(void)
 {
-    if (!pol.confined || pol.cpu_seconds <= 0)
+    if (!pol.confined || pol.spec.cpu_seconds <= 0)
         return;
     if (cpu_timer_pid != getpid()) { /* a ctx.fork copy has no timers */
         struct sigevent sev;
@@ -539,8 +486,8 @@ void sbx_run_begin(void)
     /* Fires once at the budget, then every second while the run goes on
      * (a run that catches the TimeoutError gets it again). */
     struct itimerspec its;
-    its.it_value.tv_sec = (time_t)pol.cpu_seconds;
-    its.it_value.tv_nsec = (long)((pol.cpu_seconds - (double)its.it_value.tv_sec) * 1e9);
+    its.it_value.tv_sec = (time_t)pol.spec.cpu_seconds;
+    its.it_value.tv_nsec = (long)((pol.spec.cpu_seconds - (double)its.it_value.tv_sec) * 1e9);
     if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
         its.it_value.tv_nsec = 1;
     its.it_interval.tv_sec = 1;
@@ -550,7 +497,7 @@ void sbx_run_begin(void)
 
 void sbx_run_end(void)
 {
-    if (!pol.confined || pol.cpu_seconds <= 0 || cpu_timer_pid != getpid())
+    if (!pol.confined || pol.spec.cpu_seconds <= 0 || cpu_timer_pid != getpid())
         return;
     struct itimerspec zero;
     memset(&zero, 0, sizeof zero);
@@ -598,15 +545,19 @@ void sbx_init(void)
     const char *text = getenv("CTXD_SANDBOX");
     if (!text)
         return;
-    sbx_policy_parse(&pol, text);
+    char why[128];
+    if (sbx_policy_parse(&pol, text, why, sizeof why) < 0) {
+        sbx_host_log("policy: cannot read CTXD_SANDBOX: %s", why);
+        _exit(1);
+    }
     scrub_initial_environ();
     PyGILState_STATE gil = PyGILState_Ensure();
     /* Gone from the C environment and os.environ before user code runs. */
     PyObject *os = PyImport_ImportModule("os");
     PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
     PyObject *r = environ ? PyObject_CallMethod(environ, "pop", "ss", "CTXD_SANDBOX", "") : NULL;
-    if (r && pol.tmpdir) { /* tempfile writes where the context may */
-        PyObject *t = PyObject_CallMethod(environ, "__setitem__", "ss", "TMPDIR", pol.tmpdir);
+    if (r && pol.spec.tmpdir) { /* tempfile writes where the context may */
+        PyObject *t = PyObject_CallMethod(environ, "__setitem__", "ss", "TMPDIR", pol.spec.tmpdir);
         if (!t)
             PyErr_Clear();
         Py_XDECREF(t);
@@ -636,23 +587,23 @@ void sbx_init(void)
         PyGILState_Release(gil);
         return;
     }
-    if (sbx_py_imports(pol.imports, pol.imports_set) < 0) {
+    if (sbx_py_imports(pol.spec.imports.v, pol.spec.imports.set) < 0) {
         PyErr_Print();
         errno = EINVAL;
         fail("allowed_imports");
     }
-    if (pol.read_set)
+    if (pol.spec.read_roots.set)
         collect_py_paths();
-    if (pol.cpu_seconds > 0 && sbx_py_cpu_handler(pol.cpu_seconds) < 0) {
+    if (pol.spec.cpu_seconds > 0 && sbx_py_cpu_handler(pol.spec.cpu_seconds) < 0) {
         PyErr_Print();
         errno = EINVAL;
         fail("cpu_seconds");
     }
     PyGILState_Release(gil);
-    if (pol.memory_bytes && !address_sanitized())
-        set_limit(RLIMIT_AS, pol.memory_bytes, "memory_bytes (RLIMIT_AS)");
-    if (pol.file_size_bytes)
-        set_limit(RLIMIT_FSIZE, pol.file_size_bytes, "file_size_bytes (RLIMIT_FSIZE)");
+    if (pol.spec.memory_bytes && !address_sanitized())
+        set_limit(RLIMIT_AS, pol.spec.memory_bytes, "memory_bytes (RLIMIT_AS)");
+    if (pol.spec.file_size_bytes)
+        set_limit(RLIMIT_FSIZE, pol.spec.file_size_bytes, "file_size_bytes (RLIMIT_FSIZE)");
     set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE");
     /* The sandbox tier's worker is pid 1 of its own namespaces, its root
      * and cgroups made by the zygote (sbx_ns.c); anywhere else it must not
@@ -664,20 +615,20 @@ void sbx_init(void)
     /* memory_bytes and max_processes: the context's cgroup, made by the
      * zygote (or the supervisor) before this worker ran anything. */
     if (pol.sandbox)
-        pol.write_set = pol.read_set = false;
+        pol.spec.write_roots.set = pol.spec.read_roots.set = false;
     /* Private by default: what it creates is its uid's alone (inherited by
      * every process it starts). */
     umask(077);
-    if (!pol.sandbox && pol.has_uid)
+    if (!pol.sandbox && pol.spec.has_uid)
         private_namespaces(); /* before Landlock opens /dev/shm: the new one */
     int rs = landlock_prepare();
-    if (!pol.sandbox && pol.has_uid)
+    if (!pol.sandbox && pol.spec.has_uid)
         drop_identity();
     landlock_apply(rs);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         fail("no_new_privs");
     if (pol.sandbox) {
-        int rc = sbx_allow_load(pol.no_network, pol.no_subprocess);
+        int rc = sbx_allow_load(pol.spec.no_network, pol.spec.no_subprocess);
         if (rc) {
             errno = -rc;
             fail("seccomp allowlist");

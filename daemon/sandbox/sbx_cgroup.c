@@ -122,7 +122,9 @@ const char *sbx_cgroup_v1_root(const char *controller)
     return NULL;
 }
 
-bool sbx_cgroup_name_ok(const char *name)
+/* True when name is one the supervisor makes: [a-z0-9/], no empty
+ * component, starts with "ctxd/". */
+static bool name_ok(const char *name)
 {
     size_t n = strlen(name);
     if (n < 6 || n >= SBX_CGROUP_NAME_MAX || strncmp(name, "ctxd/", 5) != 0 || name[n - 1] == '/')
@@ -212,7 +214,7 @@ int sbx_cgroup_place(pid_t pid, const char *name, const sbx_cgroup_limits *lim, 
 {
     char dir[320];
     *failed = "cgroup name";
-    if (!sbx_cgroup_name_ok(name)) {
+    if (!name_ok(name)) {
         errno = EINVAL;
         return -1;
     }

@@ -25,9 +25,6 @@ typedef struct sbx_cgroup_limits {
  * limits asked for is not an error (0, nothing done). */
 int sbx_cgroup_place(pid_t pid, const char *name, const sbx_cgroup_limits *lim,
                      const char **failed);
-/* True when name is one the supervisor makes: [a-z0-9/], no empty
- * component, starts with "ctxd/". */
-bool sbx_cgroup_name_ok(const char *name);
 /* Writes text to an existing file in one write (cgroup and /proc control
  * files): 0, or -1 with errno. */
 int sbx_write_file(const char *path, const char *text);

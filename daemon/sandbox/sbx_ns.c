@@ -50,7 +50,7 @@ int sbx_ns_flags(const sbx_policy *p)
     if (!p->active || !p->sandbox)
         return 0;
     return CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-           (p->no_network ? CLONE_NEWNET : 0);
+           (p->spec.no_network ? CLONE_NEWNET : 0);
 }
 
 /* ---- the zygote's half ------------------------------------------------- */
@@ -66,8 +66,8 @@ sbx_cgroup_limits sbx_policy_limits(const sbx_policy *p)
 {
     sbx_cgroup_limits lim = {0, 0};
     if (p->active && p->confined) {
-        lim.memory_bytes = p->memory_bytes;
-        lim.max_tasks = p->max_processes ? p->max_processes + OWN_TASKS : 0;
+        lim.memory_bytes = p->spec.memory_bytes;
+        lim.max_tasks = p->spec.max_processes ? p->spec.max_processes + OWN_TASKS : 0;
     }
     return lim;
 }
@@ -75,8 +75,8 @@ sbx_cgroup_limits sbx_policy_limits(const sbx_policy *p)
 int sbx_ns_prepare(pid_t w, const sbx_policy *p, char *msg, size_t n)
 {
     /* Root inside is the context's own uid outside: never host root. */
-    unsigned uid = p->has_uid ? p->uid : (unsigned)geteuid();
-    unsigned gid = p->has_uid ? p->gid : (unsigned)getegid();
+    unsigned uid = p->spec.has_uid ? p->spec.ident.uid : (unsigned)geteuid();
+    unsigned gid = p->spec.has_uid ? p->spec.ident.gid : (unsigned)getegid();
     char map[64];
     snprintf(map, sizeof map, "0 %u 1\n", uid);
     if (write_proc(w, "uid_map", map) < 0) {
@@ -393,9 +393,9 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
 
     plan pl = {NULL, 0, 0};
     char tmp_opts[64], shm_opts[64];
-    unsigned long long tmp_size = p->memory_bytes ? p->memory_bytes : 1ULL << 30;
-    if (p->disk_bytes && p->disk_bytes < tmp_size) /* /tmp is disk too */
-        tmp_size = p->disk_bytes;
+    unsigned long long tmp_size = p->spec.memory_bytes ? p->spec.memory_bytes : 1ULL << 30;
+    if (p->spec.disk_bytes && p->spec.disk_bytes < tmp_size) /* /tmp is disk too */
+        tmp_size = p->spec.disk_bytes;
     snprintf(tmp_opts, sizeof tmp_opts, "mode=1777,size=%llu", tmp_size);
     snprintf(shm_opts, sizeof shm_opts, "mode=1777,size=%llu", tmp_size / 4);
     for (size_t i = 0; system_ro[i]; i++) {
@@ -403,7 +403,7 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
         if (!open_source(e, system_ro[i]))
             pl.n--;
     }
-    for (size_t i = 0; !p->no_network && resolver_ro[i]; i++) {
+    for (size_t i = 0; !p->spec.no_network && resolver_ro[i]; i++) {
         char *real = realpath(resolver_ro[i], NULL);
         mount_entry *e = add(&pl, resolver_ro[i], M_RO, NULL);
         if (!real || !open_source(e, real))
@@ -419,10 +419,10 @@ void sbx_ns_enter(int go_fd, const sbx_policy *p, const char *cwd)
         mount_entry *e = add(&pl, path, M_DEV, NULL);
         open_source(e, path);
     }
-    for (size_t i = 0; p->read_set && p->read_roots[i]; i++)
-        open_source(add(&pl, p->read_roots[i], M_RO_MUST, NULL), p->read_roots[i]);
-    for (size_t i = 0; p->write_set && p->write_roots[i]; i++)
-        open_source(add(&pl, p->write_roots[i], M_RW, NULL), p->write_roots[i]);
+    for (size_t i = 0; p->spec.read_roots.set && p->spec.read_roots.v[i]; i++)
+        open_source(add(&pl, p->spec.read_roots.v[i], M_RO_MUST, NULL), p->spec.read_roots.v[i]);
+    for (size_t i = 0; p->spec.write_roots.set && p->spec.write_roots.v[i]; i++)
+        open_source(add(&pl, p->spec.write_roots.v[i], M_RW, NULL), p->spec.write_roots.v[i]);
     if (p->site) /* its installed packages (links into read roots) */
         open_source(add(&pl, p->site, M_RO_MUST, NULL), p->site);
     open_source(add(&pl, cwd, M_RW, NULL), cwd);

@@ -8,8 +8,8 @@
 
 #include "mem.h"
 #include "zap.h"
+#include "zap_key.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -76,29 +76,6 @@ const char *sup_auth_state_dir(void)
     return make_state_dir() < 0 ? NULL : state_dir;
 }
 
-/* Reads the first Z85 key (40 characters) of a file. */
-static int read_key(const char *path, char key[KEY_Z85 + 1])
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    char line[256];
-    int rc = -1;
-    while (rc < 0 && fgets(line, sizeof line, f)) {
-        char *s = line;
-        while (isspace((unsigned char)*s))
-            s++;
-        if (*s == '#' || strlen(s) < KEY_Z85)
-            continue;
-        memcpy(key, s, KEY_Z85);
-        key[KEY_Z85] = '\0';
-        uint8_t raw[32];
-        rc = zmq_z85_decode(raw, key) ? 0 : -1;
-    }
-    fclose(f);
-    return rc;
-}
-
 /* Writes a whole file or nothing: a temporary file beside it, fsync'ed,
  * then renamed over path (and the directory fsync'ed), so a full disk or a
  * crash never leaves an empty or partial key that blocks later starts.
@@ -149,7 +126,8 @@ static int load_server_keys(void)
     snprintf(sec_path, sizeof sec_path, "%s/server.key", state_dir);
     snprintf(pub_path, sizeof pub_path, "%s/server.pub", state_dir);
     struct stat st;
-    if (read_key(sec_path, server_secret) == 0) {
+    char why[128];
+    if (zap_key_read(sec_path, server_secret, why, sizeof why) == 0) {
         if (zmq_curve_public(server_public, server_secret) != 0)
             return -1;
         if (lstat(pub_path, &st) < 0) { /* an earlier start could not write it */
@@ -193,11 +171,6 @@ static int load_server_keys(void)
     }
     fprintf(stderr, "ctxd: made a new server key pair in %s\n", state_dir);
     return 0;
-}
-
-const char *sup_auth_server_public(void)
-{
-    return server_public;
 }
 
 int sup_auth_setup(void *zctx, void *curve_router)

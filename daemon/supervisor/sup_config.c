@@ -468,7 +468,8 @@ static int set_config(const char *path, char *err, size_t n)
     return rc;
 }
 
-void sup_config_usage(FILE *out)
+/* Prints the command line's options and what each does to out. */
+static void usage(FILE *out)
 {
     fputs("usage: ctxd [options]\n\n"
           "The ctxd supervisor: keeps named Python contexts alive, one worker process\n"
@@ -510,7 +511,7 @@ int sup_config_parse(int argc, char **argv)
         const option_def *o = NULL;
         const char *value = NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            sup_config_usage(stdout);
+            usage(stdout);
             exit(0);
         }
         if (a[0] == '-' && a[1] == '-') {

@@ -76,7 +76,6 @@ extern char sup_instance[33];
 /* Applies the command line (and any --config files); -1 after printing the
  * problem. --help prints the usage and exits. */
 int sup_config_parse(int argc, char **argv);
-void sup_config_usage(FILE *out);
 /* A hash of the endpoints: daemons sharing a state directory but listening
  * elsewhere keep files of their own in it (context table, uid state). */
 uint64_t sup_config_endpoints_hash(void);

@@ -170,11 +170,6 @@ void sup_ident_init(void)
             ids.explicit ? "--worker-uids" : "claimed", sup_uidreg_dir());
 }
 
-bool sup_ident_separated(void)
-{
-    return ids.separated;
-}
-
 gid_t sup_ident_group(void)
 {
     return (gid_t)ids.first;

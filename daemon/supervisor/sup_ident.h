@@ -17,8 +17,6 @@ typedef struct sup_ident {
  * loads the allocator saved in the state directory, and sweeps a range new
  * to it; exits after printing why when the range cannot be had. */
 void sup_ident_init(void);
-/* True under a root daemon: confined workers get uids of their own. */
-bool sup_ident_separated(void);
 /* The workers' shared group (FIRST of --worker-uids). */
 gid_t sup_ident_group(void);
 /* hello's `identity` map: daemon_root, worker_uids, worker_uids_from,

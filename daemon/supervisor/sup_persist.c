@@ -62,30 +62,30 @@ static void path_of(char *out, size_t n, const char *dir, const char *suffix)
  * gets it back: sup_ident.c). */
 static void encode_entry(proto_buf *b, const sup_ctx *c)
 {
-    bool own_uid = c->ident && c->ident->own_uid;
-    proto_put_map(b, own_uid ? 9 : 8);
-    proto_put_str(b, "name");
+    proto_map m = proto_map_open(b);
+    proto_key(b, &m, "name");
     proto_put_str(b, c->name);
-    proto_put_str(b, "cwd");
+    proto_key(b, &m, "cwd");
     proto_put_str(b, c->cwd);
-    proto_put_str(b, "own_cwd");
+    proto_key(b, &m, "own_cwd");
     proto_put_bool(b, c->ident && c->ident->dir);
-    proto_put_str(b, "env");
+    proto_key(b, &m, "env");
     proto_put_array(b, (uint32_t)c->nenv);
     for (size_t i = 0; i < c->nenv; i++)
         proto_put_str(b, c->env[i]);
-    proto_put_str(b, "tier");
+    proto_key(b, &m, "tier");
     proto_put_str(b, sup_policy_tier_name(c->policy));
-    proto_put_str(b, "policy");
+    proto_key(b, &m, "policy");
     sup_policy_put(b, c->policy);
-    proto_put_str(b, "incarnation");
+    proto_key(b, &m, "incarnation");
     proto_put_uint(b, c->incarnation);
-    proto_put_str(b, "autosnapshot"); /* sup_snap.c: 0 off, -1 after each run, seconds */
+    proto_key(b, &m, "autosnapshot"); /* sup_snap.c: 0 off, -1 after each run, seconds */
     proto_put_double(b, c->autosnap);
-    if (own_uid) {
-        proto_put_str(b, "uid");
+    if (c->ident && c->ident->own_uid) {
+        proto_key(b, &m, "uid");
         proto_put_uint(b, c->ident->uid);
     }
+    proto_map_close(b, &m);
 }
 
 /* The table as msgpack: {v: 1, contexts: [ENTRY...]}. */

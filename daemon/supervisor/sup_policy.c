@@ -1,10 +1,13 @@
 /* sup_policy: parsing and validating a context's tier and policy, and what
  * the supervisor itself enforces (the per-run timeout cap and the worker's
- * clean environment). Everything else is enforced inside the worker, before
- * `ready` (daemon/sandbox/sbx_apply.c), from the CTXD_SANDBOX variable built here. */
+ * clean environment). Everything else the worker enforces on itself before
+ * `ready`, from the worker's policy written here into CTXD_SANDBOX by the
+ * one schema both sides share (sbx_schema.h). */
 #include "sup_policy.h"
 
 #include "sup_pkgs.h"
+
+#include "sbx_schema.h"
 
 #include "mem.h"
 #include "proto.h"
@@ -18,9 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Item separator of CTXD_SANDBOX lists; fields are one a line. */
-#define SEP '\x1f'
 
 static const struct {
     const char *name;
@@ -166,7 +166,7 @@ static bool item_ok(const proto_val *v, item_kind kind)
         return false;
     for (uint32_t i = 0; i < v->n; i++) {
         unsigned char ch = (unsigned char)v->as.s[i];
-        if (ch == '\n' || ch == SEP)
+        if (ch == '\n' || ch == SBX_LIST_SEP)
             return false;
         if (kind == ITEM_NAME && ch == '=')
             return false;
@@ -354,13 +354,13 @@ static int field_parse(sup_policy *p, const char *k, const proto_val *v, proto_e
     if (!strcmp(k, "packages"))
         return strlist_parse(&p->packages, v, ITEM_ANY, k, err);
     if (!strcmp(k, "memory_bytes"))
-        return count_parse(&p->memory_bytes, v, k, 16u << 20, err);
+        return count_parse(&p->memory_bytes, v, k, SBX_MEMORY_MIN, err);
     if (!strcmp(k, "max_processes"))
         return count_parse(&p->max_processes, v, k, 1, err);
     if (!strcmp(k, "file_size_bytes"))
         return count_parse(&p->file_size_bytes, v, k, 1, err);
     if (!strcmp(k, "disk_bytes"))
-        return count_parse(&p->disk_bytes, v, k, 1u << 20, err);
+        return count_parse(&p->disk_bytes, v, k, SBX_DISK_MIN, err);
     if (!strcmp(k, "stdout_max_bytes"))
         return count_parse(&p->stream_max[0], v, k, 1, err);
     if (!strcmp(k, "stderr_max_bytes"))
@@ -541,97 +541,74 @@ static bool name_in(const char *kv, const char *const *names, size_t n)
     return false;
 }
 
-static void put_line(proto_buf *s, const char *key, const char *val)
-{
-    proto_buf_append(s, key, strlen(key));
-    proto_buf_append(s, "=", 1);
-    proto_buf_append(s, val, strlen(val));
-    proto_buf_append(s, "\n", 1);
-}
+static const sbx_tier worker_tier[] = {
+    [SUP_TIER_STATIC] = SBX_TIER_STATIC,
+    [SUP_TIER_UNSAFE] = SBX_TIER_UNSAFE,
+    [SUP_TIER_LOCAL] = SBX_TIER_LOCAL,
+    [SUP_TIER_SANDBOX] = SBX_TIER_SANDBOX,
+};
 
-static void put_list_line(proto_buf *s, const char *key, const sup_strlist *l)
+/* l as the worker's list, with one more item when extra is not NULL: the
+ * array is new, its strings are borrowed. */
+static sbx_list worker_list(const sup_strlist *l, bool set, const char *extra)
 {
-    if (!l->set)
-        return;
-    proto_buf_append(s, key, strlen(key));
-    proto_buf_append(s, "=", 1);
-    for (size_t i = 0; i < l->n; i++) {
-        if (i)
-            proto_buf_append(s, "\x1f", 1);
-        proto_buf_append(s, l->v[i], strlen(l->v[i]));
-    }
-    proto_buf_append(s, "\n", 1);
-}
-
-/* CTXD_SANDBOX=<one "key=value" a line>; read by sbx_apply.c. extra:
- * more lines (the worker's identity), or NULL. */
-static char *sandbox_var(const sup_policy *p, const char *extra)
-{
-    proto_buf s;
-    proto_buf_init(&s);
-    proto_buf_append(&s, "CTXD_SANDBOX=", 13);
-    char num[64];
-    put_line(&s, "tier", tier_label[p->tier]);
-    if (p->network_access == 0)
-        put_line(&s, "network", "0");
-    if (p->subprocess_execution == 0)
-        put_line(&s, "subprocess", "0");
-    if (p->memory_bytes) {
-        snprintf(num, sizeof num, "%llu", (unsigned long long)p->memory_bytes);
-        put_line(&s, "memory_bytes", num);
-    }
-    if (p->max_processes) {
-        snprintf(num, sizeof num, "%llu", (unsigned long long)p->max_processes);
-        put_line(&s, "max_processes", num);
-    }
-    if (p->file_size_bytes) {
-        snprintf(num, sizeof num, "%llu", (unsigned long long)p->file_size_bytes);
-        put_line(&s, "file_size_bytes", num);
-    }
-    if (p->disk_bytes) {
-        snprintf(num, sizeof num, "%llu", (unsigned long long)p->disk_bytes);
-        put_line(&s, "disk_bytes", num);
-    }
-    if (p->cpu_seconds > 0) {
-        snprintf(num, sizeof num, "%.17g", p->cpu_seconds);
-        put_line(&s, "cpu_seconds", num);
-    }
-    put_list_line(&s, "allowed_imports", &p->allowed_imports);
-    put_list_line(&s, "write_roots", &p->write_roots);
-    if (p->write_default) /* tempfile writes where the context may */
-        put_line(&s, "tmpdir", p->write_roots.v[0]);
-    /* A local context without read roots still reads only what it needs
-     * (sbx_apply.c: the system's directories, the interpreter's, its own
-     * directory and write roots): never the state directory or another
-     * context's directory. */
-    bool reads = p->read_roots.set || p->tier == SUP_TIER_LOCAL;
-    if ((reads || p->tier == SUP_TIER_SANDBOX) && sup_pkgs_source_dir()) {
-        /* The package directory's links point into the install cache (a
-         * sandbox binds it read-only, sbx_ns.c). */
-        sup_strlist roots = p->read_roots;
-        roots.set = true;
-        roots.v = mem_calloc(roots.n + 1, sizeof *roots.v);
-        for (size_t i = 0; i < roots.n; i++)
-            roots.v[i] = p->read_roots.v[i];
-        roots.v[roots.n++] = (char *)sup_pkgs_source_dir();
-        put_list_line(&s, "read_roots", &roots);
-        free(roots.v);
-    } else {
-        sup_strlist roots = p->read_roots;
-        roots.set = reads;
-        put_list_line(&s, "read_roots", &roots);
-    }
+    sbx_list w = {set, l->n + (extra != NULL), NULL};
+    w.v = mem_calloc(w.n + 1, sizeof *w.v);
+    for (size_t i = 0; i < l->n; i++)
+        w.v[i] = l->v[i];
     if (extra)
-        proto_buf_append(&s, extra, strlen(extra));
-    proto_buf_append(&s, "", 1);
-    char *out = mem_strdup((const char *)s.data);
-    proto_buf_free(&s);
-    return out;
+        w.v[l->n] = (char *)extra;
+    return w;
+}
+
+/* The text of CTXD_SANDBOX for p ("CTXD_SANDBOX=" and the worker's policy,
+ * sbx_schema.h), the worker's own identity in it unless ident is NULL.
+ * NULL when the policy cannot be written (a path holding a newline). */
+static char *sandbox_var(const sup_policy *p, const sbx_ident *ident)
+{
+    sbx_spec w = {
+        .tier = worker_tier[p->tier],
+        .no_network = p->network_access == 0,
+        .no_subprocess = p->subprocess_execution == 0,
+        .memory_bytes = p->memory_bytes,
+        .max_processes = p->max_processes,
+        .file_size_bytes = p->file_size_bytes,
+        .disk_bytes = p->disk_bytes,
+        .cpu_seconds = p->cpu_seconds,
+        /* tempfile writes where the context may */
+        .tmpdir = p->write_default ? p->write_roots.v[0] : NULL,
+        .has_uid = ident != NULL,
+        .ident = ident ? *ident : (sbx_ident){0, 0, 0},
+    };
+    w.imports = worker_list(&p->allowed_imports, p->allowed_imports.set, NULL);
+    w.write_roots = worker_list(&p->write_roots, p->write_roots.set, NULL);
+    /* A local context without read roots still reads only what it needs
+     * (the system's directories, the interpreter's, its own directory and
+     * write roots): never the state directory or another context's. The
+     * package directory's links point into the install cache, which a
+     * sandbox binds read-only. */
+    bool reads = p->read_roots.set || p->tier == SUP_TIER_LOCAL;
+    const char *pkgs = (reads || p->tier == SUP_TIER_SANDBOX) ? sup_pkgs_source_dir() : NULL;
+    w.read_roots = worker_list(&p->read_roots, reads || pkgs, pkgs);
+    char *text = sbx_spec_text(&w);
+    free(w.imports.v);
+    free(w.write_roots.v);
+    free(w.read_roots.v);
+    if (!text)
+        return NULL;
+    char *var = mem_alloc(strlen(text) + sizeof "CTXD_SANDBOX=");
+    strcpy(var, "CTXD_SANDBOX=");
+    strcat(var, text);
+    free(text);
+    return var;
 }
 
 char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, size_t nctx,
-                      const char *extra, char ***owned)
+                      const sbx_ident *ident, char ***owned)
 {
+    char *var = sandbox_var(p, ident);
+    if (!var)
+        return NULL;
     size_t n = 0;
     while (daemon_env[n])
         n++;
@@ -667,7 +644,7 @@ char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, si
     for (size_t j = 0; j < nctx; j++)
         if (strncmp(ctx_env[j], "CTXD_SANDBOX=", 13) != 0)
             env[k++] = ctx_env[j];
-    own[o] = sandbox_var(p, extra);
+    own[o] = var;
     env[k++] = own[o++];
     env[k] = NULL;
     *owned = own;
@@ -680,7 +657,7 @@ bool sup_policy_spare_ok(const sup_policy *p)
         return false;
     sup_policy *d = sup_policy_parse(NULL, NULL, NULL);
     char *a = sandbox_var(p, NULL), *b = sandbox_var(d, NULL);
-    bool same = strcmp(a, b) == 0;
+    bool same = a && b && strcmp(a, b) == 0;
     free(a);
     free(b);
     sup_policy_free(d);

@@ -6,6 +6,7 @@
 #define CTXD_SUP_POLICY_H
 
 #include "proto.h"
+#include "sbx_schema.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -50,14 +51,14 @@ const char *sup_policy_tier_name(const sup_policy *p); /* NULL p: "unsafe" */
 void sup_policy_put(proto_buf *b, const sup_policy *p);
 /* hello's `tiers` map: per tier, the policy fields it enforces. */
 void sup_policy_put_tiers(proto_buf *b);
-/* The worker's start-up environment under a local/sandbox policy: from
- * the daemon's environment only an allowlist (and policy.env), then the
- * context's own variables, then CTXD_SANDBOX (with the lines `extra`, the
- * worker's identity, appended; may be NULL). Returns a new NULL-terminated
- * array; strings in it are borrowed, except those also listed in *owned
- * (freed with sup_policy_env_free). */
+/* The worker's start-up environment under a policy: of the daemon's
+ * environment only an allowlist (and policy.env), then the context's own
+ * variables, then CTXD_SANDBOX, the worker's policy (sbx_schema.h) with its
+ * own identity unless ident is NULL. A new NULL-terminated array whose
+ * strings are borrowed except those in *owned (sup_policy_env_free); NULL
+ * when the policy cannot be written for the worker. */
 char **sup_policy_env(const sup_policy *p, char **daemon_env, char **ctx_env, size_t nctx,
-                      const char *extra, char ***owned);
+                      const sbx_ident *ident, char ***owned);
 void sup_policy_env_free(char **env, char **owned);
 /* Whether a worker started for p is one started for the default tier's
  * policy (an unsafe tier whose CTXD_SANDBOX, the only part of its
@@ -76,7 +77,7 @@ bool sup_policy_sandbox_path_ok(const char *path);
  * (its TMPDIR becomes cwd). */
 void sup_policy_default_write_roots(sup_policy *p, const char *cwd);
 
-/* ctx.create hands the parsed policy to sup_ctx_create through here. */
+/* ctx.create hands the parsed policy to sup_life_create through here. */
 void sup_policy_set_pending(sup_policy *p);
 sup_policy *sup_policy_take_pending(void);
 /* The policy waiting there (NULL: none). */

@@ -48,16 +48,6 @@ void sup_run_free(sup_run *r)
         return;
     if (r->kind && r->kind->free)
         r->kind->free(r);
-    if (r->snap_mode) { /* a snapshot or restore: the file (sup_snap.c) */
-        if (r->snap_drain)
-            r->snap_drop(r->snap_drain);
-        if (r->snap_fd >= 0)
-            close(r->snap_fd);
-        if (r->snap_dirfd >= 0)
-            close(r->snap_dirfd);
-        free(r->snap_id);
-        free(r->snap_tmp);
-    }
     free(r->code);
     proto_buf_free(&r->env);
     proto_buf_free(&r->script);

@@ -80,7 +80,8 @@ bool sup_send_take_used(int sock)
     return u;
 }
 
-/* sup_send and sup_send_take: the routing frame, then the body. */
+/* The routing frame, then the body (handed over when take); 0, -1 when
+ * the client's queue is full, 1 when the client is gone. */
 static int send_to(const sup_peer *peer, proto_buf *body, bool take)
 {
     void *router = routers[peer->sock];
@@ -97,7 +98,8 @@ static int send_to(const sup_peer *peer, proto_buf *body, bool take)
     return 0;
 }
 
-int sup_send(const sup_peer *peer, const proto_buf *body)
+/* Sends body, which stays the caller's: the same answers as send_to. */
+static int send_copy(const sup_peer *peer, const proto_buf *body)
 {
     proto_buf copy = *body; /* never taken: only read */
     return send_to(peer, &copy, false);
@@ -148,7 +150,7 @@ static void outmsg_free(sup_outmsg *m)
 bool sup_outq_flush(sup_outq *q)
 {
     while (q->head) {
-        if (sup_send(&q->head->peer, &q->head->body) < 0)
+        if (send_copy(&q->head->peer, &q->head->body) < 0)
             return false;
         sup_outmsg *m = q->head;
         q->head = m->next;
@@ -180,7 +182,7 @@ bool sup_send_flush_outbox(void)
         bool skip = false;
         for (size_t i = 0; i < nblocked && !skip; i++)
             skip = same_peer(blocked[i], &m->peer);
-        if (!skip && sup_send(&m->peer, &m->body) >= 0) {
+        if (!skip && send_copy(&m->peer, &m->body) >= 0) {
             *link = m->next;
             outbox.n--;
             outbox_bytes -= m->body.len + OUTMSG_OVERHEAD;
@@ -238,7 +240,7 @@ static bool outbox_has(const sup_peer *peer)
 
 void sup_deliver(const sup_peer *peer, const proto_buf *body)
 {
-    if (!outbox_has(peer) && sup_send(peer, body) >= 0)
+    if (!outbox_has(peer) && send_copy(peer, body) >= 0)
         return;
     sup_outq tmp = {0};
     sup_outq_push(&tmp, peer, body);

@@ -33,12 +33,10 @@ void sup_send_before(void (*fn)(void));
 /* Whether listening socket sock was sent on since the last call (the loop
  * must then look at it again: a send can take its ZMQ_FD signal). */
 bool sup_send_take_used(int sock);
-/* Sends body to a client without blocking. Returns 0, -1 when the client's
- * queue is full (EAGAIN), or 1 when the client is gone (the message is
- * dropped). */
-int sup_send(const sup_peer *peer, const proto_buf *body);
-/* sup_send, but a large body's buffer may be handed to ZeroMQ instead of
- * copied: body is then left empty (the caller still frees it). */
+/* Sends body to a client without blocking: 0, -1 when the client's queue
+ * is full (EAGAIN), or 1 when the client is gone (the message dropped). A
+ * large body's buffer may be handed to ZeroMQ instead of copied: body is
+ * then left empty (the caller still frees it). */
 int sup_send_take(const sup_peer *peer, proto_buf *body);
 /* Sends, or queues behind the daemon-wide outbox when the client's queue is
  * full, so replies are never dropped for a slow client. */

@@ -1,6 +1,6 @@
 /* sup_snap: snapshots of a context's Python state (PROTOCOL.md section 5,
- * ctx.snapshot): ctx.snapshot, ctx.restore, ctx.snapshots,
- * ctx.snapshot_delete, ctx.create from_snapshot and autosnapshot. The
+ * ctx.snapshot): ctx.snapshot, ctx.restore, ctx.create from_snapshot
+ * and autosnapshot (the files themselves: sup_snapfiles.h). The
  * files live in STATE_DIR/snapshots/CTX/NAME, opened by descriptor; the
  * context's worker writes and reads them through a descriptor it is
  * given (the unpickling runs inside its tier). */
@@ -14,14 +14,6 @@
 /* The requests (sup_request.c's table; fields checked by it). */
 void sup_snap_request(const proto_val *msg, const sup_peer *peer);
 void sup_snap_restore_request(const proto_val *msg, const sup_peer *peer);
-void sup_snap_list(const proto_val *msg, const sup_peer *peer);
-void sup_snap_delete(const proto_val *msg, const sup_peer *peer);
-/* ctx.snapshot_export: a copy in STATE_DIR/exports/CTX/NAME tagged under
- * the operator's STATE_DIR/export.key; ctx.snapshot_import: such a file
- * in STATE_DIR/imports/CTX/NAME, checked with that key, made snapshot
- * CTX/NAME under the daemon's own key (the writer's tier kept). */
-void sup_snap_export(const proto_val *msg, const sup_peer *peer);
-void sup_snap_import(const proto_val *msg, const sup_peer *peer);
 
 /* ctx.create from_snapshot: opens the snapshot named by id (a str value)
  * before the context is made; its descriptor, or -1 after replying `err`. */

@@ -71,11 +71,10 @@ static char **build_env(const sup_spawn_req *c)
     char **vars = context_vars(c, &nvars);
     if (c->policy) { /* tier and policy: a clean environment (sup_policy.c) */
         /* A worker of its own uid drops to it before its first run. */
-        char ident[96] = "";
-        if (c->ident && c->ident->own_uid)
-            snprintf(ident, sizeof ident, "uid=%u\ngid=%u\ngroup=%u\n", (unsigned)c->ident->uid,
-                     (unsigned)c->ident->gid, (unsigned)sup_ident_group());
-        return sup_policy_env(c->policy, environ, vars, nvars, ident, &env_owned);
+        bool own = c->ident && c->ident->own_uid;
+        sbx_ident id = {own ? (unsigned)c->ident->uid : 0, own ? (unsigned)c->ident->gid : 0,
+                        (unsigned)sup_ident_group()};
+        return sup_policy_env(c->policy, environ, vars, nvars, own ? &id : NULL, &env_owned);
     }
     while (environ[n])
         n++;
@@ -201,6 +200,14 @@ int sup_spawn_worker(const sup_spawn_req *c, bool use_zygote, pid_t *pid, int *f
     if (sup_spawn_fds(fd, out_rd, child_fds, err) < 0)
         return -1;
     char **env = build_env(c);
+    if (!env) {
+        proto_error_set(err, "spawn",
+                        "the policy cannot be given to the worker (a path holds a newline or "
+                        "the character 0x1f)");
+        free_env(NULL);
+        drop_fds(child_fds, fd, out_rd);
+        return -1;
+    }
     bool sandbox = c->policy && c->policy->tier == SUP_TIER_SANDBOX;
     /* Only the zygote makes the sandbox's namespaces: no fallback that
      * could start it weaker (sbx_init would refuse it anyway); its request

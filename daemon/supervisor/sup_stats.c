@@ -288,16 +288,17 @@ void sup_stats_put(proto_buf *b, size_t live, size_t busy, size_t queued)
     proto_put_uint(b, sup_stats.contexts_created);
     proto_put_str(b, "counters");
     size_t n = sizeof counter_fields / sizeof counter_fields[0];
-    proto_put_map(b, (uint32_t)(n + SUP_NSTATUS));
+    proto_map m = proto_map_open(b);
     for (size_t i = 0; i < n; i++) {
         if (i == 3) /* after requests, refused, runs: the runs by status */
             for (int k = 0; k < SUP_NSTATUS; k++) {
                 char key[32];
                 snprintf(key, sizeof key, "runs_%s", status_names[k]);
-                proto_put_str(b, key);
+                proto_key(b, &m, key);
                 proto_put_uint(b, sup_stats.by_status[k]);
             }
-        proto_put_str(b, counter_fields[i].name);
+        proto_key(b, &m, counter_fields[i].name);
         proto_put_uint(b, *counter_fields[i].value);
     }
+    proto_map_close(b, &m);
 }

@@ -73,7 +73,8 @@ static bool read_range(const char *dir, const char *name, unsigned *first, unsig
     return sscanf(line, "range %u %u", first, count) == 2 && *count >= 2;
 }
 
-bool sup_uidreg_saved_range(const char *state_dir, unsigned *first, unsigned *count)
+/* The range saved in state_dir's uid state file; false when there is none. */
+static bool saved_range(const char *state_dir, unsigned *first, unsigned *count)
 {
     char name[64];
     sup_uidreg_state_name(name, sizeof name);
@@ -307,7 +308,7 @@ int sup_uidreg_claim(const char *state_dir, bool explicit, unsigned *first, unsi
         else
             rc = commit(dfd, recs, n, f, c, state_dir, our_file, fresh);
     } else {
-        bool found = sup_uidreg_saved_range(state_dir, &f, &c) && !conflict(recs, n, f, c);
+        bool found = saved_range(state_dir, &f, &c) && !conflict(recs, n, f, c);
         for (uint64_t k = 0; !found; k++) {
             uint64_t at = SUP_UIDREG_AUTO_FIRST + k * SUP_UIDREG_AUTO_COUNT;
             if (at + SUP_UIDREG_AUTO_COUNT > AUTO_END)

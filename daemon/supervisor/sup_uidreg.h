@@ -12,8 +12,6 @@
 /* The name of this daemon's uid state file in its state directory
  * ("uids-<endpoints hash>"); its first line is "range FIRST COUNT". */
 void sup_uidreg_state_name(char *out, size_t n);
-/* The range saved in STATE_DIR's uid state file; false when none. */
-bool sup_uidreg_saved_range(const char *state_dir, unsigned *first, unsigned *count);
 /* Claims the range for this daemon (state_dir, the endpoints' hash) in the
  * registry (--uid-registry) and holds its lock until the daemon exits.
  * explicit: --worker-uids *first:*count, refused (printed) when another

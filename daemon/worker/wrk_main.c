@@ -335,7 +335,8 @@ static _Noreturn void serve_channel(void)
     wrk_site_init(); /* its package directory on sys.path, before sbx_init reads it */
     sbx_init();      /* the context's tier and policy, before any user code */
     if (sbx_static())
-        wrk_static_init(sbx_policy_current()->imports, sbx_policy_current()->imports_set);
+        wrk_static_init(sbx_policy_current()->spec.imports.v,
+                        sbx_policy_current()->spec.imports.set);
     send_ready();
     proto_buf in;
     proto_buf_init(&in);

@@ -519,7 +519,7 @@ static void await_go(int go_fd)
  * copy on write). Fails quietly on a kernel without KSM (< 6.4). */
 static void merge_pages(const sbx_policy *p)
 {
-    if (merge_wanted && !p->confined && !p->is_static && !p->has_uid)
+    if (merge_wanted && !p->confined && !p->is_static && !p->spec.has_uid)
         (void)prctl(SBX_PR_SET_MEMORY_MERGE, 1, 0, 0, 0);
 }
 
@@ -562,9 +562,12 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         const proto_val *kv = &env->as.items[i];
         if (kv->n > 13 && memcmp(kv->as.s, "CTXD_SANDBOX=", 13) == 0) {
             char *text = mem_strndup(kv->as.s + 13, kv->n - 13);
-            char *site = policy.site;
-            sbx_policy_parse(&policy, text);
-            policy.site = site;
+            static char why[160];
+            char reason[128];
+            if (sbx_policy_parse(&policy, text, reason, sizeof reason) < 0) {
+                snprintf(why, sizeof why, "CTXD_SANDBOX: %s", reason);
+                bad = why;
+            }
             free(text);
         } else if (kv->n > 10 && memcmp(kv->as.s, "CTXD_SITE=", 10) == 0) {
             free(policy.site);
@@ -606,6 +609,7 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
             close(fds[i]);
         free(cwd);
         Py_XDECREF(envlist);
+        sbx_policy_free(&policy);
         return false;
     }
 

@@ -484,6 +484,45 @@ static void test_peek(void)
     proto_buf_free(&b);
 }
 
+/* A deferred map gives the bytes of a counted one at every header size
+ * (fixmap, map16, map32), nested inside another deferred map. */
+static void test_deferred_map(void)
+{
+    static const uint32_t sizes[] = {0, 1, 15, 16, 300, 65535, 65536};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uint32_t n = sizes[i];
+        proto_buf want, got;
+        proto_buf_init(&want);
+        proto_buf_init(&got);
+        proto_put_map(&want, 2);
+        proto_put_str(&want, "t");
+        proto_put_map(&want, n);
+        for (uint32_t k = 0; k < n; k++) {
+            proto_put_uint(&want, k);
+            proto_put_nil(&want);
+        }
+        proto_put_str(&want, "end");
+        proto_put_bool(&want, true);
+
+        proto_map outer = proto_map_open(&got);
+        proto_key(&got, &outer, "t");
+        proto_map inner = proto_map_open(&got);
+        for (uint32_t k = 0; k < n; k++) {
+            proto_put_uint(&got, k);
+            proto_map_count(&inner, 1);
+            proto_put_nil(&got);
+        }
+        proto_map_close(&got, &inner);
+        proto_key(&got, &outer, "end");
+        proto_put_bool(&got, true);
+        proto_map_close(&got, &outer);
+        CHECK(got.len == want.len && memcmp(got.data, want.data, want.len) == 0,
+              "deferred map of %u pairs differs (%zu vs %zu bytes)", n, got.len, want.len);
+        proto_buf_free(&want);
+        proto_buf_free(&got);
+    }
+}
+
 int main(int argc, char **argv)
 {
     vecdir = argc > 1 ? argv[1] : "proto/vectors";
@@ -494,6 +533,7 @@ int main(int argc, char **argv)
     test_truncations();
     test_large_map();
     test_peek();
+    test_deferred_map();
     if (failures) {
         printf("%d failure(s)\n", failures);
         return 1;

@@ -60,7 +60,7 @@ def _files():
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for f in sorted(filenames):
-            if f.endswith((".pyc", ".pyo")):
+            if f.endswith((".pyc", ".pyo")) or f == "README.md":  # folder notes, not the package
                 continue
             full = os.path.join(dirpath, f)
             out.append((os.path.relpath(full, ROOT).replace(os.sep, "/"), full))
