@@ -25,14 +25,15 @@ static bool peek_be(peek *k, int width, uint64_t *v)
 }
 
 /* One scalar, str or bin: its kind and value (strings point into the
- * message). Containers and ext end the walk (false). */
+ * message), every field of *out set (zero where the kind has no value).
+ * Containers and ext end the walk (false). */
 static bool peek_value(peek *k, proto_val *out)
 {
     if (k->p >= k->end)
         return false;
     uint8_t t = *k->p++;
     uint64_t n = 0;
-    out->n = 0;
+    *out = (proto_val){.kind = PROTO_NIL};
     if (t <= 0x7f) {
         out->kind = PROTO_UINT;
         out->as.u = t;

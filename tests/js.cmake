@@ -6,7 +6,8 @@
 #   interrupts, AbortSignal, contexts, files, queries, 100 MB, bad input, a
 #   dead daemon), CurveZMQ on tcp://, the Daytona-compatible CodeInterpreter;
 # - mcp_server: ctxd-mcp through the MCP SDK's Client over stdio and
-#   streamable HTTP;
+#   streamable HTTP; the npm pack tarball installed with npm install -g and
+#   README's mcpServers block started from it;
 # - js_install: what `cmake --install` lays out for it, used from there.
 find_program(NODE node)
 if(NODE)
@@ -22,6 +23,7 @@ if(NODE)
     WORKING_DIRECTORY ${JS_DIR})
   add_test(NAME mcp_server
     COMMAND ${NODE} --test --test-concurrency=1 ${JS_DIR}/test/policy.test.mjs ${JS_DIR}/test/mcp.test.mjs
+      ${JS_DIR}/test/package.test.mjs
     WORKING_DIRECTORY ${JS_DIR})
   add_test(NAME js_install COMMAND sh ${JS_DIR}/test/install.sh ${CMAKE_BINARY_DIR} $<TARGET_FILE:ctxd>)
   set_tests_properties(js_client mcp_server PROPERTIES ENVIRONMENT "${JS_ENV}" TIMEOUT 600)

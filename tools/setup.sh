@@ -1,15 +1,21 @@
 #!/bin/sh
 # One-step set-up on a fresh Debian 12 machine (as root):
-#   sh tools/setup.sh demo   install what is missing, build, start ctxd, run a demo
-#   sh tools/setup.sh test   install what is missing, build, run every test
-#   sh tools/setup.sh build  install what is missing and build only
+#   sh tools/setup.sh demo   install what is missing, build, install, start a
+#                            ctxd of its own and run a demo session through ctx
+#   sh tools/setup.sh test   install what is missing, build, install, run every test
+#   sh tools/setup.sh build  install what is missing, build and install only
 #   sh tools/setup.sh bench  also install ipykernel, jupyter_client, numpy and
-#                            matplotlib, build, and run tools/bench/bench.py
-# The build goes to ./build (override with BUILD_DIR).
+#                            matplotlib, build, install, and run tools/bench/bench.py
+# The build goes to ./build (override with BUILD_DIR), with warnings as
+# errors (CTXD_WERROR). Every mode then installs it (`cmake --install`) into
+# /usr/local (override with PREFIX): ctxd, ctx, ctxd-mcp, libctxd, the Python
+# package (where Debian's python3 finds it) and the Jupyter kernelspec. A
+# prefix it cannot write (not root) is left alone, with a message.
 set -eu
 mode=${1:-demo}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
+prefix=${PREFIX:-/usr/local}
 
 PACKAGES="build-essential cmake pkg-config libzmq3-dev libmsgpack-dev python3-dev python3-zmq
 python3-msgpack python3-pytest python3-venv clang libclang-rt-14-dev libseccomp-dev
@@ -68,7 +74,8 @@ install_node() {
 }
 
 build_all() {
-    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTXD_WERROR=ON \
+        -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
     cmake --build "$build" -j"$(nproc)"
     # client/js: its dependencies from the committed lockfile (again only
     # when the lockfile changed since), then tsc.
@@ -76,6 +83,18 @@ build_all() {
         { [ node_modules/.package-lock.json -nt package-lock.json ] ||
             npm ci --no-audit --no-fund; } &&
         npm run build)
+}
+
+# The build into $prefix, so that README's commands (`ctxd`, `ctx`,
+# `python3 -c 'import ctxd'`, `jupyter console --kernel ctxd`) work as typed.
+install_all() {
+    if ! mkdir -p "$prefix" 2>/dev/null || [ ! -w "$prefix" ]; then
+        echo "setup: $prefix is not writable: not installed (run as root, or set PREFIX)" >&2
+        return 0
+    fi
+    cmake --install "$build" >"$build/install.log" ||
+        { cat "$build/install.log"; echo "setup: cmake --install failed" >&2; exit 1; }
+    echo "setup: installed into $prefix"
 }
 
 demo() {
@@ -107,11 +126,13 @@ for i in range(3):
     set +x
     echo "setup: the daemon's request log (one line per request):"
     tail -n 4 "$rt/requests.log"
+    echo "setup: next, README's quick start (ctxd &, then ctx run ...)"
 }
 
 install_missing
 install_node
 build_all
+install_all
 case "$mode" in
 demo) demo ;;
 test) cd "$build" && ctest --output-on-failure ;;

@@ -65,8 +65,8 @@ void sup_reqarg_free_strings(char **s, size_t n)
     free(s);
 }
 
-/* The sup_reqarg_syntaxes a run may ask for (execute and ctx.create `syntax`), as
- * hello's `sup_reqarg_syntaxes` lists them. */
+/* The syntaxes a run may ask for (execute and ctx.create `syntax`), as
+ * hello's `syntaxes` lists them. */
 const char *const sup_reqarg_syntaxes[2] = {"python", "ipython"};
 
 /* A checked `syntax` field: its static name, "" when absent, NULL (after

@@ -48,7 +48,7 @@ void sup_reqdaemon_hello(const proto_val *msg, const sup_peer *peer)
     sup_zygote_put_preloads(&b);
     proto_put_str(&b, "identity");
     sup_ident_put_hello(&b);
-    proto_put_str(&b, "sup_reqarg_syntaxes");
+    proto_put_str(&b, "syntaxes");
     proto_put_array(&b, sizeof sup_reqarg_syntaxes / sizeof sup_reqarg_syntaxes[0]);
     for (size_t i = 0; i < sizeof sup_reqarg_syntaxes / sizeof sup_reqarg_syntaxes[0]; i++)
         proto_put_str(&b, sup_reqarg_syntaxes[i]);

@@ -93,7 +93,7 @@ void sup_snapfiles_list(const proto_val *msg, const sup_peer *peer)
     proto_put_str(&b, "snapshots");
     proto_put_array(&b, l.n);
     proto_buf_append(&b, l.items.data, l.items.len);
-    proto_put_str(&b, "sup_snapdir_total_bytes");
+    proto_put_str(&b, "total_bytes");
     proto_put_uint(&b, sup_snapdir_total_bytes());
     sup_deliver(peer, &b);
     proto_buf_free(&b);

@@ -16,6 +16,9 @@
 #include "mem.h"
 #include "wrk_log.h"
 
+/* The header of the stream frame being written (channel lock held). */
+static proto_buf stream_hdr;
+
 static int chan_fd = -1;
 static pthread_mutex_t chan_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Descriptors received with SCM_RIGHTS (only `fork` frames carry them), in
@@ -54,6 +57,7 @@ void wrk_chan_init(int fd)
     if (fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
         fatal("fcntl on the channel: %s", strerror(errno));
     chan_fd = fd;
+    proto_buf_reserve(&stream_hdr, 64);
     /* Registered once per process image: a worker forked from a zygote or
      * from another worker inherits the registration and calls this again. */
     static bool registered;
@@ -153,11 +157,45 @@ void wrk_chan_write_locked(const void *p, size_t n)
     write_after_deferred(p, n, NULL, 0);
 }
 
-/* Writes a frame held in two pieces with one sendmsg where it can (stream
- * frames: the header, then the data where it lies). */
-void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb)
+/* Appends a msgpack bin header for n bytes (the smallest form). */
+static void put_bin_header(proto_buf *b, size_t n)
 {
-    write_after_deferred(a, na, b, nb);
+    uint8_t h[5];
+    size_t hl;
+    if (n < 256) {
+        h[0] = 0xc4, h[1] = (uint8_t)n, hl = 2;
+    } else if (n < 65536) {
+        h[0] = 0xc5, h[1] = (uint8_t)(n >> 8), h[2] = (uint8_t)n, hl = 3;
+    } else {
+        h[0] = 0xc6, h[1] = (uint8_t)(n >> 24), h[2] = (uint8_t)(n >> 16);
+        h[3] = (uint8_t)(n >> 8), h[4] = (uint8_t)n, hl = 5;
+    }
+    proto_buf_append(b, h, hl);
+}
+
+/* Each frame is its header, built here, and the data where it lies, in one
+ * sendmsg where it can: the data is never copied. */
+void wrk_chan_write_stream_locked(const char *name, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        size_t k = n < (size_t)PROTO_STREAM_CHUNK ? n : (size_t)PROTO_STREAM_CHUNK;
+        stream_hdr.len = 0;
+        size_t start = proto_frame_begin(&stream_hdr);
+        proto_put_map(&stream_hdr, 3);
+        proto_put_str(&stream_hdr, "t");
+        proto_put_str(&stream_hdr, "stream");
+        proto_put_str(&stream_hdr, "name");
+        proto_put_str(&stream_hdr, name);
+        proto_put_str(&stream_hdr, "data");
+        put_bin_header(&stream_hdr, k);
+        size_t body = stream_hdr.len - start - 4 + k;
+        uint8_t *h = stream_hdr.data + start;
+        h[0] = (uint8_t)(body >> 24), h[1] = (uint8_t)(body >> 16);
+        h[2] = (uint8_t)(body >> 8), h[3] = (uint8_t)body;
+        write_after_deferred(stream_hdr.data, stream_hdr.len, p, k);
+        p += k;
+        n -= k;
+    }
 }
 
 /* Writes whole frames with descriptors attached to their first byte

@@ -30,8 +30,9 @@ void wrk_chan_unlock(void);
  * means the supervisor is gone: the worker exits. In a forked child (which
  * has no channel) this does nothing. */
 void wrk_chan_write_locked(const void *p, size_t n);
-/* The same for a frame given as two pieces (a header and data in place). */
-void wrk_chan_write2_locked(const void *a, size_t na, const void *b, size_t nb);
+/* Writes n bytes of stream `name` ("stdout" or "stderr") as `stream` frames
+ * of at most PROTO_STREAM_CHUNK bytes each; the caller holds the lock. */
+void wrk_chan_write_stream_locked(const char *name, const uint8_t *p, size_t n);
 /* Holds a frame of at most WRK_CHAN_DEFER_MAX bytes back (the caller holds
  * the lock): the next write of any thread sends it first, in the same
  * sendmsg; wrk_chan_flush_deferred_locked sends it alone. One at a time. */

@@ -1,11 +1,8 @@
-/* wrk_output: output capture (pipes on fds 1/2, the sys.stdout type, the
- * flusher thread). Locking: the channel lock (wrk_chan) is taken before
- * out_mu, never the other way round, and nobody holding either lock waits for
- * the GIL. Everything that sends stream data holds the channel lock from the
- * moment it takes data out of a buffer or a pipe until it has written it, so
- * stream data leaves in the order it was taken. Every byte not yet sent
- * lives in the output memory shared with the supervisor (chan_outmem.h), so
- * a worker that dies loses none of it. */
+/* wrk_output: the capture of output (pipes on fds 1/2, the output memory,
+ * the flusher thread). Lock order: the channel lock, then out_mu; nobody
+ * holding either waits for the GIL. A sender holds the channel lock from
+ * taking data out of a buffer or a pipe until it is written, so stream data
+ * leaves in the order it was taken. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -22,15 +19,14 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mem.h"
+#include "wrk_children.h"
 #include "wrk_chan.h"
 #include "wrk_log.h"
 #include "wrk_tick.h"
@@ -55,14 +51,12 @@
  * counted as between-run output until their last writer is gone. */
 #define MAX_STALE 8
 
-enum { OUT_STDOUT, OUT_STDERR, OUT_NSTREAMS };
+static const char *const stream_names[WRK_OUTPUT_NSTREAMS] = {"stdout", "stderr"};
 
-static const char *const stream_names[OUT_NSTREAMS] = {"stdout", "stderr"};
-
-static int pipe_rd[OUT_NSTREAMS] = {-1, -1};
+static int pipe_rd[WRK_OUTPUT_NSTREAMS] = {-1, -1};
 /* Extra write ends so that the pipes never report end of file, even if user
  * code closes fd 1 or 2. */
-static int pipe_keep[OUT_NSTREAMS] = {-1, -1};
+static int pipe_keep[WRK_OUTPUT_NSTREAMS] = {-1, -1};
 static int wake_fd = -1;
 /* Fires START_DELAY_NS after a run began with its `start` held back: the
  * flusher then sends it (-1: none, start goes out at once). start_now: the
@@ -79,11 +73,8 @@ static int stale[2 * MAX_STALE], nstale;
 static int stale_new[2 * MAX_STALE], nstale_new;
 static atomic_uint pipes_gen;
 /* Output written while no run was active (counted, dropped), not yet
- * reported to the supervisor; CHILD_USAGE: what the worker's reaped
- * children had used at the last run's start. */
+ * reported to the supervisor. */
 static atomic_ullong between_bytes;
-static long long child_usage;
-static double child_cpu; /* children's CPU seconds at the last run's start */
 
 /* Output not yet sent: per stream the Python-level buffer (`pend`, guarded
  * by out_mu), the buffer being sent and the chunk read from the pipe (both
@@ -108,56 +99,21 @@ static atomic_bool armed;
 static atomic_bool forked;
 /* A pipe chunk of the stream has been read but not yet sent (set under the
  * channel lock); see forward_unread_raw. */
-static atomic_bool pumping[OUT_NSTREAMS];
+static atomic_bool pumping[WRK_OUTPUT_NSTREAMS];
 
 /* When a Python-level write last looked for unread raw data, per stream
  * (GIL); os.write to fd 1 or 2 has written since (set by the wrapper). */
-static long long last_raw_check[OUT_NSTREAMS];
-static atomic_bool raw_written[OUT_NSTREAMS];
-/* Frame headers, built by whoever holds the channel lock. */
-static proto_buf frame;
+static long long last_raw_check[WRK_OUTPUT_NSTREAMS];
+static atomic_bool raw_written[WRK_OUTPUT_NSTREAMS];
+/* Called at each run's start, before any of its output (wrk_output_on_run). */
+static void (*run_hook)(void);
 
 /* ---- helpers shared by all senders (channel lock held) ----------------- */
 
-/* Appends a msgpack bin header for n bytes (the smallest form). */
-static void put_bin_header(proto_buf *b, size_t n)
-{
-    uint8_t h[5];
-    size_t hl;
-    if (n < 256) {
-        h[0] = 0xc4, h[1] = (uint8_t)n, hl = 2;
-    } else if (n < 65536) {
-        h[0] = 0xc5, h[1] = (uint8_t)(n >> 8), h[2] = (uint8_t)n, hl = 3;
-    } else {
-        h[0] = 0xc6, h[1] = (uint8_t)(n >> 24), h[2] = (uint8_t)(n >> 16);
-        h[3] = (uint8_t)(n >> 8), h[4] = (uint8_t)n, hl = 5;
-    }
-    proto_buf_append(b, h, hl);
-}
-
-/* Sends n bytes of stream s as frames of at most PROTO_STREAM_CHUNK bytes,
- * each written as its header plus the data in place (no copy). */
+/* Sends n bytes of stream s as `stream` frames, the data in place. */
 static void send_stream_locked(int s, const uint8_t *p, size_t n)
 {
-    while (n > 0) {
-        size_t k = n < CHUNK ? n : CHUNK;
-        frame.len = 0;
-        size_t start = proto_frame_begin(&frame);
-        proto_put_map(&frame, 3);
-        proto_put_str(&frame, "t");
-        proto_put_str(&frame, "stream");
-        proto_put_str(&frame, "name");
-        proto_put_str(&frame, stream_names[s]);
-        proto_put_str(&frame, "data");
-        put_bin_header(&frame, k);
-        size_t body = frame.len - start - 4 + k;
-        uint8_t *h = frame.data + start;
-        h[0] = (uint8_t)(body >> 24), h[1] = (uint8_t)(body >> 16);
-        h[2] = (uint8_t)(body >> 8), h[3] = (uint8_t)body;
-        wrk_chan_write2_locked(frame.data, frame.len, p, k);
-        p += k;
-        n -= k;
-    }
+    wrk_chan_write_stream_locked(stream_names[s], p, n);
 }
 
 /* Sends stream s's Python-level buffer: it becomes the buffer being sent
@@ -192,11 +148,9 @@ static void flush_pending_locked(int s)
     }
 }
 
-/* Reads one chunk (at most max bytes) from stream s's pipe and forwards it,
- * after the Python-level data written before it. Returns the bytes read, 0
- * when the pipe is empty. Reading under the channel lock means data taken
- * from a pipe is always sent before a run's `done`; reading into the output
- * memory means a worker killed before sending it loses nothing. */
+/* Reads one chunk (at most max bytes) of stream s's pipe into the output
+ * memory and forwards it after the Python-level data written before it; the
+ * bytes read, 0 when the pipe is empty. */
 static size_t pump_pipe_locked(int s, size_t max)
 {
     chan_outmem_stream *m = &om->s[s];
@@ -248,16 +202,16 @@ static size_t pump_pipe_locked(int s, size_t max)
 /* Which stream pipes hold something, in one poll(2) (two FIONREADs at
  * every run's start and end otherwise); a failed poll says both, so the
  * drains look. */
-static void pipes_to_drain(bool has[OUT_NSTREAMS])
+static void pipes_to_drain(bool has[WRK_OUTPUT_NSTREAMS])
 {
-    struct pollfd p[OUT_NSTREAMS];
-    for (int s = 0; s < OUT_NSTREAMS; s++)
+    struct pollfd p[WRK_OUTPUT_NSTREAMS];
+    for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++)
         p[s] = (struct pollfd){.fd = pipe_rd[s], .events = POLLIN};
     int n;
     do
-        n = poll(p, OUT_NSTREAMS, 0);
+        n = poll(p, WRK_OUTPUT_NSTREAMS, 0);
     while (n < 0 && errno == EINTR);
-    for (int s = 0; s < OUT_NSTREAMS; s++)
+    for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++)
         has[s] = n < 0 || p[s].revents != 0;
 }
 
@@ -354,8 +308,8 @@ static void *flusher_main(void *arg)
             gen = g;
             take_stale();
             pthread_mutex_lock(&out_mu);
-            pfd[0] = (struct pollfd){.fd = pipe_rd[OUT_STDOUT], .events = POLLIN};
-            pfd[1] = (struct pollfd){.fd = pipe_rd[OUT_STDERR], .events = POLLIN};
+            pfd[0] = (struct pollfd){.fd = pipe_rd[WRK_OUTPUT_STDOUT], .events = POLLIN};
+            pfd[1] = (struct pollfd){.fd = pipe_rd[WRK_OUTPUT_STDERR], .events = POLLIN};
             pthread_mutex_unlock(&out_mu);
             pfd[2] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
             pfd[3] = (struct pollfd){.fd = atomic_load(&start_timer), .events = POLLIN};
@@ -388,7 +342,7 @@ static void *flusher_main(void *arg)
         }
         if (pfd[3].revents)
             start_timer_fired(&pfd[3]);
-        for (int s = 0; s < OUT_NSTREAMS; s++) {
+        for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++) {
             if (pfd[s].revents) {
                 wrk_chan_lock();
                 if (pfd[s].fd == pipe_rd[s]) /* else replaced: polled anew */
@@ -419,8 +373,8 @@ static void *flusher_main(void *arg)
              * us again. */
             atomic_store(&armed, false);
             wrk_chan_lock();
-            flush_pending_locked(OUT_STDOUT);
-            flush_pending_locked(OUT_STDERR);
+            flush_pending_locked(WRK_OUTPUT_STDOUT);
+            flush_pending_locked(WRK_OUTPUT_STDERR);
             wrk_chan_unlock();
         }
     }
@@ -470,6 +424,21 @@ int wrk_output_memfd(void)
     return om_fd;
 }
 
+const char *wrk_output_stream_name(int s)
+{
+    return stream_names[s];
+}
+
+void wrk_output_on_run(void (*hook)(void))
+{
+    run_hook = hook;
+}
+
+void wrk_output_raw_written(int s)
+{
+    atomic_store(&raw_written[s], true);
+}
+
 /* The pipe whose write end is fd `target`. The supervisor passes the read
  * end as fd `given` (it keeps one too, to recover output written just before
  * a crash); started any other way, the worker makes its own pipe. */
@@ -509,9 +478,8 @@ void wrk_output_init(bool supervised)
 {
     make_outmem();
     wrk_tick_init();
-    proto_buf_reserve(&frame, 64);
-    make_pipe(OUT_STDOUT, 1, supervised ? 4 : -1);
-    make_pipe(OUT_STDERR, 2, supervised ? 5 : -1);
+    make_pipe(WRK_OUTPUT_STDOUT, 1, supervised ? 4 : -1);
+    make_pipe(WRK_OUTPUT_STDERR, 2, supervised ? 5 : -1);
     wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd < 0)
         fatal("eventfd: %s", strerror(errno));
@@ -526,13 +494,9 @@ void wrk_output_init(bool supervised)
     flusher_started = false; /* a forked copy has none (threads do not fork) */
 }
 
-/* Starts the flusher thread, once per worker, at its first run: a new
- * worker stays single-threaded until then, so the copy-on-write faults of
- * its set-up (hundreds of pages shared with the zygote) flush only this
- * CPU's TLB; with a second thread alive each fault also interrupts the
- * other CPU (perf showed 2-4% of a create in those interrupts), and an idle
- * worker that never ran holds no second stack. Nothing needs it before: no
- * user code has run, so nothing writes. */
+/* Starts the flusher thread, once per worker, at its first run, with every
+ * signal blocked. Until then the worker stays single-threaded (its set-up
+ * faults stay cheap, see README.md); nothing writes before user code runs. */
 static void start_flusher(void)
 {
     if (flusher_started)
@@ -575,7 +539,7 @@ void wrk_output_fork_parent(void)
  * thread starts on the pipes whose read ends are fds 4 and 5. */
 void wrk_output_restart(void)
 {
-    for (int s = 0; s < OUT_NSTREAMS; s++) {
+    for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++) {
         if (pipe_keep[s] >= 0)
             close(pipe_keep[s]);
         if (pipe_rd[s] > 5)
@@ -603,7 +567,7 @@ void wrk_output_restart(void)
     nstale = nstale_new = 0;
     atomic_store(&between_bytes, 0);
     atomic_fetch_add(&pipes_gen, 1);
-    child_usage = 0;
+    wrk_children_forget();
     /* The previous worker's output memory (this copy's is made anew). */
     if (om)
         munmap(om, sizeof *om);
@@ -611,7 +575,6 @@ void wrk_output_restart(void)
         close(om_fd);
     om = NULL;
     om_fd = -1;
-    frame.len = 0;
     atomic_store(&running, false);
     atomic_store(&armed, false);
     atomic_store(&forked, false);
@@ -620,33 +583,9 @@ void wrk_output_restart(void)
 
 /* ---- run boundaries -------------------------------------------------------- */
 
-/* True when a process other than this one may hold the write ends of the
- * pipes: a child is alive, or children were reaped since the last run's
- * start (one may have left a grandchild behind, reparented to the
- * supervisor), or something wrote while no run was active. */
-static bool other_writers_possible(bool idle_output)
-{
-    siginfo_t si = {0};
-    bool kids = waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WCONTINUED | WNOHANG | WNOWAIT) == 0;
-    struct rusage ru;
-    long long usage = 0;
-    child_cpu = 0;
-    if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
-        usage = ru.ru_minflt + ru.ru_majflt + ru.ru_nvcsw + ru.ru_nivcsw + ru.ru_utime.tv_sec +
-                ru.ru_utime.tv_usec + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec;
-        child_cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-                    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-    }
-    bool reaped = usage != child_usage;
-    child_usage = usage;
-    return kids || reaped || idle_output;
-}
-
-/* Gives stream s a new pipe (fd s + 1 now writes into it) and hands the old
- * read end to the flusher, which drains it as between-run output until its
- * last writer is gone: a background process of an earlier run writes into
- * that run's pipe, never into a later run's. Returns the new read end (for
- * the supervisor), or -1 when no pipe could be made (the old one stays). */
+/* Gives stream s a new pipe (fd s + 1 writes into it) and hands the old read
+ * end to the flusher, which drains it as between-run output until its last
+ * writer is gone. The new read end, or -1 when none could be made. */
 static int rotate_pipe_locked(int s)
 {
     int p[2];
@@ -686,36 +625,32 @@ static int rotate_pipe_locked(int s)
     return p[0];
 }
 
-/* Output of idle time (and of processes an earlier run left behind) is
- * counted as between-run output, never attributed to this run: the pipes
- * are drained, and replaced when another process may still write into
- * them. The count goes out first (`between`), then `start`, carrying the
- * new pipes' read ends for the supervisor, under the same lock, so `start`
- * precedes any stream frame of the run. */
-/* Counts runs: a stream closed by a run stays closed until the next one
- * starts (each run is a new script's output; the next gets it open). */
-static atomic_ullong run_gen = 1;
-
+/* Idle output (and that of processes an earlier run left behind) is counted
+ * as `between`, never attributed to this run. `between`, then `start` with
+ * the new pipes' read ends, go out under the lock before any stream frame of
+ * the run. */
 void wrk_output_begin_run(const proto_buf *start)
 {
     start_flusher();
-    atomic_fetch_add(&run_gen, 1);
+    if (run_hook)
+        run_hook();
     wrk_chan_lock();
-    bool has[OUT_NSTREAMS];
+    bool has[WRK_OUTPUT_NSTREAMS];
     pipes_to_drain(has);
-    for (int s = 0; s < OUT_NSTREAMS; s++)
+    for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++)
         if (has[s])
             drain_pipe_locked(s);
     pthread_mutex_lock(&out_mu);
-    for (int s = 0; s < OUT_NSTREAMS; s++) {
+    for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++) {
         atomic_fetch_add(&between_bytes, om->s[s].pend_len);
         OM_SET(om->s[s].pend_len, 0);
     }
     pthread_mutex_unlock(&out_mu);
     unsigned long long between = atomic_exchange(&between_bytes, 0);
-    int fds[OUT_NSTREAMS] = {-1, -1};
-    if (other_writers_possible(between > 0)) {
-        for (int s = 0; s < OUT_NSTREAMS; s++)
+    int fds[WRK_OUTPUT_NSTREAMS] = {-1, -1};
+    /* Another process may hold the pipes' write ends. */
+    if (wrk_children_look() || between > 0) {
+        for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++)
             fds[s] = rotate_pipe_locked(s);
         atomic_fetch_add(&pipes_gen, 1);
         wake_flusher();
@@ -741,12 +676,10 @@ void wrk_output_begin_run(const proto_buf *start)
         wrk_chan_write_fds_locked(start->data, start->len, fds, 2);
     } else if (timer >= 0 && !start_now && start->len <= WRK_CHAN_DEFER_MAX) {
         /* Out with the run's first frame, or by the flusher once the timer
-         * fires. It is armed at most once per START_DELAY_NS: arming costs
-         * a timer reprogramming, on this VM an exit to the host (~20 us a
-         * run measured). A run that begins while it is armed goes out when
-         * it fires, sooner still; one that takes the lock after the
-         * flusher's look at it reads a clock past start_timer_due (which
-         * is never later than the expiry) and arms it again. */
+         * fires; the timer is armed at most once per START_DELAY_NS. A run
+         * that finds it armed goes out when it fires; one that comes after
+         * the flusher's look reads a clock past start_timer_due and arms it
+         * again. */
         wrk_chan_defer_locked(start->data, start->len);
         long long now = wrk_tick_clock_ns();
         struct itimerspec due = {.it_value = {0, START_DELAY_NS}};
@@ -763,13 +696,6 @@ void wrk_output_begin_run(const proto_buf *start)
     wrk_chan_unlock();
 }
 
-/* The children's CPU at this run's start, for the run's cpu_time: read by
- * other_writers_possible anyway, so the run's start reads it once. */
-double wrk_output_children_cpu(void)
-{
-    return child_cpu;
-}
-
 void wrk_output_start_now(void)
 {
     start_now = true;
@@ -783,9 +709,9 @@ void wrk_output_end_run(const proto_buf *tail)
 {
     fflush(NULL);
     wrk_chan_lock();
-    bool has[OUT_NSTREAMS];
+    bool has[WRK_OUTPUT_NSTREAMS];
     pipes_to_drain(has);
-    for (int s = 0; s < OUT_NSTREAMS; s++) {
+    for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++) {
         if (has[s])
             drain_pipe_locked(s);
         flush_pending_locked(s);
@@ -793,7 +719,7 @@ void wrk_output_end_run(const proto_buf *tail)
     wrk_chan_write_locked(tail->data, tail->len);
     pthread_mutex_lock(&out_mu);
     atomic_store(&running, false);
-    for (int s = 0; s < OUT_NSTREAMS; s++)
+    for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++)
         OM_SET(om->s[s].pend_len, 0);
     pthread_mutex_unlock(&out_mu);
     wrk_chan_unlock();
@@ -809,7 +735,7 @@ void wrk_output_send_frames(const proto_buf *frames)
     fflush(NULL);
     wrk_chan_lock();
     if (atomic_load(&running)) {
-        for (int s = 0; s < OUT_NSTREAMS; s++) {
+        for (int s = 0; s < WRK_OUTPUT_NSTREAMS; s++) {
             drain_pipe_locked(s);
             flush_pending_locked(s);
         }
@@ -848,20 +774,10 @@ static void send_now_nogil(int s, bool drain)
     PyEval_RestoreThread(ts);
 }
 
-/* Forwards raw output that was written before this Python-level write but
- * not yet sent, so the write cannot overtake it (os.write(1, ...) then
- * print(), os.system('ls') then print('done')). That output is either
- * unread in the pipe or has just been read by the flusher, which then holds
- * the channel lock until it has sent it; either way this writer forwards or
- * waits for it before appending. Raw output written after the check comes
- * after the appended data: the flusher sends the buffer before any chunk it
- * reads. The check costs an ioctl, a third of a print's cost, so it is made
- * when os.write wrote to the stream's fd since the last check (exact order
- * for os.write and Python-level writes, however close) and otherwise at
- * most every RAW_CHECK_NS: raw output of C code or of other processes (a
- * subprocess that has ended) is ordered before a Python-level write made
- * that long after the previous check. The time is read from the TSC
- * (wrk_tick): the vDSO clock, twice per print, was 8% of a print loop. */
+/* Forwards raw output written before this Python-level write and not yet
+ * sent, so the write cannot overtake it. The pipe is looked at when os.write
+ * wrote to the stream's fd since the last look (exact order) and otherwise
+ * at most every RAW_CHECK_NS (ordered with C code and other processes). */
 static void forward_unread_raw(int s)
 {
     long long now = 0;
@@ -910,13 +826,10 @@ static void send_large_nogil(int s, const char *p, size_t n)
     PyEval_RestoreThread(ts);
 }
 
-/* Appends the pieces (iov, cnt; n bytes in all) to stream s, in order. The
- * common case is a memcpy per piece under a mutex; a buffer that would grow
- * past PROTO_STREAM_CHUNK, or a large write, is sent by the writer itself
- * with the GIL released (so buffers stay bounded). The data must stay valid
- * while the GIL is released (callers pass data of objects they hold a
- * reference to). */
-static void out_writev(int s, const struct iovec *iov, size_t cnt, size_t n)
+/* A memcpy per piece under out_mu in the common case; a buffer that would
+ * outgrow its area, or a large write, is sent by the writer itself with the
+ * GIL released, so buffers stay bounded. */
+void wrk_output_writev(int s, const struct iovec *iov, size_t cnt, size_t n)
 {
     if (n == 0)
         return;
@@ -936,7 +849,7 @@ static void out_writev(int s, const struct iovec *iov, size_t cnt, size_t n)
             if (iov[i].iov_len >= CHUNK)
                 send_large_nogil(s, iov[i].iov_base, iov[i].iov_len);
             else
-                out_writev(s, &iov[i], 1, iov[i].iov_len);
+                wrk_output_writev(s, &iov[i], 1, iov[i].iov_len);
         return;
     }
     forward_unread_raw(s);
@@ -963,16 +876,9 @@ static void out_writev(int s, const struct iovec *iov, size_t cnt, size_t n)
         wake_flusher();
 }
 
-/* out_writev of one piece. */
-static void out_write(int s, const char *p, size_t n)
-{
-    struct iovec v = {.iov_base = (void *)p, .iov_len = n};
-    out_writev(s, &v, 1, n);
-}
-
 /* Sends stream s's buffer now: flush() promises the data has left the
  * process (e.g. before os._exit). */
-static void out_flush(int s)
+void wrk_output_flush(int s)
 {
     if (atomic_load(&forked))
         return;
@@ -981,540 +887,4 @@ static void out_flush(int s)
     pthread_mutex_unlock(&out_mu);
     if (!empty)
         send_now_nogil(s, false);
-}
-
-/* ---- the Python types ----------------------------------------------------- */
-
-/* One object per stream and kind: text (sys.stdout) and its binary twin
- * (sys.stdout.buffer). */
-typedef struct out_obj {
-    PyObject_HEAD int stream;
-    PyObject *buffer; /* text objects: the binary twin */
-    /* close(): the run_gen it happened in (0: never). A text object is
-     * closed when its buffer is, as a TextIOWrapper. */
-    unsigned long long closed_in;
-    /* Text objects, as reconfigure() sets them: encoding and errors (NULL:
-     * utf-8 and backslashreplace), newline (NULL: '\n' unchanged). */
-    PyObject *encoding, *errors, *newline;
-    bool line_buffering, write_through;
-} out_obj;
-
-static void out_dealloc(out_obj *self)
-{
-    Py_XDECREF(self->buffer);
-    Py_XDECREF(self->encoding);
-    Py_XDECREF(self->errors);
-    Py_XDECREF(self->newline);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* Closed in this run (the object itself, or a text object's buffer). */
-static bool out_closed(const out_obj *self)
-{
-    unsigned long long g = atomic_load(&run_gen);
-    const out_obj *b = (const out_obj *)self->buffer;
-    return self->closed_in == g || (b && b->closed_in == g);
-}
-
-/* The ValueError of an operation on a closed file; NULL. The text layer's
- * message ends with a full stop, the buffer's and the raw file's do not. */
-static PyObject *closed_error(void)
-{
-    PyErr_SetString(PyExc_ValueError, "I/O operation on closed file.");
-    return NULL;
-}
-
-static PyObject *closed_error_raw(void)
-{
-    PyErr_SetString(PyExc_ValueError, "I/O operation on closed file");
-    return NULL;
-}
-
-/* Writes text (a str) as reconfigure() said: '\n' as the newline, encoded
- * with the encoding and errors (default UTF-8 with backslashreplace); ASCII
- * text with neither set is copied without re-encoding. */
-static int write_encoded(out_obj *self, PyObject *text)
-{
-    Py_INCREF(text);
-    if (self->newline && PyUnicode_GET_LENGTH(self->newline) > 0) { /* '\r' or '\r\n' */
-        PyObject *nl = PyUnicode_FromString("\n");
-        Py_SETREF(text, nl ? PyUnicode_Replace(text, nl, self->newline, -1) : NULL);
-        Py_XDECREF(nl);
-        if (!text)
-            return -1;
-    }
-    if (!self->encoding && !self->errors && PyUnicode_IS_COMPACT_ASCII(text)) {
-        out_write(self->stream, PyUnicode_DATA(text), (size_t)PyUnicode_GET_LENGTH(text));
-    } else {
-        PyObject *b = PyUnicode_AsEncodedString(
-            text, self->encoding ? PyUnicode_AsUTF8(self->encoding) : "utf-8",
-            self->errors ? PyUnicode_AsUTF8(self->errors) : "backslashreplace");
-        if (!b) {
-            Py_DECREF(text);
-            return -1;
-        }
-        out_write(self->stream, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
-        Py_DECREF(b);
-    }
-    Py_DECREF(text);
-    return 0;
-}
-
-/* Writes the str pieces to text stream f as one write of their
- * concatenation: text_write's one piece, or a print's values, separators
- * and end. When all are ASCII and the stream re-encodes nothing they are
- * copied into the buffer in one go; otherwise joined and written by
- * write_encoded. Flushed after, as line_buffering / write_through say. 0,
- * or -1 with an exception set. */
-int wrk_output_text_writev(PyObject *f, PyObject *const *parts, size_t n)
-{
-    out_obj *self = (out_obj *)f;
-    if (out_closed(self)) {
-        closed_error();
-        return -1;
-    }
-    struct iovec iov[WRK_OUTPUT_MAX_PIECES];
-    size_t total = 0;
-    bool plain = n <= WRK_OUTPUT_MAX_PIECES && !self->encoding && !self->errors &&
-                 !(self->newline && PyUnicode_GET_LENGTH(self->newline) > 0);
-    for (size_t i = 0; plain && i < n; i++) {
-        if (!(plain = PyUnicode_IS_COMPACT_ASCII(parts[i])))
-            break; /* a str subclass, or not ASCII */
-        iov[i] = (struct iovec){PyUnicode_DATA(parts[i]), (size_t)PyUnicode_GET_LENGTH(parts[i])};
-        total += iov[i].iov_len;
-    }
-    int rc = 0;
-    if (plain) {
-        out_writev(self->stream, iov, n, total);
-    } else if (n == 1) {
-        rc = write_encoded(self, parts[0]);
-    } else {
-        PyObject *empty = PyUnicode_New(0, 0);
-        PyObject *seq = empty ? PyTuple_New((Py_ssize_t)n) : NULL;
-        for (size_t i = 0; seq && i < n; i++)
-            PyTuple_SET_ITEM(seq, (Py_ssize_t)i, Py_NewRef(parts[i]));
-        PyObject *text = seq ? PyUnicode_Join(empty, seq) : NULL;
-        rc = text ? write_encoded(self, text) : -1;
-        Py_XDECREF(empty);
-        Py_XDECREF(seq);
-        Py_XDECREF(text);
-    }
-    if (rc == 0 && (self->line_buffering || self->write_through))
-        out_flush(self->stream);
-    return rc;
-}
-
-/* TextIOBase.write: str only, returns the number of characters. */
-static PyObject *text_write(out_obj *self, PyObject *arg)
-{
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "write() argument must be str, not %.100s",
-                     Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    if (PyUnicode_READY(arg) < 0)
-        return NULL;
-    if (wrk_output_text_writev((PyObject *)self, &arg, 1) < 0)
-        return NULL;
-    return PyLong_FromSsize_t(PyUnicode_GET_LENGTH(arg));
-}
-
-/* BufferedIOBase.write: any bytes-like object, returns its length. */
-static PyObject *bin_write(out_obj *self, PyObject *arg)
-{
-    if (out_closed(self)) {
-        PyErr_SetString(PyExc_ValueError, "write to closed file"); /* BufferedWriter's */
-        return NULL;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    out_write(self->stream, view.buf, (size_t)view.len);
-    Py_ssize_t n = view.len;
-    PyBuffer_Release(&view);
-    return PyLong_FromSsize_t(n);
-}
-
-/* IOBase.writelines: write() for every item. */
-static PyObject *out_writelines(out_obj *self, PyObject *lines)
-{
-    PyObject *it = PyObject_GetIter(lines);
-    if (!it)
-        return NULL;
-    PyObject *item;
-    PyObject *(*wr)(out_obj *, PyObject *) =
-        self->buffer ? text_write : bin_write; /* only text objects have a twin */
-    while ((item = PyIter_Next(it)) != NULL) {
-        PyObject *r = wr(self, item);
-        Py_DECREF(item);
-        if (!r) {
-            Py_DECREF(it);
-            return NULL;
-        }
-        Py_DECREF(r);
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred())
-        return NULL;
-    Py_RETURN_NONE;
-}
-
-static PyObject *out_flush_m(out_obj *self, PyObject *unused)
-{
-    (void)unused;
-    if (out_closed(self))
-        return closed_error();
-    out_flush(self->stream);
-    Py_RETURN_NONE;
-}
-
-static PyObject *out_fileno(out_obj *self, PyObject *unused)
-{
-    (void)unused;
-    if (out_closed(self))
-        return closed_error_raw();
-    return PyLong_FromLong(self->stream + 1);
-}
-
-/* isatty(), readable(), seekable(): False (a pipe); ValueError once closed. */
-static PyObject *out_false(out_obj *self, PyObject *unused)
-{
-    (void)unused;
-    if (out_closed(self))
-        return closed_error_raw();
-    Py_RETURN_FALSE;
-}
-
-static PyObject *out_true(out_obj *self, PyObject *unused)
-{
-    (void)unused;
-    if (out_closed(self))
-        return closed_error();
-    Py_RETURN_TRUE;
-}
-
-/* close(): flushes, then the stream is closed for the rest of the run, as
- * a pipe-backed TextIOWrapper (writes raise ValueError); closing the text
- * object closes its buffer too. The next run finds it open again. Closing
- * twice is allowed. */
-static PyObject *out_close(out_obj *self, PyObject *unused)
-{
-    (void)unused;
-    if (out_closed(self))
-        Py_RETURN_NONE;
-    out_flush(self->stream);
-    unsigned long long g = atomic_load(&run_gen);
-    self->closed_in = g;
-    if (self->buffer)
-        ((out_obj *)self->buffer)->closed_in = g;
-    Py_RETURN_NONE;
-}
-
-/* TextIOWrapper.reconfigure(*, encoding, errors, newline, line_buffering,
- * write_through), checked as it checks them: an unknown encoding is a
- * LookupError; a new encoding without errors means errors='strict'. */
-static PyObject *out_reconfigure(out_obj *self, PyObject *args, PyObject *kw)
-{
-    static char *names[] = {"encoding",       "errors",        "newline",
-                            "line_buffering", "write_through", NULL};
-    PyObject *enc = Py_None, *err = Py_None, *nl = NULL, *lb = Py_None, *wt = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOO:reconfigure", names, &enc, &err, &nl, &lb,
-                                     &wt))
-        return NULL;
-    if (out_closed(self))
-        return closed_error();
-    if ((enc != Py_None && !PyUnicode_Check(enc)) || (err != Py_None && !PyUnicode_Check(err))) {
-        PyErr_SetString(PyExc_TypeError, "reconfigure() argument must be str or None");
-        return NULL;
-    }
-    if (nl && nl != Py_None) {
-        static const char *const ok[] = {"", "\n", "\r", "\r\n"};
-        bool valid = false;
-        for (size_t i = 0; PyUnicode_Check(nl) && i < 4 && !valid; i++)
-            valid = PyUnicode_CompareWithASCIIString(nl, ok[i]) == 0;
-        if (!valid) {
-            if (PyUnicode_Check(nl))
-                PyErr_Format(PyExc_ValueError, "illegal newline value: %U", nl);
-            else
-                PyErr_Format(PyExc_TypeError, "illegal newline type: %.100s", Py_TYPE(nl)->tp_name);
-            return NULL;
-        }
-    }
-    if (enc != Py_None) {
-        PyObject *info = PyCodec_Encoder(PyUnicode_AsUTF8(enc)); /* LookupError */
-        if (!info)
-            return NULL;
-        Py_DECREF(info);
-        if (err == Py_None)
-            err = PyUnicode_FromString("strict");
-        else
-            Py_INCREF(err);
-        if (!err)
-            return NULL;
-        Py_XSETREF(self->encoding, Py_NewRef(enc));
-        Py_XSETREF(self->errors, err);
-    } else if (err != Py_None) {
-        Py_XSETREF(self->errors, Py_NewRef(err));
-    }
-    if (nl) {
-        /* None and '' write '\n' as it is; '\r' and '\r\n' translate it. */
-        bool keep = nl == Py_None || PyUnicode_GET_LENGTH(nl) == 0 ||
-                    PyUnicode_CompareWithASCIIString(nl, "\n") == 0;
-        Py_XSETREF(self->newline, keep ? NULL : Py_NewRef(nl));
-    }
-    if (lb != Py_None) {
-        int t = PyObject_IsTrue(lb);
-        if (t < 0)
-            return NULL;
-        self->line_buffering = t;
-    }
-    if (wt != Py_None) {
-        int t = PyObject_IsTrue(wt);
-        if (t < 0)
-            return NULL;
-        self->write_through = t;
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *out_repr(out_obj *self)
-{
-    return PyUnicode_FromFormat("<ctxd %s%s>", stream_names[self->stream],
-                                self->buffer ? "" : ".buffer");
-}
-
-static PyObject *get_name(out_obj *self, void *c)
-{
-    (void)c;
-    return PyUnicode_FromFormat("<%s>", stream_names[self->stream]);
-}
-
-static PyObject *get_const(out_obj *self, void *c)
-{
-    (void)self;
-    return PyUnicode_FromString((const char *)c);
-}
-
-static PyObject *get_closed(out_obj *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(out_closed(self));
-}
-
-static PyObject *get_encoding(out_obj *self, void *c)
-{
-    (void)c;
-    return self->encoding ? Py_NewRef(self->encoding) : PyUnicode_FromString("utf-8");
-}
-
-static PyObject *get_errors(out_obj *self, void *c)
-{
-    (void)c;
-    return self->errors ? Py_NewRef(self->errors) : PyUnicode_FromString("backslashreplace");
-}
-
-static PyObject *get_line_buffering(out_obj *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(self->line_buffering);
-}
-
-static PyObject *get_write_through(out_obj *self, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(self->write_through);
-}
-
-static PyObject *get_none(out_obj *self, void *c)
-{
-    (void)self, (void)c;
-    Py_RETURN_NONE;
-}
-
-static PyObject *get_buffer(out_obj *self, void *c)
-{
-    (void)c;
-    Py_INCREF(self->buffer);
-    return self->buffer;
-}
-
-static PyMethodDef text_methods[] = {
-    {"write", (PyCFunction)text_write, METH_O, NULL},
-    {"writelines", (PyCFunction)out_writelines, METH_O, NULL},
-    {"flush", (PyCFunction)out_flush_m, METH_NOARGS, NULL},
-    {"fileno", (PyCFunction)out_fileno, METH_NOARGS, NULL},
-    {"isatty", (PyCFunction)out_false, METH_NOARGS, NULL},
-    {"readable", (PyCFunction)out_false, METH_NOARGS, NULL},
-    {"seekable", (PyCFunction)out_false, METH_NOARGS, NULL},
-    {"writable", (PyCFunction)out_true, METH_NOARGS, NULL},
-    {"close", (PyCFunction)out_close, METH_NOARGS, NULL},
-    {"reconfigure", (PyCFunction)(void (*)(void))out_reconfigure, METH_VARARGS | METH_KEYWORDS,
-     NULL},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyMethodDef bin_methods[] = {
-    {"write", (PyCFunction)bin_write, METH_O, NULL},
-    {"writelines", (PyCFunction)out_writelines, METH_O, NULL},
-    {"flush", (PyCFunction)out_flush_m, METH_NOARGS, NULL},
-    {"fileno", (PyCFunction)out_fileno, METH_NOARGS, NULL},
-    {"isatty", (PyCFunction)out_false, METH_NOARGS, NULL},
-    {"readable", (PyCFunction)out_false, METH_NOARGS, NULL},
-    {"seekable", (PyCFunction)out_false, METH_NOARGS, NULL},
-    {"writable", (PyCFunction)out_true, METH_NOARGS, NULL},
-    {"close", (PyCFunction)out_close, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyGetSetDef text_getset[] = {
-    {"name", (getter)get_name, NULL, NULL, NULL},
-    {"encoding", (getter)get_encoding, NULL, NULL, NULL},
-    {"errors", (getter)get_errors, NULL, NULL, NULL},
-    {"mode", (getter)get_const, NULL, NULL, "w"},
-    {"closed", (getter)get_closed, NULL, NULL, NULL},
-    {"line_buffering", (getter)get_line_buffering, NULL, NULL, NULL},
-    {"write_through", (getter)get_write_through, NULL, NULL, NULL},
-    {"newlines", (getter)get_none, NULL, NULL, NULL},
-    {"buffer", (getter)get_buffer, NULL, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyGetSetDef bin_getset[] = {
-    {"name", (getter)get_name, NULL, NULL, NULL},
-    {"mode", (getter)get_const, NULL, NULL, "wb"},
-    {"closed", (getter)get_closed, NULL, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PyTypeObject text_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ctxd.OutStream",
-    .tp_basicsize = sizeof(out_obj),
-    .tp_dealloc = (destructor)out_dealloc,
-    .tp_repr = (reprfunc)out_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Captured text output of a ctxd worker.",
-    .tp_methods = text_methods,
-    .tp_getset = text_getset,
-};
-
-static PyTypeObject bin_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ctxd.OutBuffer",
-    .tp_basicsize = sizeof(out_obj),
-    .tp_dealloc = (destructor)out_dealloc,
-    .tp_repr = (reprfunc)out_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Captured binary output of a ctxd worker.",
-    .tp_methods = bin_methods,
-    .tp_getset = bin_getset,
-};
-
-/* A text object for stream s with its binary twin. */
-static PyObject *make_stream(int s)
-{
-    out_obj *b = PyObject_New(out_obj, &bin_type);
-    if (!b)
-        return NULL;
-    *b = (out_obj){.ob_base = b->ob_base, .stream = s};
-    out_obj *t = PyObject_New(out_obj, &text_type);
-    if (!t) {
-        Py_DECREF(b);
-        return NULL;
-    }
-    *t = (out_obj){.ob_base = t->ob_base, .stream = s, .buffer = (PyObject *)b};
-    return (PyObject *)t;
-}
-
-/* Registers type with an io ABC so isinstance(sys.stdout, io.TextIOBase)
- * holds, as some libraries check it. */
-static int register_abc(PyObject *io, const char *abc, PyTypeObject *type)
-{
-    PyObject *cls = PyObject_GetAttrString(io, abc);
-    if (!cls)
-        return -1;
-    PyObject *r = PyObject_CallMethod(cls, "register", "O", (PyObject *)type);
-    Py_DECREF(cls);
-    if (!r)
-        return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
-/* os.write as it was (posix.write). */
-static PyObject *posix_write;
-
-/* os.write: the original, then a note that fd 1 or 2 was written, so the
- * next Python-level write of that stream first forwards it (order). */
-static PyObject *os_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)self;
-    long fd = nargs > 0 && PyLong_Check(args[0]) ? PyLong_AsLong(args[0]) : -1;
-    if (fd == -1 && PyErr_Occurred())
-        PyErr_Clear(); /* the original reports a bad fd */
-    PyObject *r = PyObject_Vectorcall(posix_write, args, (size_t)nargs, NULL);
-    if (fd == 1 || fd == 2)
-        atomic_store(&raw_written[fd - 1], true);
-    return r;
-}
-
-static PyMethodDef os_write_def = {"write", (PyCFunction)(void (*)(void))os_write, METH_FASTCALL,
-                                   "Write a bytes object to a file descriptor."};
-
-/* Replaces os.write by os_write. */
-static int wrap_os_write(void)
-{
-    PyObject *os = PyImport_ImportModule("os");
-    if (!os)
-        return -1;
-    if (!posix_write)
-        posix_write = PyObject_GetAttrString(os, "write");
-    PyObject *fn = posix_write ? PyCFunction_NewEx(&os_write_def, NULL, NULL) : NULL;
-    int rc = fn ? PyObject_SetAttrString(os, "write", fn) : -1;
-    Py_XDECREF(fn);
-    Py_DECREF(os);
-    return rc;
-}
-
-int wrk_output_install(void)
-{
-    if (PyType_Ready(&text_type) < 0 || PyType_Ready(&bin_type) < 0)
-        return -1;
-    PyObject *io = PyImport_ImportModule("io");
-    if (!io)
-        return -1;
-    int rc = register_abc(io, "TextIOBase", &text_type);
-    if (rc == 0)
-        rc = register_abc(io, "BufferedIOBase", &bin_type);
-    Py_DECREF(io);
-    if (rc == 0)
-        rc = wrap_os_write();
-    if (rc < 0)
-        return -1;
-    static const char *const names[OUT_NSTREAMS][2] = {{"stdout", "__stdout__"},
-                                                       {"stderr", "__stderr__"}};
-    for (int s = 0; s < OUT_NSTREAMS; s++) {
-        PyObject *o = make_stream(s);
-        if (!o)
-            return -1;
-        rc = PySys_SetObject(names[s][0], o);
-        if (rc == 0)
-            rc = PySys_SetObject(names[s][1], o);
-        Py_DECREF(o);
-        if (rc < 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* Whether f is one of the worker's own text streams and open: print()'s
- * fast path (wrk_print.c) writes to those directly. */
-bool wrk_output_is_open_text(PyObject *f)
-{
-    return Py_IS_TYPE(f, &text_type) && !out_closed((const out_obj *)f);
-}
-
-/* Whether f is a stream object of this module: wrk_run skips flushing
- * those, since wrk_output_end_run sends their buffers in order. */
-bool wrk_output_owns(PyObject *f)
-{
-    return Py_IS_TYPE(f, &text_type) || Py_IS_TYPE(f, &bin_type);
 }

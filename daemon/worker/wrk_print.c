@@ -17,7 +17,7 @@
 
 #include "wrk_print.h"
 
-#include "wrk_output.h"
+#include "wrk_outstream.h"
 
 /* The interpreter's builtins.print; the keywords (interned); sys's dict. */
 static PyObject *orig_print;
@@ -27,14 +27,14 @@ static PyObject *space, *newline;
 
 /* Pieces not yet written, in order (new references). */
 typedef struct pieces {
-    PyObject *v[WRK_OUTPUT_MAX_PIECES];
+    PyObject *v[WRK_OUTSTREAM_MAX_PIECES];
     size_t n;
 } pieces;
 
 /* Writes the pieces and lets them go. */
 static int flush_pieces(pieces *p, PyObject *file)
 {
-    int rc = wrk_output_text_writev(file, p->v, p->n);
+    int rc = wrk_outstream_text_writev(file, p->v, p->n);
     for (size_t i = 0; i < p->n; i++)
         Py_DECREF(p->v[i]);
     p->n = 0;
@@ -45,7 +45,7 @@ static int flush_pieces(pieces *p, PyObject *file)
  * full. */
 static int put(pieces *p, PyObject *file, PyObject *v)
 {
-    if (p->n == WRK_OUTPUT_MAX_PIECES && flush_pieces(p, file) < 0) {
+    if (p->n == WRK_OUTSTREAM_MAX_PIECES && flush_pieces(p, file) < 0) {
         Py_DECREF(v);
         return -1;
     }
@@ -118,7 +118,7 @@ static PyObject *fast_print(PyObject *self, PyObject *const *args, size_t nargsf
         goto original;
     if (!file || file == Py_None)
         file = PyDict_GetItemWithError(sys_dict, key_stdout); /* borrowed */
-    if (!file || !wrk_output_is_open_text(file)) {
+    if (!file || !wrk_outstream_is_open_text(file)) {
         if (PyErr_Occurred())
             return NULL;
         goto original;

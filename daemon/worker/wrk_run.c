@@ -15,10 +15,12 @@
 
 #include "mem.h"
 #include "wrk_chan.h"
+#include "wrk_children.h"
 #include "wrk_display.h"
 #include "wrk_input.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
+#include "wrk_outstream.h"
 #include "wrk_py.h"
 
 /* Caps that keep result and error frames far below PROTO_MAX_FRAME. */
@@ -94,7 +96,7 @@ static void sigint_discard(void)
  * so far. The worker's own is CLOCK_PROCESS_CPUTIME_ID: the same total as
  * getrusage's utime + stime (which the kernel scales to it), at less cost
  * (no per-thread fault counts). A run's start takes its children's figure
- * from wrk_output_begin_run, which reads it anyway. */
+ * from the look wrk_output_begin_run makes (wrk_children.h). */
 static double cpu_seconds(bool kids)
 {
     double t = 0;
@@ -440,7 +442,7 @@ static void flush_std(void)
             PyErr_Clear();
             continue;
         }
-        if (!wrk_output_owns(f)) {
+        if (!wrk_outstream_owns(f)) {
             PyObject *r = PyObject_CallMethodNoArgs(f, key_flush);
             if (!r)
                 PyErr_Clear();
@@ -514,7 +516,7 @@ void wrk_run_execute(const wrk_run_req *req)
     wrk_run_put_start(&frames);
     PyThreadState *ts = PyEval_SaveThread();
     wrk_output_begin_run(&frames);
-    cpu0 += wrk_output_children_cpu();
+    cpu0 += wrk_children_cpu(); /* as of the look at begin_run */
     PyEval_RestoreThread(ts);
 
     PyObject *repr = NULL;

@@ -1,9 +1,6 @@
-/* wrk_zygote: the zygote fork-server and forking a live worker.
- *
- * The zygote holds the GIL for its whole life and has one thread: a fork
- * copies exactly one consistent interpreter. Its children start with one
- * thread too; the output flusher thread is started in the child, after the
- * fork. */
+/* wrk_zygote: the zygote fork-server and forking a live worker. The zygote
+ * holds the GIL for its whole life and keeps one thread, so a fork copies
+ * one consistent interpreter; a new worker starts its flusher itself. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -25,6 +22,7 @@
 #include "mem.h"
 #include "proto.h"
 #include "sbx.h"
+#include "wrk_boot.h"
 #include "wrk_chan.h"
 #include "wrk_log.h"
 #include "wrk_output.h"
@@ -81,18 +79,11 @@ static const char helper_src[] =
     "    sys.stderr.flush()\n"
     "    return loaded, skipped\n"
     "\n"
-    /* The small-object allocator's pools are left part full by the imports
-     * and the session's set-up: a new worker's first objects would land in
-     * their free blocks, one or a few per page, each page shared with the
-     * zygote (a copy-on-write fault, and 4 kB of the context's memory, for
-     * one object). Here the free blocks of every size class (as
-     * sys._debugmallocstats counts them: ~2,000, ~300 kB) are taken by
-     * objects of that size kept for the zygote's life, so a worker's
-     * objects go to pools of its own, packed. Measured with numpy
-     * preloaded: 1804 -> 1724 kB private memory per worker after its first
-     * `x = 1`, 561 -> 542 page faults. Called after the session's set-up
-     * (which allocates), never with sys.stderr flushed: the session's
-     * stderr is its output capture. */
+    /* The allocator's pools are left part full by the imports and the
+     * session's set-up; here their free blocks of every size class are taken
+     * by objects kept for the zygote's life, so a worker's first objects go
+     * to pools of its own instead of dirtying pages shared with the zygote
+     * (README.md). Never called with sys.stderr flushed: it is the capture. */
     "_pool_filler = []\n"
     "def fill_pools():\n"
     "    fd = os.memfd_create('ctxd-mallocstats')\n"
@@ -121,18 +112,11 @@ static const char helper_src[] =
     "            make = lambda n=size - 33: bytes(n)\n"
     "        _pool_filler.append([make() for _ in range(avail)])\n"
     "\n"
-    /* In a new worker: its environment (os.environ and the C environ, kept
-     * in step by os.environb: the keys to drop and the pairs to set, which
-     * env_diff worked out in the zygote before the fork, so the child
-     * touches only those and not every variable's objects: 12 page faults
-     * less per worker with 43 variables), a __main__ without anything a preload may
-     * have added, fresh seeds for numpy's global generator (CPython's own
-     * `random` reseeds itself after a fork), and the GC back on. numpy's
-     * generator gets a whole MT19937 state from the OS, set in place:
-     * numpy.random.seed() (a SeedSequence) dirtied 157 pages of the child
-     * against 70, each a copy-on-write fault (~18 us on this VM) and 4 kB
-     * of the context's PSS; seed() remains for a generator of another
-     * kind. */
+    /* In a new worker: its environment (the keys to drop and pairs to set,
+     * worked out by env_diff in the zygote so the child touches only those),
+     * a __main__ without what a preload added, fresh seeds for numpy's
+     * global generator (a whole MT19937 state set in place, which dirties
+     * fewer pages than seed()), and the GC back on. */
     "def env_diff(env):\n"
     "    eb = os.environb\n"
     "    new = {}\n"
@@ -329,14 +313,10 @@ static void clear_groups(int ns_flags)
         (void)syscall(SYS_setgroups, 0, NULL);
 }
 
-/* fork twice: the intermediate process exits at once, so the worker is
- * reparented to the nearest child subreaper, the supervisor. The
- * intermediate first unshares ns_flags (the sandbox tier's namespaces), so
- * the worker is born in them (pid 1 of a new pid namespace). Python's fork
- * hooks are the caller's business (PyOS_BeforeFork and friends). Returns the
- * worker's pid in the caller, with *a_pid the intermediate (to reap once the
- * pid has been reported; -1 if it was never made); 0 in the worker, with
- * *a_pid its first parent; -1 with errno on failure. */
+/* Forks twice, so the worker is reparented to the supervisor (a child
+ * subreaper) and born in the namespaces ns_flags unshares. The worker's pid
+ * with *a_pid the intermediate to reap (-1: none) in the caller; 0 in the
+ * worker, *a_pid its first parent; -1 with errno on failure. */
 static pid_t double_fork(pid_t *a_pid, int ns_flags)
 {
     int p[2];
@@ -380,11 +360,9 @@ static pid_t double_fork(pid_t *a_pid, int ns_flags)
     return (pid_t)v;
 }
 
-/* The zygote's double fork, cheaper: the intermediate process is made by
- * vfork, so it shares the zygote's memory (no page tables are copied for it
- * and its exit frees nothing) while the zygote waits; it forks the worker
- * (the one copy) and exits at once. Only the zygote may do this: it has a
- * single thread, which vfork suspends. Same results as double_fork. */
+/* double_fork with the intermediate made by vfork, sharing the zygote's
+ * memory while the zygote waits. Only for a process with a single thread,
+ * which vfork suspends. */
 static pid_t vfork_double_fork(pid_t *a_pid, int ns_flags)
 {
     volatile pid_t w_pid = -1, a_self = 0;
@@ -412,9 +390,8 @@ static pid_t vfork_double_fork(pid_t *a_pid, int ns_flags)
 
 static unsigned long long title_start, title_end; /* 0: not read yet */
 
-/* The argument area's bounds, read once (/proc/self/stat costs ~0.2 ms
- * in a process of this size): read by the zygote before it forks, so a
- * new worker's title costs no read; its children keep the same area. */
+/* The argument area's bounds, read once by the zygote before it forks, so a
+ * new worker's title costs no read of /proc; its children keep the area. */
 static bool title_area_known(void)
 {
     if (!title_end && wrk_log_stat_range(47, &title_start, &title_end) < 0)
@@ -472,7 +449,7 @@ static void become_worker(const int fds[NEW_FDS])
         wrk_log_init(err_fd);
         mem_set_fatal_fd(err_fd);
     }
-    wrk_main_install_crash_handlers();
+    wrk_boot_crash_handlers();
 }
 
 /* Waits until the intermediate process has exited and the worker belongs to
@@ -492,7 +469,7 @@ static void await_supervisor(pid_t a_pid)
         }
         nanosleep(&pause, NULL);
     }
-    wrk_main_watch_parent(sup_pid);
+    wrk_boot_watch_parent(sup_pid);
 }
 
 /* A new worker (not a sandbox's: sbx_ns_enter waits itself) waits until
@@ -509,14 +486,10 @@ static void await_go(int go_fd)
         _exit(1);
 }
 
-/* In a new worker: an unsafe-tier one (unconfined, the daemon's uid) asks
- * the kernel to merge its pages that are identical to other such workers'
- * (KSM, while ksmd runs): after a run, most pages a worker copied from the
- * zygote (reference counts written and put back, the interpreter's static
- * data) are byte for byte the same in every idle worker, and merged they
- * are stored once. Never for a confined or static worker: pages shared
- * across tenants would let one time the other's writes (a merged page's
- * copy on write). Fails quietly on a kernel without KSM (< 6.4). */
+/* In an unsafe-tier worker (unconfined, the daemon's uid): its pages are
+ * offered to the kernel's same-page merging (KSM). Never for a confined or
+ * static worker, whose merged pages would let one tenant time another's
+ * writes; quietly nothing on a kernel without KSM. */
 static void merge_pages(const sbx_policy *p)
 {
     if (merge_wanted && !p->confined && !p->is_static && !p->spec.has_uid)
@@ -659,7 +632,7 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         wrk_output_restart();
         if (ns_flags) /* its parent (outside the namespace: getppid() 0) is already the
                          supervisor */
-            wrk_main_watch_parent(getppid());
+            wrk_boot_watch_parent(getppid());
         else
             await_supervisor(a_pid);
         return true;
@@ -779,7 +752,7 @@ void wrk_zygote_main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &intr, NULL);
     signal(SIGINT, SIG_DFL);
     sup_pid = getppid();
-    wrk_main_watch_parent(sup_pid);
+    wrk_boot_watch_parent(sup_pid);
 
     int type = 0;
     socklen_t tl = sizeof type;
@@ -795,7 +768,7 @@ void wrk_zygote_main(int argc, char **argv)
     setenv("MKL_NUM_THREADS", "1", 1);
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    wrk_main_init_python();
+    wrk_boot_python();
     helpers_init();
     PyObject *gc = PyImport_ImportModule("gc");
     PyObject *r = gc ? PyObject_CallMethod(gc, "disable", NULL) : NULL;
@@ -806,7 +779,7 @@ void wrk_zygote_main(int argc, char **argv)
     Py_DECREF(r);
     PyObject *loaded = NULL, *skipped = NULL;
     do_preloads(preload, &loaded, &skipped);
-    wrk_main_init_session();
+    wrk_boot_session();
     /* Before the pools are filled: what it leaves allocated is the zygote's. */
     r = wrk_py_call(WRK_PY_WARM, PyTuple_New(0));
     if (!r) { /* a worker's first run only faults more without it */
@@ -914,15 +887,6 @@ bool wrk_zygote_fork_live(const proto_val *frame)
 
 void wrk_zygote_bind(const proto_val *frame)
 {
-    static const proto_field fields[] = {
-        {"name", PF_STR, true, PROTO_MAX_NAME},
-        {"cwd", PF_STR, true, 4095},
-    };
-    proto_error err;
-    if (proto_check(frame, fields, sizeof fields / sizeof fields[0], &err) < 0) {
-        wrk_log("bad bind frame: %s", err.msg);
-        _exit(2);
-    }
     const proto_val *name = proto_map_get(frame, "name");
     set_title(name->as.s, name->n);
     char *cwd = proto_strdup(proto_map_get(frame, "cwd"));

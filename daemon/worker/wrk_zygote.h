@@ -27,17 +27,9 @@ void wrk_zygote_main(int argc, char **argv);
  * sent `forked` or `fork_failed`), true in the new worker, set up like one
  * returned by wrk_zygote_main. */
 bool wrk_zygote_fork_live(const proto_val *frame);
-/* Handles a `bind` frame (a spare worker taken by a context, see the
- * supervisor's --spare-workers): takes the context's name as its title and
- * enters its directory, by descriptor; exits 126 when it cannot. */
+/* A `bind` frame, its name and cwd checked as strs: the spare worker takes
+ * the context's name as its title and enters its directory; exits 126 when
+ * it cannot. */
 void wrk_zygote_bind(const proto_val *frame);
-
-/* ---- defined in wrk_main.c: the start-up steps both kinds of worker share */
-void wrk_main_init_python(void);
-void wrk_main_init_session(void);
-void wrk_main_install_crash_handlers(void);
-/* Arms the parent-death signal (and its handler); exits when the parent is
- * no longer `parent` (the supervisor's pid, which may be 1 in a container). */
-void wrk_main_watch_parent(pid_t parent);
 
 #endif

@@ -1,12 +1,13 @@
 #!/bin/sh
 # Builds the daemon, the worker and ctx with AddressSanitizer + UBSan in a
-# separate build tree and runs the integration tests against that build.
+# separate build tree and runs the integration tests against that build
+# (warnings are errors there when CTXD_WERROR is on in the tree running it).
 #   tests/asan/run.sh SOURCE_DIR BUILD_DIR
 set -eu
 src=$1
 build=$2
 cmake -S "$src" -B "$build" -DCTXD_SANITIZE=ON -DCTXD_ASAN_TESTS=OFF -DCTXD_FUZZ_SMOKE=OFF \
-    -DCMAKE_BUILD_TYPE=Debug >/dev/null
+    -DCMAKE_BUILD_TYPE=Debug -DCTXD_WERROR="${CTXD_WERROR:-OFF}" >/dev/null
 cmake --build "$build" -j2 --target ctxd ctxd-worker ctx >/dev/null
 # Leaks: CPython keeps memory until exit by design, so leak checking is off;
 # SEGV handling is left to the kernel so crash tests see the real signal.

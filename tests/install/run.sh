@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the build into a temporary prefix and checks what a packager gets:
 # the daemon finds its worker in libexec, ctx runs code through it, libctxd
-# builds a program via pkg-config, the Python package imports, the systemd
+# builds a program via pkg-config, the Python package imports (laid out
+# where Debian's python3 looks under /usr/local), the systemd
 # unit and config are in place and name the install prefix, the unit passes
 # `systemd-analyze verify`, and the installed daemon runs code as PID 1 of a
 # new pid namespace.
@@ -13,9 +14,14 @@ prefix=$(mktemp -d /tmp/ctxd-install.XXXXXX)
 daemon=""
 trap '[ -z "$daemon" ] || kill $daemon 2>/dev/null || true; rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
+# The Python package where Debian's python3 looks under /usr/local (the
+# default prefix), as it is laid out under any prefix but /usr.
+pydir=lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
+/usr/bin/python3 -c "import sys; sys.exit('/usr/local/$pydir' not in sys.path)" ||
+    { echo "/usr/bin/python3 does not look in /usr/local/$pydir"; exit 1; }
 for f in bin/ctxd bin/ctx libexec/ctxd/ctxd-worker include/ctxd.h lib/systemd/system/ctxd.service \
-    etc/ctxd/ctxd.conf share/doc/ctxd/PROTOCOL.md lib/python3/dist-packages/ctxd/__init__.py \
-    lib/python3/dist-packages/ctxd/kernel/kernel.py share/jupyter/kernels/ctxd/kernel.json; do
+    etc/ctxd/ctxd.conf share/doc/ctxd/PROTOCOL.md $pydir/ctxd/__init__.py \
+    $pydir/ctxd/kernel/kernel.py share/jupyter/kernels/ctxd/kernel.json; do
     [ -e "$prefix/$f" ] || { echo "missing: $f"; exit 1; }
 done
 pc=$(find "$prefix" -name ctxd.pc | head -n 1)
@@ -55,7 +61,7 @@ out=$("$prefix/bin/ctx" --endpoint "$ep" run 'print(6 * 7)')
 [ "$out" = 42 ] || { echo "ctx run printed '$out'"; exit 1; }
 # the .pc file gives an rpath: no LD_LIBRARY_PATH needed
 CTXD_ENDPOINT="$ep" "$prefix/hello" >/dev/null
-PYTHONPATH="$prefix/lib/python3/dist-packages" /usr/bin/python3 -c "
+PYTHONPATH="$prefix/$pydir" /usr/bin/python3 -c "
 import ctxd
 with ctxd.Client('$ep') as c:
     assert c.execute('1 + 1').result == '2'

@@ -55,7 +55,7 @@ export const FILE_CHUNK = 4 * 1024 * 1024;
 
 /** Fields of each request in PROTOCOL.md's order (section 5). */
 const REQUEST_FIELDS: Record<string, string[]> = {
-  execute: ["ctx", "code", "timeout", "env", "silent", "stop_on_error", "allow_stdin", "artifacts"],
+  execute: ["ctx", "code", "timeout", "env", "silent", "stop_on_error", "allow_stdin", "artifacts", "syntax"],
   interrupt: ["ctx", "run"],
   "input.reply": ["ctx", "value", "eof"],
   "file.put": ["ctx", "path", "data", "offset"],
@@ -163,6 +163,8 @@ export interface ExecuteOptions {
   stopOnError?: boolean;
   /** report files the run created or changed (ExecResult.artifacts) */
   artifacts?: boolean;
+  /** "ipython" (magics, !cmd, as in a Jupyter cell) or "python"; default the context's own (PROTOCOL.md, execute) */
+  syntax?: "python" | "ipython";
   onAccepted?: (info: Msg) => unknown;
   onStdout?: (text: string) => unknown;
   onStderr?: (text: string) => unknown;
@@ -595,6 +597,7 @@ export class Client {
       stop_on_error: opts.stopOnError ? true : undefined,
       allow_stdin: opts.onInput ? true : undefined,
       artifacts: opts.artifacts ? true : undefined,
+      syntax: opts.syntax,
     };
     let id = 0;
     const signal = opts.signal;

@@ -9,7 +9,7 @@ import { createServer, IncomingMessage, ServerResponse } from "node:http";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { Client } from "./client.js";
-import { createMcpServer, McpOptions } from "./mcp.js";
+import { createMcpServer, hostEndpoint, McpOptions } from "./mcp.js";
 import { Bounds } from "./policy.js";
 
 const HELP = `usage: ctxd-mcp [options]
@@ -19,8 +19,11 @@ create_context, list_contexts, delete_context, restart_context, interrupt,
 fork_context, install_packages, upload_file, download_file).
 
   --endpoint ENDPOINT   the daemon (default $CTXD_ENDPOINT, else
-                        ipc://$XDG_RUNTIME_DIR/ctxd/ctxd.sock); tcp:// uses
-                        CurveZMQ with $CTXD_SERVER_KEY / $CTXD_CLIENT_KEY
+                        ipc://$XDG_RUNTIME_DIR/ctxd/ctxd.sock; without
+                        XDG_RUNTIME_DIR, as MCP hosts often start servers,
+                        /run/user/UID/ctxd/ctxd.sock when it exists, else
+                        /run/ctxd/ctxd.sock); tcp:// uses CurveZMQ with
+                        $CTXD_SERVER_KEY / $CTXD_CLIENT_KEY
   --http PORT           serve streamable HTTP on PORT (path /mcp) instead of stdio
   --host HOST           the HTTP address (default 127.0.0.1)
   --tier TIER           the widest tier of the contexts a client makes or uses:
@@ -169,7 +172,7 @@ async function main(): Promise<void> {
   }
   let client: Client;
   try {
-    client = await Client.connect(o.endpoint);
+    client = await Client.connect(o.endpoint ?? hostEndpoint());
   } catch (e) {
     fail((e as Error).message);
   }

@@ -5,12 +5,14 @@
  * install_packages, upload_file, download_file), on the official SDK, over
  * the TypeScript client. run_python streams stdout and stderr while the code
  * runs (progress notifications when the caller gave a progress token, and
- * logging notifications), and returns text for the output and the result and
- * image content for figures and other images.
+ * logging notifications), and returns each part of the output labelled
+ * (stdout, stderr, result, display, error, status): text for the output and
+ * the result and image content for figures and other images.
  *
  * The operator sets the tier and policy of the contexts (Bounds); a client
  * can narrow them, never widen them, and a context outside them is refused.
  */
+import { existsSync } from "node:fs";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { Client } from "./client.js";
@@ -19,6 +21,21 @@ import { Bounds, PolicyError } from "./policy.js";
 import { ContextInfo, ExecResult } from "./types.js";
 
 export const SERVER_VERSION = "0.1.0";
+
+/**
+ * The daemon ctxd-mcp talks to when it is given no --endpoint: $CTXD_ENDPOINT,
+ * else the default socket (PROTOCOL.md section 1). An MCP host often starts
+ * its servers with only a few variables, without XDG_RUNTIME_DIR: then the
+ * user's runtime directory /run/user/UID is tried before /run/ctxd, when a
+ * socket is there.
+ */
+export function hostEndpoint(env: NodeJS.ProcessEnv = process.env, uid: number | undefined = process.getuid?.(), exists: (path: string) => boolean = existsSync): string {
+  if (env.CTXD_ENDPOINT) return env.CTXD_ENDPOINT;
+  if (env.XDG_RUNTIME_DIR) return `ipc://${env.XDG_RUNTIME_DIR}/ctxd/ctxd.sock`;
+  const user = `/run/user/${uid}/ctxd/ctxd.sock`;
+  if (uid !== undefined && exists(user)) return `ipc://${user}`;
+  return "ipc:///run/ctxd/ctxd.sock";
+}
 
 export interface McpOptions {
   /** the tier, policy and cwd bounds (default: sandbox, no policy, no cwd a client may choose) */
@@ -35,13 +52,27 @@ export interface McpOptions {
   maxFile?: number;
 }
 
-type Content = { type: "text"; text: string } | { type: "image"; data: string; mimeType: string };
+type Meta = Record<string, unknown>;
+type Content = { type: "text"; text: string; _meta?: Meta } | { type: "image"; data: string; mimeType: string; _meta?: Meta };
 type ToolResult = { content: Content[]; isError?: boolean };
 
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 function text(t: string, isError = false): ToolResult {
   return isError ? { content: [{ type: "text", text: t }], isError } : { content: [{ type: "text", text: t }] };
+}
+
+/** The _meta key that names which part of a run's output a content item is. */
+export const PART_KEY = "ctxd/part";
+
+/**
+ * One labelled part of run_python's result: the text starts with the label
+ * on a line of its own ("[stdout]", "[stderr]", "[result]", "[display]",
+ * "[error]", "[status]"), which is what a model reads, and _meta carries the
+ * same label for a host that sorts the parts.
+ */
+function part(label: "stdout" | "stderr" | "result" | "display" | "error" | "status", body: string): Content {
+  return { type: "text", text: `[${label}]\n${body}`, _meta: { [PART_KEY]: label } };
 }
 
 function cut(s: string, max: number, what: string): string {
@@ -69,18 +100,26 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
   const maxFile = opts.maxFile ?? 8 * 1024 * 1024;
   const server = new McpServer({ name: "ctxd", version: SERVER_VERSION }, { capabilities: { logging: {} } });
 
-  /** The context name to use, made with the server's bounds when missing (create: make it); refused when outside the bounds. */
-  async function usable(name: string | undefined, create = true): Promise<string> {
+  /**
+   * The context name to use (the server's default when none is named),
+   * refused when outside the server's bounds. A missing context is made with
+   * the server's bounds when make is "yes", or "default" and none was named;
+   * otherwise it is an unknown_context error, which for "default" says how to
+   * make it (create_context, and hint: the calling tool's own way).
+   */
+  async function usable(name: string | undefined, make: "no" | "default" | "yes" = "no", hint = ""): Promise<string> {
     const ctx = name ?? defaultCtx;
     const info = (await client.listContexts()).find((i) => i.name === ctx);
     if (!info) {
-      if (!create) throw new CtxdError(`no context ${JSON.stringify(ctx)}`, "unknown_context");
+      if (make === "no") throw new CtxdError(`no context ${JSON.stringify(ctx)}`, "unknown_context");
+      if (make === "default" && name !== undefined)
+        throw new CtxdError(`no context ${JSON.stringify(ctx)}: make it first with create_context {"name": ${JSON.stringify(ctx)}}${hint}`, "unknown_context");
       const want = bounds.request(undefined, undefined, undefined);
       try {
         await client.createContext({ name: ctx, tier: want.tier, policy: Object.keys(want.policy).length ? (want.policy as any) : undefined });
       } catch (e) {
         if (!(e instanceof CtxdError && e.code === "exists")) throw e; // made meanwhile: checked below
-        return usable(ctx, false);
+        return usable(ctx);
       }
       return ctx;
     }
@@ -89,25 +128,31 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     return ctx;
   }
 
-  const ctxArg = z.string().min(1).max(64).optional().describe(`context name (default "${defaultCtx}", made on first use)`);
+  const ctxArg = z.string().min(1).max(64).optional().describe(`context name (default "${defaultCtx}", made on first use; any other must exist: create_context makes it)`);
 
   server.registerTool(
     "run_python",
     {
       title: "Run Python",
       description:
-        "Runs Python code in a persistent context (globals, imports and files are kept between calls) and returns its stdout, stderr, " +
-        "the value of a trailing expression, figures as images, and the traceback if it raised. stdout is streamed while the code runs.",
+        "Runs Python code (IPython syntax by default, as in a Jupyter cell: %timeit, %pip install, !ls) in a persistent context (globals, imports and files are kept between calls) and returns its stdout, stderr, " +
+        "the value of a trailing expression, figures as images, and the traceback if it raised, each part labelled on its first line " +
+        "([stdout], [stderr], [result], [display], [error], [status]). stdout is streamed while the code runs.",
       inputSchema: {
         code: z.string().describe("Python source"),
         context: ctxArg,
+        create: z.boolean().optional().describe(`make the named context when it does not exist (default false: an unknown context is an error; "${defaultCtx}" is always made on first use)`),
+        syntax: z
+          .enum(["ipython", "python"])
+          .optional()
+          .describe('"ipython" (the default: a Jupyter cell, with %magics such as %timeit and %pip install, and !shell commands) or "python" (plain Python)'),
         timeout: z.number().positive().max(maxTimeout).optional().describe(`seconds (default ${defTimeout}, at most ${maxTimeout}); past it the code gets KeyboardInterrupt`),
       },
     },
-    async ({ code, context, timeout }, extra) => {
+    async ({ code, context, create, timeout, syntax }, extra) => {
       let ctx: string;
       try {
-        ctx = await usable(context);
+        ctx = await usable(context, create ? "yes" : "default", `, or call run_python with "create": true`);
       } catch (e) {
         return failure(e);
       }
@@ -124,25 +169,25 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       };
       let r: ExecResult;
       try {
-        r = await client.execute(code, { ctx, timeout: timeout ?? defTimeout, onStdout: stream("stdout"), onStderr: stream("stderr"), signal: extra.signal });
+        r = await client.execute(code, { ctx, timeout: timeout ?? defTimeout, syntax: syntax ?? "ipython", onStdout: stream("stdout"), onStderr: stream("stderr"), signal: extra.signal });
       } catch (e) {
         await sent;
         return failure(e);
       }
       await sent;
       const content: Content[] = [];
-      if (r.stdout) content.push({ type: "text", text: cut(r.stdout, maxOutput, "stdout cut") });
-      if (r.stderr) content.push({ type: "text", text: "[stderr]\n" + cut(r.stderr, maxOutput, "stderr cut") });
+      if (r.stdout) content.push(part("stdout", cut(r.stdout, maxOutput, "stdout cut")));
+      if (r.stderr) content.push(part("stderr", cut(r.stderr, maxOutput, "stderr cut")));
       for (const res of r.results) {
+        const kind = res.isMainResult ? "result" : "display";
         const mime = IMAGE_TYPES.find((m) => typeof res.data[m] === "string");
-        if (mime) content.push({ type: "image", data: res.data[mime], mimeType: mime });
-        else if (res.isMainResult || res.formats().length === 0) content.push({ type: "text", text: (res.isMainResult ? "" : "[display]\n") + cut(res.text, maxOutput, "result cut") });
-        else content.push({ type: "text", text: "[display]\n" + cut(res.text, maxOutput, "display cut") });
+        if (mime) content.push({ type: "image", data: res.data[mime], mimeType: mime, _meta: { [PART_KEY]: kind } });
+        else content.push(part(kind, cut(res.text, maxOutput, `${kind} cut`)));
       }
-      if (r.error) content.push({ type: "text", text: r.error.traceback.join("\n") || `${r.error.ename}: ${r.error.evalue}` });
-      if (r.status === "timeout") content.push({ type: "text", text: `[timed out after ${timeout ?? defTimeout} s${r.stateLost ? "; the context's state was lost" : "; the context's state is kept"}]` });
-      else if (r.status !== "ok" && r.status !== "error") content.push({ type: "text", text: `[run ${r.status}${r.cause ? `: ${r.cause}` : ""}]` });
-      if (r.truncated) content.push({ type: "text", text: `[output truncated by the daemon: ${JSON.stringify(r.dropped)}]` });
+      if (r.error) content.push(part("error", r.error.traceback.join("\n") || `${r.error.ename}: ${r.error.evalue}`));
+      if (r.status === "timeout") content.push(part("status", `timed out after ${timeout ?? defTimeout} s${r.stateLost ? "; the context's state was lost" : "; the context's state is kept"}`));
+      else if (r.status !== "ok" && r.status !== "error") content.push(part("status", `run ${r.status}${r.cause ? `: ${r.cause}` : ""}`));
+      if (r.truncated) content.push(part("status", `output truncated by the daemon: ${JSON.stringify(r.dropped)}`));
       if (!content.length) content.push({ type: "text", text: "[no output]" });
       return r.status === "ok" ? { content } : { content, isError: true };
     },
@@ -193,7 +238,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
 
   server.registerTool("delete_context", { title: "Delete a context", description: "Ends a context's process; its globals are gone.", inputSchema: named }, async ({ context }) => {
     try {
-      await client.deleteContext(await usable(context, false));
+      await client.deleteContext(await usable(context));
       return text(`deleted ${context}`);
     } catch (e) {
       return failure(e);
@@ -202,7 +247,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
 
   server.registerTool("restart_context", { title: "Restart a context", description: "A fresh interpreter for the context: empty globals.", inputSchema: named }, async ({ context }) => {
     try {
-      return text(JSON.stringify(contextJson(await client.restartContext(await usable(context, false)))));
+      return text(JSON.stringify(contextJson(await client.restartContext(await usable(context)))));
     } catch (e) {
       return failure(e);
     }
@@ -213,7 +258,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     { title: "Interrupt", description: "Raises KeyboardInterrupt in the code running in the context (globals kept).", inputSchema: { context: ctxArg } },
     async ({ context }) => {
       try {
-        const hit = await client.interrupt(await usable(context, false));
+        const hit = await client.interrupt(await usable(context));
         return text(hit ? "interrupted" : "nothing was running");
       } catch (e) {
         return failure(e);
@@ -230,7 +275,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     },
     async ({ context, name }, extra) => {
       try {
-        return text(JSON.stringify(contextJson(await client.forkContext(await usable(context, false), name, { signal: extra.signal }))));
+        return text(JSON.stringify(contextJson(await client.forkContext(await usable(context), name, { signal: extra.signal }))));
       } catch (e) {
         return failure(e);
       }
@@ -246,7 +291,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     },
     async ({ packages, context }, extra) => {
       try {
-        const got = await client.pipInstall(packages, await usable(context), { signal: extra.signal });
+        const got = await client.pipInstall(packages, await usable(context, "default"), { signal: extra.signal });
         return text(JSON.stringify(got));
       } catch (e) {
         return failure(e);
@@ -269,7 +314,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
     async ({ path, content, encoding, context }) => {
       try {
         const data = Buffer.from(content, encoding === "base64" ? "base64" : "utf8");
-        const size = await client.putFile(await usable(context), path, data);
+        const size = await client.putFile(await usable(context, "default"), path, data);
         return text(`wrote ${size} bytes to ${path}`);
       } catch (e) {
         return failure(e);
@@ -288,7 +333,7 @@ export function createMcpServer(client: Client, opts: McpOptions = {}): McpServe
       try {
         const parts: Buffer[] = [];
         let size = 0;
-        for await (const chunk of client.readFile(await usable(context, false), path)) {
+        for await (const chunk of client.readFile(await usable(context), path)) {
           size += chunk.length;
           if (size > maxFile) return text(`${path} is larger than ${maxFile} bytes: not returned`, true);
           parts.push(chunk);

@@ -47,6 +47,15 @@ test("execute: stdout, stderr, result, error, execution count", async () => {
   assert.equal((await c.execute("x")).result, "20"); // globals kept
 });
 
+test("execute: syntax ipython runs magics and !cmd; python (the context's default) does not", async () => {
+  const r = await c.execute("x = !echo hi\nx[0]", { syntax: "ipython" });
+  assert.equal(r.status, "ok", JSON.stringify(r.error));
+  assert.equal(r.result, "'hi'");
+  const p = await c.execute("%pwd");
+  assert.equal(p.status, "error");
+  assert.equal(p.error.ename, "SyntaxError");
+});
+
 test("sys.exit ends a run with exitCode, no traceback, globals kept", async () => {
   const e = await c.execute("import sys\ny = 5\nsys.exit(3)");
   assert.equal(e.status, "error");

@@ -11,6 +11,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { Daemon, ROOT, freePort } from "./daemon.mjs";
+import { hostEndpoint } from "../dist/mcp.js";
 
 const MAIN = join(ROOT, "client/js/dist/mcp-main.js");
 let d;
@@ -45,13 +46,78 @@ test("tools are listed with JSON schemas", async () => {
   assert.equal(run.inputSchema.properties.timeout.type, "number");
 });
 
+test("the daemon without --endpoint: CTXD_ENDPOINT, XDG_RUNTIME_DIR, /run/user/UID when a host passed neither, /run/ctxd", () => {
+  const none = () => false;
+  assert.equal(hostEndpoint({ CTXD_ENDPOINT: "tcp://h:5555", XDG_RUNTIME_DIR: "/x" }, 1000, none), "tcp://h:5555");
+  assert.equal(hostEndpoint({ XDG_RUNTIME_DIR: "/x" }, 1000, none), "ipc:///x/ctxd/ctxd.sock");
+  const seen = [];
+  const user = (p) => (seen.push(p), p === "/run/user/1000/ctxd/ctxd.sock");
+  assert.equal(hostEndpoint({ PATH: "/usr/bin" }, 1000, user), "ipc:///run/user/1000/ctxd/ctxd.sock");
+  assert.deepStrictEqual(seen, ["/run/user/1000/ctxd/ctxd.sock"]);
+  assert.equal(hostEndpoint({ PATH: "/usr/bin" }, 1000, none), "ipc:///run/ctxd/ctxd.sock");
+});
+
 test("run_python: stdout and the result as text, state kept between calls", async () => {
   const c = await stdioClient();
   const r = await c.callTool({ name: "run_python", arguments: { code: "x = 6 * 7\nprint('hello')\nx" } });
   assert.ok(!r.isError);
-  assert.deepStrictEqual(texts(r), ["hello\n", "42"]);
+  assert.deepStrictEqual(texts(r), ["[stdout]\nhello\n", "[result]\n42"]);
   const again = await c.callTool({ name: "run_python", arguments: { code: "x + 1" } });
-  assert.deepStrictEqual(texts(again), ["43"]);
+  assert.deepStrictEqual(texts(again), ["[result]\n43"]);
+});
+
+test("run_python: each part is labelled on its first line and in _meta", async () => {
+  const c = await stdioClient();
+  const r = await c.callTool({ name: "run_python", arguments: { code: "import sys\nprint('out')\nprint('err', file=sys.stderr)\ndisplay('shown')\n'value'" } });
+  assert.ok(!r.isError, JSON.stringify(r));
+  assert.deepStrictEqual(texts(r), ["[stdout]\nout\n", "[stderr]\nerr\n", "[display]\n'shown'", "[result]\n'value'"]);
+  assert.deepStrictEqual(r.content.map((x) => x._meta?.["ctxd/part"]), ["stdout", "stderr", "display", "result"]);
+  const e = await c.callTool({ name: "run_python", arguments: { code: "print('before')\nraise ValueError('bad')" } });
+  assert.equal(e.isError, true);
+  assert.deepStrictEqual(e.content.map((x) => x._meta?.["ctxd/part"]), ["stdout", "error"]);
+  assert.match(texts(e)[1], /^\[error\]\nTraceback[^]*ValueError: bad$/);
+  const t = await c.callTool({ name: "run_python", arguments: { code: "while True: pass", timeout: 0.3 } });
+  assert.deepStrictEqual(t.content.map((x) => x._meta?.["ctxd/part"]), ["error", "status"]);
+  assert.match(texts(t)[1], /^\[status\]\ntimed out after 0.3 s/);
+  const img = await c.callTool({ name: "run_python", arguments: { code: "import matplotlib.pyplot as plt\nplt.plot([1, 2])" } });
+  assert.equal(img.content.find((x) => x.type === "image")._meta["ctxd/part"], "display");
+});
+
+test("run_python: IPython syntax by default (magics, !cmd), plain Python on request", async () => {
+  const c = await stdioClient("--context", "ipy");
+  const sh = await c.callTool({ name: "run_python", arguments: { code: "!echo from-the-shell" } });
+  assert.ok(!sh.isError, JSON.stringify(sh));
+  assert.match(texts(sh).join(), /from-the-shell/);
+  const ti = await c.callTool({ name: "run_python", arguments: { code: "%timeit -n 3 -r 1 sum(range(10))" } });
+  assert.ok(!ti.isError, JSON.stringify(ti));
+  assert.match(texts(ti).join(), /per loop/);
+  const lines = await c.callTool({ name: "run_python", arguments: { code: "got = !printf 'a\\nb\\n'\nlist(got)" } });
+  assert.deepStrictEqual(texts(lines), ["[result]\n['a', 'b']"]);
+  const plain = await c.callTool({ name: "run_python", arguments: { code: "%time 1", syntax: "python" } });
+  assert.equal(plain.isError, true);
+  assert.match(texts(plain).join(), /SyntaxError/);
+  const schema = (await c.listTools()).tools.find((t) => t.name === "run_python").inputSchema;
+  assert.deepStrictEqual(schema.properties.syntax.enum, ["ipython", "python"]);
+  await c.callTool({ name: "delete_context", arguments: { context: "ipy" } });
+});
+
+test("run_python on an unknown context is an error naming the fix, unless create: true", async () => {
+  const c = await stdioClient("--context", "the-default");
+  const r = await c.callTool({ name: "run_python", arguments: { code: "1", context: "typo-ctx" } });
+  assert.equal(r.isError, true);
+  assert.equal(texts(r)[0], 'ctxd unknown_context: no context "typo-ctx": make it first with create_context {"name": "typo-ctx"}, or call run_python with "create": true');
+  const up = await c.callTool({ name: "upload_file", arguments: { path: "a.txt", content: "x", context: "typo-ctx" } });
+  assert.equal(up.isError, true);
+  assert.match(texts(up)[0], /no context "typo-ctx": make it first with create_context/);
+  const names = async () => JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).map((x) => x.name);
+  assert.ok(!(await names()).includes("typo-ctx"));
+  const made = await c.callTool({ name: "run_python", arguments: { code: "6 * 7", context: "typo-ctx", create: true } });
+  assert.deepStrictEqual(texts(made), ["[result]\n42"]);
+  assert.equal(JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "typo-ctx").tier, "sandbox");
+  // The server's own default context is made on first use.
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "1 + 1" } })), ["[result]\n2"]);
+  assert.ok((await names()).includes("the-default"));
+  for (const n of ["typo-ctx", "the-default"]) await c.callTool({ name: "delete_context", arguments: { context: n } });
 });
 
 test("run_python: a matplotlib figure comes back as image content", async () => {
@@ -62,7 +128,7 @@ test("run_python: a matplotlib figure comes back as image content", async () => 
   assert.ok(img, JSON.stringify(r.content).slice(0, 300));
   assert.equal(img.mimeType, "image/png");
   assert.deepStrictEqual([...Buffer.from(img.data, "base64").subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
-  assert.equal(texts(r)[0], "plotted\n");
+  assert.equal(texts(r)[0], "[stdout]\nplotted\n");
 });
 
 test("run_python: a timeout and an error are tool errors with what happened", async () => {
@@ -117,12 +183,12 @@ test("two contexts, forked, restarted, deleted; files up and down; interrupt", a
   const list = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).map((x) => x.name);
   assert.ok(list.includes("mcp-a") && list.includes("mcp-b"));
   await c.callTool({ name: "fork_context", arguments: { context: "mcp-a", name: "mcp-a2" } });
-  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-a2" } })), ["'in a'"]);
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-a2" } })), ["[result]\n'in a'"]);
   await c.callTool({ name: "restart_context", arguments: { context: "mcp-a" } });
   assert.equal((await c.callTool({ name: "run_python", arguments: { code: "v", context: "mcp-a" } })).isError, true);
   const up = await c.callTool({ name: "upload_file", arguments: { context: "mcp-b", path: "note.txt", content: "héllo" } });
   assert.match(texts(up)[0], /wrote 6 bytes/);
-  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "open('note.txt').read()", context: "mcp-b" } })), ["'héllo'"]);
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "open('note.txt').read()", context: "mcp-b" } })), ["[result]\n'héllo'"]);
   assert.deepStrictEqual(texts(await c.callTool({ name: "download_file", arguments: { context: "mcp-b", path: "note.txt" } })), ["héllo"]);
   const bin = await c.callTool({ name: "upload_file", arguments: { context: "mcp-b", path: "x.png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]).toString("base64"), encoding: "base64" } });
   assert.ok(!bin.isError);
@@ -142,7 +208,7 @@ test("two contexts, forked, restarted, deleted; files up and down; interrupt", a
 test("the operator's tier and policy: a client narrows them, never widens them", async () => {
   const c = await stdioClient("--policy", '{"timeout": 5}', "--context", "bounded");
   const r = await c.callTool({ name: "run_python", arguments: { code: "1 + 1" } });
-  assert.deepStrictEqual(texts(r), ["2"]);
+  assert.deepStrictEqual(texts(r), ["[result]\n2"]);
   const info = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "bounded");
   assert.equal(info.tier, "sandbox");
   assert.equal(info.policy.timeout, 5);
@@ -184,7 +250,7 @@ test("streamable HTTP on 127.0.0.1: list tools and run code", async () => {
     assert.ok(tools.some((t) => t.name === "run_python"));
     const progress = [];
     const r = await c.callTool({ name: "run_python", arguments: { code: "print('over http')\n2 ** 10" } }, undefined, { onprogress: (x) => progress.push(x.message) });
-    assert.deepStrictEqual(texts(r), ["over http\n", "1024"]);
+    assert.deepStrictEqual(texts(r), ["[stdout]\nover http\n", "[result]\n1024"]);
     assert.deepStrictEqual(progress, ["over http\n"]);
     await c.close();
     const res = await fetch(`http://127.0.0.1:${port}/mcp`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
@@ -210,7 +276,7 @@ test("interrupt tool and a cancelled call both stop a running run, globals kept"
   const cancelled = c.callTool({ name: "run_python", arguments: { code: "import time\nprint('again', flush=True)\nwhile True: time.sleep(0.01)", timeout: 120 } }, undefined, { signal: ac.signal, onprogress: () => ac.abort(), timeout: 120000 });
   await assert.rejects(cancelled);
   // The context is free again (the run was interrupted, not left looping) and kept its globals.
-  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "kept", timeout: 60 } })), ["'yes'"]);
+  assert.deepStrictEqual(texts(await c.callTool({ name: "run_python", arguments: { code: "kept", timeout: 60 } })), ["[result]\n'yes'"]);
   await c.callTool({ name: "delete_context", arguments: { context: "stoppable" } });
 });
 
@@ -222,7 +288,7 @@ test("safe defaults: sandbox contexts; the model cannot ask for unsafe nor a cwd
   // Root of its own user namespace, mapped to a uid of its own: never the host's root.
   const r = await c.callTool({ name: "run_python", arguments: { code: "open('/proc/self/uid_map').read().split()[:2]" } });
   assert.ok(!r.isError, texts(r).join());
-  assert.match(texts(r)[0], /^\['0', '[1-9][0-9]*'\]$/);
+  assert.match(texts(r)[0], /^\[result\]\n\['0', '[1-9][0-9]*'\]$/);
   const info = JSON.parse(texts(await c.callTool({ name: "list_contexts", arguments: {} }))[0]).find((x) => x.name === "safe-default");
   assert.equal(info.tier, "sandbox");
   // A model asking for unsafe (or mellea's name for it) is refused: by the schema, before any context is made.
