@@ -1,7 +1,10 @@
-/* sup_ctx: the context table and the run lifecycle: one worker per
- * context, its queue of runs, its timers, its channel. Above it sit the
- * request handlers and the run kinds other than execute (ctx.fork,
- * queries), which it calls back through sup_run_kind, never by name. */
+/* sup_ctx: the context table. It defines the context and the run, holds
+ * every context in a list and a name hash, journals what changed for
+ * sup_persist, and threads the lists the other context modules walk (what
+ * needs reading, what has timers, the idle order, leases, PSS order). It
+ * calls nothing above it: the context modules are, lowest first,
+ * sup_ctxpss, sup_wproc, sup_ctxinfo, sup_chan, sup_run, sup_frame,
+ * sup_wexit, sup_spare, sup_life and sup_reap (README.md). */
 #ifndef CTXD_SUP_CTX_H
 #define CTXD_SUP_CTX_H
 
@@ -85,14 +88,73 @@ typedef struct sup_waiter {
     sup_peer peer;
 } sup_waiter;
 
-typedef enum { SUP_CTX_IDLE, SUP_CTX_BUSY, SUP_CTX_DEAD } sup_ctx_state;
-
-/* A context's place in one of the table's lists (sup_ctx.c): what needs
- * reading, what has timers, the idle order. */
+/* A context's place in one of the table's lists: what needs reading, what
+ * has timers, the idle order, leases, the PSS order. */
 typedef struct sup_ctx_link {
     struct sup_ctx *prev, *next;
     bool on;
 } sup_ctx_link;
+
+/* The channel's reading side (sup_chan.c, sup_frame.c): what was read and
+ * not yet a whole frame, what came with it. */
+typedef struct sup_ctx_chan {
+    proto_buf in;         /* bytes read from the worker, not yet a whole frame */
+    sup_chanbud_slot bud; /* the budget the frame begun in `in` holds */
+    double stall_at;      /* monotonic: killed if it sent none of it by then */
+    bool rd_wanted;       /* the channel may hold unread bytes */
+    bool rd_hup;          /* ... and signalled its end (read to EAGAIN or EOF then) */
+    bool eof;             /* worker closed its end; waiting for SIGCHLD */
+    bool broken;          /* broke the channel protocol: read nothing more */
+    /* The worker's output memory (sup_outmem.c), mapped read-only, NULL
+     * when it sent none; the memfd received with the channel's bytes until
+     * `ready` maps it; the stream bytes of whole frames received from this
+     * worker, per stream (its sequence numbers). */
+    const void *outmem;
+    int outmem_fd;
+    uint64_t stream_recv[2];
+    /* Read ends of new pipes received with a `start` (the worker replaced
+     * its pipes: output of processes an earlier run left behind stays in the
+     * old ones), until on_start takes them as out_rd. */
+    int new_rd[2];
+    int nnew_rd;
+} sup_ctx_chan;
+
+/* The queue of runs and the running one's state (sup_run.c; its timers in
+ * sup_reap.c). */
+typedef struct sup_ctx_run {
+    sup_run *queue, *queue_tail;
+    size_t queued;
+    bool started;          /* `start` received for the running run */
+    bool interrupt_wanted; /* interrupt asked before `start` arrived */
+    bool interrupt_sent;   /* SIGINT went to the running run */
+    bool timed_out;
+    bool input_waiting;  /* the running run waits for input.reply */
+    uint64_t input_seq;  /* the worker's number of that input_request */
+    double t0, deadline; /* monotonic seconds; 0 = unset */
+    double cpu0;         /* the cgroup's CPU seconds when the run started; -1 none */
+    double cpu_check;    /* when to read the cgroup's CPU time again (cpu_seconds) */
+    bool cpu_exceeded;   /* the running run passed the policy's cpu_seconds */
+} sup_ctx_run;
+
+/* The worker's PSS (bytes) as last read from smaps_rollup (sup_ctxpss.c),
+ * read again by INFO only when stale; at: monotonic time of that read, 0
+ * never or out of date; read_at: of the last read, kept when out of date;
+ * slot: 1 + the sup_pss slot of a read asked for and not collected, 0 none. */
+typedef struct sup_ctx_pss {
+    uint64_t bytes;
+    double at, read_at;
+    int slot;
+} sup_ctx_pss;
+
+/* A spare worker (--spare-workers, sup_spare.c): a hidden context outside
+ * the table, which ctx.create takes for a context of the default tier.
+ * binding: taken, its `bind` frame (name, directory) sent and no run
+ * started since (exit code 126 then means the directory could not be
+ * entered). */
+typedef struct sup_ctx_spare {
+    bool on;
+    bool binding;
+} sup_ctx_spare;
 
 typedef struct sup_ctx {
     struct sup_ctx *next; /* the table, in no order (sup_ctx_sorted for one) */
@@ -103,8 +165,6 @@ typedef struct sup_ctx {
     sup_ctx_link idle;     /* --idle-ttl order, oldest last_active first */
     sup_ctx_link leased;   /* it has a lease (ctx.create `lease`) */
     sup_ctx_link memq;     /* live workers, the least recently measured PSS first */
-    bool rd_wanted;        /* the channel may hold unread bytes */
-    bool rd_hup;           /* ... and signalled its end (read to EAGAIN or EOF then) */
     bool deleted;          /* freed at the next tick, not while the loop holds it */
     char *name;
     char *cwd;
@@ -128,61 +188,30 @@ typedef struct sup_ctx {
     bool spawning; /* the zygote was asked for its worker: pid not known yet */
     /* Its cgroup (sup_cgroup.c; "" when none): killed with the worker. */
     char cgroup[SBX_CGROUP_NAME_MAX];
-    double cpu0;       /* the cgroup's CPU seconds when the running run started; -1 none */
-    double cpu_check;  /* when to read the cgroup's CPU time again (cpu_seconds) */
-    bool cpu_exceeded; /* the running run passed the policy's cpu_seconds */
     /* Read ends of the worker's stdout/stderr pipes (the worker reads them
      * too): raw output still in them when a worker dies is not lost. */
     int out_rd[2];
     /* Where out_rd wait, parked (sup_park.c), while the worker lives: one
      * descriptor instead of two; -1 when they are not parked. */
     int out_park;
-    /* The worker's output memory (sup_outmem.c), mapped read-only, NULL
-     * when it sent none; the memfd received with the channel's bytes until
-     * `ready` maps it; the stream bytes of whole frames received from this
-     * worker, per stream (its sequence numbers). */
-    const void *outmem;
-    int outmem_fd;
-    uint64_t stream_recv[2];
-    /* Read ends of new pipes received with a `start` (the worker replaced
-     * its pipes: output of processes an earlier run left behind stays in the
-     * old ones), until on_start takes them as out_rd. */
-    int new_rd[2];
-    int nnew_rd;
     unsigned incarnation;
-    bool ready;    /* `ready` frame received */
-    bool chan_eof; /* worker closed its end; waiting for SIGCHLD */
+    bool ready; /* `ready` frame received */
     uint64_t execution_count;
-    char *last_death;   /* cause of the last death, NULL if never died */
-    bool death_unshown; /* last_death not yet shown in an `accepted` */
-    char *kill_reason;  /* set when the supervisor killed the worker */
+    char *last_death;     /* cause of the last death, NULL if never died */
+    bool death_unshown;   /* last_death not yet shown in an `accepted` */
+    char *kill_reason;    /* set when the supervisor killed the worker */
+    double kill_at;       /* monotonic: the worker is killed then; 0 = unset */
+    const char *kill_why; /* what kill_at is armed for */
 
-    proto_buf in;             /* bytes read from the worker, not yet a whole frame */
-    sup_chanbud_slot chanbud; /* the budget the frame begun in `in` holds */
-    double chan_stall_at;     /* monotonic: killed if it sent none of it by then */
-    proto_buf out;            /* bytes waiting to be written to the worker */
+    sup_ctx_chan chan;
+    proto_buf out; /* bytes waiting to be written to the worker */
 
     sup_run *running;
-    bool started;          /* `start` received for the running run */
-    bool interrupt_wanted; /* interrupt asked before `start` arrived */
-    bool interrupt_sent;   /* SIGINT went to the running run */
-    bool timed_out;
-    bool input_waiting;               /* the running run waits for input.reply */
-    uint64_t input_seq;               /* the worker's number of that input_request */
-    double run_t0, deadline, kill_at; /* monotonic seconds; 0 = unset */
-    sup_run *queue, *queue_tail;
-    size_t queued;
+    sup_ctx_run run;
     sup_waiter *waiters;
 
     bool creating; /* made by ctx.create, never ready yet */
-    /* A spare worker (--spare-workers): a hidden context outside the table,
-     * which ctx.create takes for a context of the default tier. binding:
-     * taken, its `bind` frame (name, directory) sent and no run started
-     * since (exit code 126 then means the directory could not be
-     * entered). */
-    bool spare, binding;
-    bool broken;          /* broke the channel protocol: read nothing more */
-    const char *kill_why; /* what kill_at is armed for */
+    sup_ctx_spare spare;
     /* Client messages held back by a client's full queue. While any are
      * held, the worker is not read: backpressure reaches it. */
     sup_outq pending;
@@ -196,20 +225,13 @@ typedef struct sup_ctx {
     double autosnap;
     double autosnap_last;
     char *restored_from;
-    /* The worker's PSS (bytes) as last read from smaps_rollup, which costs
-     * ~0.3 ms a worker: INFO reads it again only when stale (see
-     * sup_ctx_info_budget); pss_at: monotonic time of that read, 0 never
-     * or out of date; pss_read_at: of the last read, kept when out of date
-     * (the tick reads a worker at most once per PSS_MIN_GAP). pss_slot:
-     * 1 + the sup_pss slot of a read asked for and not collected, 0 none. */
-    uint64_t pss;
-    double pss_at, pss_read_at;
-    int pss_slot;
+    sup_ctx_pss pss;
 } sup_ctx;
 
 /* A run that is not an execute (ctx.fork: sup_fork.c; complete, inspect,
- * is_complete: sup_query.c): what the context calls when its turn comes,
- * when it ends unanswered and for the worker frames of its kind. */
+ * is_complete: sup_query.c; snapshots: sup_snap.c): what the run module
+ * calls when its turn comes, when it ends unanswered, and what the frame
+ * module calls for the worker frames of its kind. */
 typedef struct sup_run_kind {
     /* The run at the head of c's queue became c->running: send its frame. */
     void (*start)(sup_ctx *c);
@@ -217,21 +239,19 @@ typedef struct sup_run_kind {
     void (*abort)(const sup_run *r, const char *status, const char *cause);
     /* A worker frame of this kind (answer, forked, fork_failed), checked. */
     void (*on_frame)(sup_ctx *c, const char *type, const proto_val *msg);
+    /* Frees what the run holds of its kind (descriptors, names), before
+     * sup_run_free frees the rest; NULL: nothing. */
+    void (*free)(sup_run *r);
 } sup_run_kind;
 
+/* The context named so, NULL when none. */
 sup_ctx *sup_ctx_find(const char *name, size_t len);
+/* The table's first context (walk on with ->next); NULL when empty. */
 sup_ctx *sup_ctx_first(void);
 size_t sup_ctx_count(void);
 /* The contexts sorted by name (ctx.list): an array of sup_ctx_count()
  * pointers the caller frees. */
 sup_ctx **sup_ctx_sorted(void);
-/* How long INFO may spend re-reading stale PSS figures from now on (a
- * ctx.list of 5,000 contexts would spend 1.5 s): 0 lifts the bound (one
- * context's INFO always reads a stale figure). */
-void sup_ctx_info_budget(double seconds);
-/* Takes the PSS figures the sup_pss thread read (the loop calls it when
- * sup_pss_start's descriptor is readable). */
-void sup_ctx_pss_collect(void);
 /* Changes whenever a context is added, removed or gets a new incarnation
  * (what sup_persist keeps): the loop saves the table only then. */
 uint64_t sup_ctx_table_gen(void);
@@ -247,87 +267,59 @@ typedef struct sup_ctx_change {
 } sup_ctx_change;
 const sup_ctx_change *sup_ctx_changes(size_t *n, bool *overflow);
 void sup_ctx_changes_clear(void);
-/* Where the loop learns of worker channels (set by sup_loop.c): add once a
- * channel descriptor is the context's, del just before it is closed. */
-typedef struct sup_ctx_chan_watch {
-    void (*add)(sup_ctx *c);
-    void (*del)(sup_ctx *c);
-} sup_ctx_chan_watch;
-void sup_ctx_set_chan_watch(const sup_ctx_chan_watch *w);
-/* The loop saw the channel's descriptor signal (edge): writes what waits,
- * and remembers to read (sup_ctx_read_ready). */
-void sup_ctx_chan_event(sup_ctx *c, bool in, bool hup, bool out);
-/* Reads every channel that signalled and may be read now. True while some
- * is held back by a slow client: the loop looks again within 1 ms. */
-bool sup_ctx_read_ready(void);
-/* Creates and spawns; returns NULL with err set on failure. site: the
- * context's package directory (its reference is taken on success), or NULL
- * for a new empty one when packages are offered. */
-sup_ctx *sup_ctx_create(const char *name, const char *cwd, char **env, size_t nenv,
-                        struct sup_site *site, struct sup_ident *ident, proto_error *err);
-void sup_ctx_delete(sup_ctx *c);
-/* Kills the worker, aborts its runs, starts incarnation + 1. */
-int sup_ctx_restart(sup_ctx *c, proto_error *err);
-/* Queues a run (takes ownership) and starts it when the context is free. */
-void sup_ctx_submit(sup_ctx *c, sup_run *r);
-bool sup_ctx_interrupt(sup_ctx *c);
-/* Answers the running run's pending input_request (input.reply; eof: the
- * client declined, input() raises EOFError); false when the context has
- * none. */
-bool sup_ctx_input_reply(sup_ctx *c, const char *value, size_t len, bool eof);
 
-void sup_ctx_add_waiter(sup_ctx *c, const sup_peer *peer);
-void sup_ctx_on_readable(sup_ctx *c);
-/* True while the worker's channel is not read because its client is slow
- * (backpressure). */
-bool sup_ctx_held_back(const sup_ctx *c);
-void sup_ctx_on_writable(sup_ctx *c);
-void sup_ctx_on_exit(pid_t pid, int status);
-/* The zygote's answers to sup_zygote_spawn (sup_zygote_answers, wired by
- * sup_main.c): the worker's pid; or why it made none (held: it had the
- * descriptors, so a worker may use them: new ones are made). Without the
- * zygote a worker is started by exec (not for the sandbox tier). */
-void sup_ctx_spawned(sup_ctx *c, pid_t pid);
-void sup_ctx_spawn_failed(sup_ctx *c, const char *why, bool held);
-/* Timers and stalled sends; returns the next deadline (monotonic), 0 = none. */
+/* ---- for the context modules (sup_ctxpss.c ... sup_reap.c) ---- */
+
+/* The lists nothing must scan whole per loop turn. */
+typedef enum sup_ctx_list {
+    SUP_CTX_RD,     /* channels that signalled (sup_chan.c) */
+    SUP_CTX_TIMED,  /* something timed (sup_reap.c) */
+    SUP_CTX_IDLE,   /* all but `default`, by last activity (--idle-ttl) */
+    SUP_CTX_LEASED, /* contexts with a lease */
+    SUP_CTX_MEM,    /* live workers, the least recently measured PSS first */
+    SUP_CTX_NLISTS
+} sup_ctx_list;
+/* Appends c to list l, or puts it first; both no-ops when it is on l. */
+void sup_ctx_list_push(sup_ctx_list l, sup_ctx *c);
+void sup_ctx_list_unshift(sup_ctx_list l, sup_ctx *c);
+/* Takes c off l (no-op when it is not on it). */
+void sup_ctx_list_remove(sup_ctx_list l, sup_ctx *c);
+sup_ctx *sup_ctx_list_head(sup_ctx_list l);
+/* The context was active now: --idle-ttl counts from here. */
+void sup_ctx_touch(sup_ctx *c);
+/* Something timed (a run's deadline, a kill time, held messages, a CPU
+ * budget) needs the timers' look (sup_reap_tick) from now on. */
+void sup_ctx_arm(sup_ctx *c);
+/* Enters c into the table (list, name hash, idle order, first for a PSS
+ * read) and journals it. */
+void sup_ctx_link_in(sup_ctx *c);
+/* Takes c out of the table and every list, journals its name's delete,
+ * and keeps it until sup_ctx_tick frees it. */
+void sup_ctx_unlink(sup_ctx *c);
+/* Keeps c (a context outside the table: a spare) off every list until
+ * sup_ctx_tick frees it. */
+void sup_ctx_bury(sup_ctx *c);
+/* True while c is in the table. */
+bool sup_ctx_linked(const sup_ctx *c);
+/* Journals c's new incarnation. */
+void sup_ctx_note_put(sup_ctx *c);
+/* Empties the table and its lists (at shutdown, once every context was
+ * freed). */
+void sup_ctx_clear(void);
+/* Where sup_ctx_tick sends each context unlinked or buried: it frees it
+ * (set by sup_life.c). */
+void sup_ctx_set_free(void (*fn)(sup_ctx *c));
+/* Frees the contexts unlinked or buried since the last call; returns 0
+ * (nothing timed). */
 double sup_ctx_tick(double now);
-/* The background work (spares made, stale PSS figures read a few at a
- * time) once the clients pause (client_at: monotonic time of the last
- * client message): called after the turn's client messages are served, so
- * a turn that brings a request starts none of it first. Returns when to
- * come back, 0 = nothing waits. */
-double sup_ctx_background_tick(double now, double client_at);
-void sup_ctx_shutdown_all(void);
-const char *sup_ctx_state_name(const sup_ctx *c);
-void sup_run_free(sup_run *r);
 
-/* Called after each run of an execute that ended `ok` (set by sup_snap.c
- * for autosnapshots; NULL: none). */
-void sup_ctx_set_after_ok(void (*fn)(sup_ctx *c));
-
-/* For the run kinds above (sup_fork.c, sup_query.c, sup_snap.c). */
-void sup_ctx_dispatch(sup_ctx *c);
-void sup_ctx_broken(sup_ctx *c, const char *why);
-/* Enters a context whose worker (pid and its verified pidfd, channel fd,
- * pipe read ends) was forked from src: same cwd, env and execution count,
- * incarnation 1, waiting for `ready`. */
-sup_ctx *sup_ctx_adopt(const sup_ctx *src, const char *name, pid_t pid, int pidfd, int fd,
-                       const int out_rd[2]);
-/* True when pid is the worker of some context. */
-bool sup_ctx_is_worker(pid_t pid);
-/* A child is about to be reaped (it is a zombie): the group of a context
- * worker is killed now, while its id cannot have been reused. */
-void sup_ctx_before_reap(pid_t pid);
-
-/* The `ctx` map of a reply (name, state, pid, policy...). */
-void sup_ctx_put_info(proto_buf *b, sup_ctx *c);
-/* The context a request's `ctx` field names (default "default", made on
- * first use when make_default); NULL after replying `err`. */
-/* Gives c a lease of seconds from now (0: none): deleted by the tick once
- * no request names it for that long (sup_ctx_lookup renews it). */
-void sup_ctx_set_lease(sup_ctx *c, double seconds);
-sup_ctx *sup_ctx_lookup(const proto_val *msg, const sup_peer *peer, bool make_default);
-/* Live contexts, those running something, runs queued (stats). */
-void sup_ctx_counts(size_t *live, size_t *busy, size_t *queued);
+/* The hidden spare contexts (sup_spare.c), kept here so the death and pid
+ * checks below sup_spare see them. */
+void sup_ctx_spare_add(sup_ctx *c);
+void sup_ctx_spare_remove(sup_ctx *c);
+size_t sup_ctx_spare_count(void);
+sup_ctx *sup_ctx_spare_at(size_t i);
+/* The spare whose worker is pid, NULL when none. */
+sup_ctx *sup_ctx_spare_of(pid_t pid);
 
 #endif

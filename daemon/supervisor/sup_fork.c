@@ -15,6 +15,12 @@
 #include "sup_cgroup.h"
 #include "sup_config.h"
 #include "sup_ctx.h"
+#include "sup_chan.h"
+#include "sup_ctxinfo.h"
+#include "sup_life.h"
+#include "sup_run.h"
+#include "sup_wexit.h"
+#include "sup_wproc.h"
 #include "sup_log.h"
 #include "sup_peer.h"
 #include "sup_proc.h"
@@ -38,12 +44,9 @@ static const sup_run_kind fork_kind;
 
 void sup_ctx_fork(sup_ctx *src, const char *name, const sup_peer *peer)
 {
-    sup_run *r = mem_calloc(1, sizeof *r);
-    r->kind = &fork_kind;
-    r->peer = *peer;
+    sup_run *r = sup_run_new(&fork_kind, peer);
     r->fork_name = mem_strdup(name);
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
-    sup_ctx_submit(src, r);
+    sup_run_submit(src, r);
 }
 
 static void sup_fork_abort(const sup_run *r, const char *cause)
@@ -66,7 +69,7 @@ static void end_fork(sup_ctx *c, const char *code, const char *fmt, ...)
     va_end(ap);
     sup_reply_err(&r->peer, code, "%s", msg);
     sup_run_free(r);
-    sup_ctx_dispatch(c);
+    sup_run_dispatch(c);
 }
 
 /* Writes one frame with the descriptors attached to its first byte. */
@@ -97,9 +100,9 @@ static ssize_t send_with_fds(int fd, const proto_buf *b, const int *fds, size_t 
 static void sup_fork_start(sup_ctx *c)
 {
     sup_run *r = c->running;
-    c->started = c->interrupt_wanted = c->timed_out = false;
-    c->deadline = 0;
-    c->run_t0 = sup_now();
+    c->run.started = c->run.interrupt_wanted = c->run.timed_out = false;
+    c->run.deadline = 0;
+    c->run.t0 = sup_now();
     if (sup_ctx_find(r->fork_name, strlen(r->fork_name))) {
         end_fork(c, "exists", "a context named '%s' already exists", r->fork_name);
         return;
@@ -131,7 +134,7 @@ static void sup_fork_start(sup_ctx *c)
     /* Between runs nothing is waiting to be written; if something is, the
      * descriptors cannot be attached to the frame's first byte. */
     if (c->out.len)
-        sup_ctx_on_writable(c);
+        sup_chan_write(c);
     ssize_t n = c->out.len ? -1 : send_with_fds(c->fd, &b, child, 5);
     int e = c->out.len ? EBUSY : errno;
     for (int i = 0; i < 3; i++)
@@ -155,7 +158,7 @@ static sup_run *running_fork(sup_ctx *c, const char *frame)
     if (!r || !r->fork_name || r->fork_fd < 0) {
         char why[64];
         snprintf(why, sizeof why, "`%s` while no fork is under way", frame);
-        sup_ctx_broken(c, why);
+        sup_wproc_broken(c, why);
         return NULL;
     }
     return r;
@@ -168,7 +171,7 @@ static sup_run *running_fork(sup_ctx *c, const char *frame)
 static int verify_copy(const sup_ctx *c, const sup_run *r, pid_t pid, char *why, size_t n)
 {
     uid_t uid;
-    if (pid == c->pid || sup_ctx_is_worker(pid)) {
+    if (pid == c->pid || sup_wexit_is_worker(pid)) {
         snprintf(why, n, "`forked` names pid %d, a worker the supervisor already knows", (int)pid);
         return -1;
     }
@@ -214,7 +217,7 @@ static void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
     if (pidfd < 0) {
         /* The reply is the fork's `err aborted` when the source's death is
          * reported (it is still the running request). */
-        sup_ctx_broken(c, why);
+        sup_wproc_broken(c, why);
         return;
     }
     const char *code = NULL;
@@ -233,12 +236,12 @@ static void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
         return;
     }
     c->running = NULL;
-    sup_ctx *n = sup_ctx_adopt(c, r->fork_name, pid, pidfd, r->fork_fd, r->fork_out_rd);
+    sup_ctx *n = sup_life_adopt(c, r->fork_name, pid, pidfd, r->fork_fd, r->fork_out_rd);
     r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1; /* n owns them now */
-    sup_ctx_add_waiter(n, &r->peer);
+    sup_ctxinfo_add_waiter(n, &r->peer);
     sup_log("fork ctx=%s into %s: pid=%d", c->name, n->name, (int)pid);
     sup_run_free(r);
-    sup_ctx_dispatch(c);
+    sup_run_dispatch(c);
 }
 
 static void sup_fork_on_failed(sup_ctx *c, const proto_val *msg)
@@ -270,5 +273,15 @@ static void fork_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
             frames[i].handle(c, msg);
 }
 
-/* What sup_ctx.c calls for a ctx.fork run. */
-static const sup_run_kind fork_kind = {sup_fork_start, fork_abort, fork_on_frame};
+/* The kind's free: the descriptors of a copy never adopted, its name. */
+static void fork_free(sup_run *r)
+{
+    int fds[] = {r->fork_fd, r->fork_out_rd[0], r->fork_out_rd[1]};
+    for (size_t i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(r->fork_name);
+}
+
+/* What sup_run.c and sup_frame.c call for a ctx.fork run. */
+static const sup_run_kind fork_kind = {sup_fork_start, fork_abort, fork_on_frame, fork_free};

@@ -4,19 +4,29 @@
 
 #include "sup_auth.h"
 #include "sup_config.h"
+#include "sup_cgroup.h"
+#include "sup_chan.h"
 #include "sup_ctx.h"
+#include "sup_ctxpss.h"
+#include "sup_life.h"
+#include "sup_linger.h"
 #include "sup_log.h"
 #include "sup_peer.h"
 #include "sup_persist.h"
 #include "sup_pkgs.h"
 #include "sup_pss.h"
 #include "sup_reaper.h"
+#include "sup_reap.h"
 #include "sup_request.h"
 #include "sup_route.h"
 #include "sup_send.h"
 #include "sup_snap.h"
 #include "sup_sockperm.h"
+#include "sup_spare.h"
 #include "sup_stats.h"
+#include "sup_trash.h"
+#include "sup_wexit.h"
+#include "sup_wproc.h"
 #include "sup_zygote.h"
 
 #include "mem.h"
@@ -125,12 +135,12 @@ static void read_signals(void)
         memset(&si, 0, sizeof si);
         if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid <= 0)
             break;
-        sup_ctx_before_reap(si.si_pid);
+        sup_wexit_before_reap(si.si_pid);
         sup_pkgs_before_reap(si.si_pid);
         int status;
         if (waitpid(si.si_pid, &status, WNOHANG) != si.si_pid)
             break;
-        sup_ctx_on_exit(si.si_pid, status);
+        sup_wexit_on_exit(si.si_pid, status);
     }
 }
 
@@ -227,7 +237,7 @@ static void shut_down(void)
         if (drained)
             break;
     }
-    sup_ctx_shutdown_all();
+    sup_life_shutdown();
     double give_up = sup_now() + 1.0;
     while (!sup_send_flush_outbox() && sup_now() < give_up) {
         struct timespec ms = {0, 2000000};
@@ -277,7 +287,7 @@ static void ep_add(int fd, uint64_t tag, uint32_t events)
         fatal("epoll_ctl add %d: %s", fd, strerror(errno));
 }
 
-/* sup_ctx_chan_watch.add: a worker channel is watched once, for its life. */
+/* sup_wproc_chan_watch.add: a worker channel is watched once, for its life. */
 static void chan_add(sup_ctx *c)
 {
     size_t fd = (size_t)c->fd;
@@ -293,7 +303,7 @@ static void chan_add(sup_ctx *c)
     ep_add(c->fd, EV_CHAN_BASE + fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP);
 }
 
-/* sup_ctx_chan_watch.del: before the channel is closed (a copy of the
+/* sup_wproc_chan_watch.del: before the channel is closed (a copy of the
  * descriptor elsewhere would keep the registration alive). */
 static void chan_del(sup_ctx *c)
 {
@@ -302,7 +312,7 @@ static void chan_del(sup_ctx *c)
         chan_owner[c->fd] = NULL;
 }
 
-static const sup_ctx_chan_watch chan_watch = {chan_add, chan_del};
+static const sup_wproc_chan_watch chan_watch = {chan_add, chan_del};
 
 /* A ZeroMQ socket's ZMQ_FD, watched under tag; NULL sockets are not. */
 static void ep_add_zmq(void *sock, uint64_t tag)
@@ -340,7 +350,7 @@ static void ep_open(void)
         ep_add_zmq(routers[s], EV_ROUTER0 + (uint64_t)s);
     ep_add_zmq(sup_auth_zap_socket(), EV_ZAP);
     ep_add_zmq(sup_route_monitor(), EV_MONITOR);
-    sup_ctx_set_chan_watch(&chan_watch);
+    sup_wproc_set_chan_watch(&chan_watch);
     for (sup_ctx *c = sup_ctx_first(); c; c = c->next)
         if (c->fd >= 0)
             chan_add(c);
@@ -457,6 +467,103 @@ static void save_table(void)
     }
 }
 
+/* The periodic work, in order: each subsystem's own tick, which returns
+ * when it wants to be called again (monotonic, 0 = nothing timed). No
+ * subsystem ticks another: a new one is a line here. */
+static double (*const cron_table[])(double now) = {
+    sup_spare_tick,  /* bind frames of taken spares (before the graveyard is freed) */
+    sup_ctx_tick,    /* contexts deleted since the last turn freed */
+    sup_reap_tick,   /* --idle-ttl, leases, run deadlines, CPU budgets, kill times */
+    sup_linger_tick, /* kills workers whose atexit took too long */
+    sup_zygote_tick, /* restarts a dead zygote */
+    sup_trash_tick,  /* empties deleted contexts' directories */
+    sup_cgroup_tick, /* removes emptied cgroups */
+    sup_pkgs_tick,   /* kills pip runs past their time */
+    sup_snap_tick,   /* interval autosnapshots */
+};
+
+/* Calls every periodic tick; returns the earliest time one asked for, 0 =
+ * none. */
+static double cron(double now)
+{
+    double next = 0;
+    for (size_t i = 0; i < sizeof cron_table / sizeof cron_table[0]; i++) {
+        double t = cron_table[i](now);
+        if (t > 0 && (next == 0 || t < next))
+            next = t;
+    }
+    return next;
+}
+
+/* Background work (spares forked, stale PSS figures read): each job says
+ * whether it is due, does it (returning when to come back), and when to
+ * come back while it is not due. Making spares (a zygote fork, then a
+ * warm-up run) and reading PSS figures take a CPU from the request in hand
+ * when they start beside it, so such work starts after a turn's client
+ * messages are served and only BG_QUIET after the last one; under requests
+ * without such a pause it waits at most BG_DEFER_MAX, then goes ahead
+ * (spares and figures are never starved). */
+typedef struct bg_job {
+    bool (*due)(double now);
+    double (*run)(double now);
+    double (*wake)(double now); /* NULL: nothing timed while not due */
+} bg_job;
+static const bg_job bg_table[] = {
+    {sup_spare_due, sup_spare_fill, NULL},
+    {sup_ctxpss_due, sup_ctxpss_tick, sup_ctxpss_wake},
+};
+#define BG_QUIET 0.02
+#define BG_DEFER_MAX 1.0
+static double bg_held_since; /* monotonic: work due but held since; 0 none */
+
+/* Whether work that is due may start now; else *again is when to look. */
+static bool bg_may_start(double now, double client_at, double *again)
+{
+    if (now - client_at >= BG_QUIET) {
+        bg_held_since = 0;
+        return true;
+    }
+    if (bg_held_since == 0)
+        bg_held_since = now;
+    double until = bg_held_since + BG_DEFER_MAX;
+    if (now >= until) {
+        bg_held_since = 0;
+        return true;
+    }
+    double quiet = client_at + BG_QUIET;
+    *again = quiet < until ? quiet : until;
+    return false;
+}
+
+/* Runs the background jobs that are due once the clients pause (client_at:
+ * monotonic time of the last client message); returns when to come back,
+ * 0 = nothing waits. */
+static double background(double now, double client_at)
+{
+    size_t n = sizeof bg_table / sizeof bg_table[0];
+    bool any = false;
+    for (size_t i = 0; i < n && !any; i++)
+        any = bg_table[i].due(now);
+    double next = 0, t;
+    if (!any) {
+        bg_held_since = 0;
+        for (size_t i = 0; i < n; i++)
+            if (bg_table[i].wake && (t = bg_table[i].wake(now)) > 0 && (next == 0 || t < next))
+                next = t;
+        return next;
+    }
+    if (!bg_may_start(now, client_at, &next))
+        return next;
+    for (size_t i = 0; i < n; i++) {
+        /* asked again: what a job before it did may have made it due */
+        const bg_job *j = &bg_table[i];
+        t = j->due(now) ? j->run(now) : j->wake ? j->wake(now) : 0;
+        if (t > 0 && (next == 0 || t < next))
+            next = t;
+    }
+    return next;
+}
+
 /* Runs until SIGTERM/SIGINT/SIGHUP. Each turn costs the same however many
  * contexts are alive: epoll reports only what fired, the timers look only
  * at contexts with something timed, the table is saved only when it
@@ -478,17 +585,14 @@ void sup_loop_run(void)
             zmq_all_due(); /* the safety net under ZMQ_FD's edges */
             all_due_at = now;
         }
-        double next = sup_ctx_tick(now);
-        double snap_next = sup_snap_tick(now); /* interval autosnapshots */
-        if (snap_next > 0 && (next == 0 || snap_next < next))
-            next = snap_next;
+        double next = cron(now);
         (void)sup_timer_take(); /* the tick's own timers are in next */
         if (!sup_send_flush_outbox() && (next == 0 || now + 0.002 < next))
             next = now + 0.002;
         watch_zygote();
         /* Channels that signalled (or were held back) are read; then the
          * clients' messages, last. */
-        if (sup_ctx_read_ready() && (next == 0 || now + 0.001 < next))
+        if (sup_chan_read_ready() && (next == 0 || now + 0.001 < next))
             next = now + 0.001;
         bool quiet = serve_zmq();
         if (client_read) {
@@ -497,7 +601,7 @@ void sup_loop_run(void)
         }
         /* After the clients' messages: a turn that brings one starts no
          * background work (a spare, a PSS read) before serving it. */
-        double bg_next = sup_ctx_background_tick(now, client_at);
+        double bg_next = background(now, client_at);
         if (bg_next > 0 && (next == 0 || bg_next < next))
             next = bg_next;
         long timeout = -1;
@@ -536,7 +640,7 @@ void sup_loop_run(void)
             } else if (tag == EV_ZYGOTE) {
                 zygote = true;
             } else if (tag == EV_PSS) {
-                sup_ctx_pss_collect();
+                sup_ctxpss_collect();
             } else if (tag >= EV_CHAN_BASE) {
                 size_t fd = (size_t)(tag - EV_CHAN_BASE);
                 sup_ctx *c = fd < chan_owner_cap ? chan_owner[fd] : NULL;
@@ -544,8 +648,8 @@ void sup_loop_run(void)
                 if (!c || c->deleted || c->fd != (int)fd)
                     continue;
                 uint32_t e = evs[i].events;
-                sup_ctx_chan_event(c, e & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP),
-                                   e & (EPOLLERR | EPOLLHUP | EPOLLRDHUP), e & EPOLLOUT);
+                sup_chan_event(c, e & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP),
+                               e & (EPOLLERR | EPOLLHUP | EPOLLRDHUP), e & EPOLLOUT);
             } else if (tag < EV_NFIXED && zmq_of_tag[tag] >= 0) {
                 zmq_due[zmq_of_tag[tag]] = true; /* served by serve_zmq */
             }

@@ -3,6 +3,8 @@
 #include "sup_cgroup.h"
 #include "sup_config.h"
 #include "sup_ctx.h"
+#include "sup_life.h"
+#include "sup_wexit.h"
 #include "sup_ident.h"
 #include "sup_loop.h"
 #include "sup_notify.h"
@@ -81,9 +83,9 @@ static const char *find_worker(void)
     return path;
 }
 
-/* The zygote's answers go to the contexts (sup_ctx.c), wired here so the
+/* The zygote's answers go to the contexts (sup_wexit.c), wired here so the
  * zygote needs no header above its layer. */
-static const sup_zygote_answers zygote_answers = {sup_ctx_spawned, sup_ctx_spawn_failed};
+static const sup_zygote_answers zygote_answers = {sup_wexit_spawned, sup_wexit_spawn_failed};
 
 /* Unsafe-tier workers are marked mergeable (--no-page-merging), but only
  * a running ksmd merges them: an operator who sees the memory per context
@@ -143,6 +145,7 @@ int main(int argc, char **argv)
     sup_ident_init();
     sup_zygote_init(&zygote_answers); /* after sup_loop_open: its SIGCHLD goes to the signalfd */
     sup_snap_init();
+    sup_life_init();       /* before any context is made */
     sup_persist_restore(); /* the previous daemon's contexts, state lost */
     sup_snap_resume_all(); /* ... unless an autosnapshot kept it */
     say_page_merging();

@@ -18,6 +18,7 @@
 #include "sup_config.h"
 #include "sup_disk.h"
 #include "sup_ctx.h"
+#include "sup_life.h"
 #include "sup_ident.h"
 #include "sup_policy.h"
 #include "sup_stats.h"
@@ -282,7 +283,7 @@ static void restore_one(const proto_val *m)
     if (p->tier == SUP_TIER_LOCAL && !p->write_roots.set)
         sup_policy_default_write_roots(p, dir);
     sup_policy_set_pending(p);
-    sup_ctx *c = sup_ctx_create(nm, dir, env, nenv, NULL, id, &err);
+    sup_ctx *c = sup_life_create(nm, dir, env, nenv, NULL, id, &err);
     sup_policy_free(sup_policy_take_pending());
     if (!c) {
         sup_stats_event("contexts-restore-failed ctx=%s error=\"%s\"", nm, err.msg);

@@ -12,6 +12,10 @@
 
 #include "sup_config.h"
 #include "sup_ctx.h"
+#include "sup_chan.h"
+#include "sup_life.h"
+#include "sup_run.h"
+#include "sup_wproc.h"
 #include "sup_log.h"
 #include "sup_peer.h"
 #include "sup_policy.h"
@@ -116,7 +120,7 @@ static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'timeout' must be between 0 and 1e9 seconds");
         return;
     }
-    sup_ctx *c = sup_ctx_lookup(msg, peer, true); /* `default` is made on first use */
+    sup_ctx *c = sup_life_lookup(msg, peer, true); /* `default` is made on first use */
     if (!c)
         return;
     if (c->pid == 0 && !c->spawning) {
@@ -128,22 +132,19 @@ static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
     }
     if (c->policy && c->policy->timeout > 0 && (timeout == 0 || timeout > c->policy->timeout))
         timeout = c->policy->timeout;
-    if (c->queued >= sup_cfg.max_queue) {
+    if (c->run.queued >= sup_cfg.max_queue) {
         sup_reply_err(peer, "busy", "context '%s' already has %zu requests queued (max_queue)",
-                      c->name, c->queued);
+                      c->name, c->run.queued);
         return;
     }
-    sup_run *r = mem_calloc(1, sizeof *r);
-    r->kind = &run_kind;
-    r->peer = *peer;
+    sup_run *r = sup_run_new(&run_kind, peer);
     r->query_op = find_kind(op)->op;
     r->code = mem_strndup(code->as.s, code->n);
     r->code_len = code->n;
     r->cursor = cursor;
     r->detail_level = detail;
     r->timeout = timeout;
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
-    sup_ctx_submit(c, r);
+    sup_run_submit(c, r);
 }
 
 void sup_query_complete(const proto_val *msg, const sup_peer *peer)
@@ -181,10 +182,10 @@ static void sup_query_start(sup_ctx *c)
     proto_frame_end(&c->out, start);
     free(r->code); /* the frame holds it now */
     r->code = NULL;
-    c->started = c->interrupt_wanted = c->timed_out = false;
-    c->run_t0 = sup_now();
-    c->deadline = r->timeout > 0 ? c->run_t0 + r->timeout : 0;
-    sup_ctx_on_writable(c);
+    c->run.started = c->run.interrupt_wanted = c->run.timed_out = false;
+    c->run.t0 = sup_now();
+    c->run.deadline = r->timeout > 0 ? c->run.t0 + r->timeout : 0;
+    sup_chan_write(c);
 }
 
 static void sup_query_abort(const sup_run *r, const char *status, const char *cause)
@@ -199,25 +200,25 @@ static void end_query(sup_ctx *c)
 {
     sup_run *r = c->running;
     c->running = NULL;
-    if (c->timed_out && !c->kill_reason)
+    if (c->run.timed_out && !c->kill_reason)
         c->kill_at = 0; /* it stopped within the grace period */
-    c->started = c->interrupt_wanted = c->timed_out = false;
-    c->deadline = 0;
+    c->run.started = c->run.interrupt_wanted = c->run.timed_out = false;
+    c->run.deadline = 0;
     sup_run_free(r);
-    sup_ctx_dispatch(c);
+    sup_run_dispatch(c);
 }
 
 static void sup_query_on_answer(sup_ctx *c, const proto_val *msg)
 {
     sup_run *r = c->running;
     if (!r->query_op) {
-        sup_ctx_broken(c, "`answer` while no query is under way");
+        sup_wproc_broken(c, "`answer` while no query is under way");
         return;
     }
     const query_kind *k = find_kind(r->query_op);
     const proto_val *data = proto_map_get(msg, "data");
     proto_error err;
-    if (c->timed_out) {
+    if (c->run.timed_out) {
         sup_query_abort(r, "timeout", "it ran past its timeout and was interrupted");
         end_query(c);
         return;
@@ -247,9 +248,9 @@ static void sup_query_on_answer(sup_ctx *c, const proto_val *msg)
 /* The only worker frame that answers a `query`. */
 static void query_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
 {
-    (void)type; /* "answer" (RULE_ANSWER, sup_ctx.c) */
+    (void)type; /* "answer" (RULE_ANSWER, sup_frame.c) */
     sup_query_on_answer(c, msg);
 }
 
-/* What sup_ctx.c calls for a query run. */
-static const sup_run_kind run_kind = {sup_query_start, sup_query_abort, query_on_frame};
+/* What sup_run.c and sup_frame.c call for a query run. */
+static const sup_run_kind run_kind = {sup_query_start, sup_query_abort, query_on_frame, NULL};

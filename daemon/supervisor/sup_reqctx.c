@@ -5,12 +5,16 @@
 
 #include "sup_config.h"
 #include "sup_ctx.h"
+#include "sup_ctxinfo.h"
+#include "sup_ctxpss.h"
 #include "sup_disk.h"
 #include "sup_fork.h"
 #include "sup_ident.h"
+#include "sup_life.h"
 #include "sup_log.h"
 #include "sup_pkgs.h"
 #include "sup_policy.h"
+#include "sup_reap.h"
 #include "sup_reqarg.h"
 #include "sup_send.h"
 #include "sup_snap.h"
@@ -83,7 +87,7 @@ static void create_finish(create_args *a, sup_site *site)
     }
     sup_policy_set_pending(a->policy);
     a->policy = NULL;
-    sup_ctx *c = sup_ctx_create(a->name, a->cwd, a->env, a->nenv, site, a->ident, &err);
+    sup_ctx *c = sup_life_create(a->name, a->cwd, a->env, a->nenv, site, a->ident, &err);
     sup_policy_free(sup_policy_take_pending()); /* not taken when the limit refused it */
     if (!c) {
         sup_pkgs_site_unref(site);
@@ -94,13 +98,13 @@ static void create_finish(create_args *a, sup_site *site)
     a->env = NULL; /* the context's now */
     a->nenv = 0;
     a->ident = NULL;
-    sup_ctx_set_lease(c, a->lease);
+    sup_reap_set_lease(c, a->lease);
     c->autosnap = a->autosnap;
     if (a->snap_fd >= 0) { /* the reply comes once the snapshot is restored */
         sup_snap_create_restore(c, a->snap_fd, a->snap_id, &a->peer);
         a->snap_fd = -1;
     } else {
-        sup_ctx_add_waiter(c, &a->peer);
+        sup_ctxinfo_add_waiter(c, &a->peer);
     }
     create_args_free(a);
 }
@@ -423,7 +427,7 @@ void sup_reqctx_pip_install(const proto_val *msg, const sup_peer *peer)
         sup_pkgs_free_reqs(reqs, n);
         return;
     }
-    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
+    sup_ctx *c = sup_life_lookup(msg, peer, true);
     if (!c) {
         sup_pkgs_free_reqs(reqs, n);
         return;
@@ -474,10 +478,10 @@ void sup_reqctx_list(const proto_val *msg, const sup_peer *peer)
     proto_buf items;
     proto_buf_init(&items);
     size_t taken = 0;
-    sup_ctx_info_budget(LIST_PSS_BUDGET);
+    sup_ctxpss_info_budget(LIST_PSS_BUDGET);
     while (taken < want && items.len < LIST_PAGE_BYTES)
-        sup_ctx_put_info(&items, v[from + taken++]);
-    sup_ctx_info_budget(0);
+        sup_ctxinfo_put(&items, v[from + taken++]);
+    sup_ctxpss_info_budget(0);
     bool more = from + taken < n;
     proto_buf b;
     proto_buf_init(&b);
@@ -502,18 +506,18 @@ void sup_reqctx_delete(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "forbidden", "the context 'default' cannot be deleted; restart it");
         return;
     }
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
-    sup_ctx_delete(c);
+    sup_life_delete(c);
     reply_ok_empty(peer);
 }
 
-/* ctx.renew {ctx}: a leased context's owner is alive (sup_ctx_lookup renews
+/* ctx.renew {ctx}: a leased context's owner is alive (sup_life_lookup renews
  * it); the reply says the lease, 0 for a context without one. */
 void sup_reqctx_renew(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
     proto_buf b;
@@ -529,14 +533,14 @@ void sup_reqctx_renew(const proto_val *msg, const sup_peer *peer)
  * router asks it to learn what a dropped connection left undecided). */
 void sup_reqctx_info(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 1);
     proto_put_str(&b, "ctx");
-    sup_ctx_put_info(&b, c);
+    sup_ctxinfo_put(&b, c);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }
@@ -547,22 +551,22 @@ void sup_reqctx_restart(const proto_val *msg, const sup_peer *peer)
 {
     const proto_val *name = sup_reqarg_get(msg, "ctx");
     bool existed = sup_ctx_find(name->as.s, name->n) != NULL;
-    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
+    sup_ctx *c = sup_life_lookup(msg, peer, true);
     if (!c)
         return;
     proto_error err;
-    if (existed && sup_ctx_restart(c, &err) < 0) {
+    if (existed && sup_life_restart(c, &err) < 0) {
         sup_reqarg_reply_error(peer, &err);
         return;
     }
-    sup_ctx_add_waiter(c, peer);
+    sup_ctxinfo_add_waiter(c, peer);
 }
 
 /* ctx.fork: validated here, queued on the source (sup_fork.c), answered
  * when the copy is ready. */
 void sup_reqctx_fork(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *src = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *src = sup_life_lookup(msg, peer, false);
     if (!src)
         return;
     if (src->policy && src->policy->tier == SUP_TIER_SANDBOX) {
@@ -612,9 +616,9 @@ void sup_reqctx_fork(const proto_val *msg, const sup_peer *peer)
                       sup_ctx_count());
         return;
     }
-    if (src->queued >= sup_cfg.max_queue) {
+    if (src->run.queued >= sup_cfg.max_queue) {
         sup_reply_err(peer, "busy", "context '%s' already has %zu requests queued (max_queue)",
-                      src->name, src->queued);
+                      src->name, src->run.queued);
         return;
     }
     sup_ctx_fork(src, want, peer);

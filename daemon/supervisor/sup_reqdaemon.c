@@ -4,6 +4,7 @@
 
 #include "sup_config.h"
 #include "sup_ctx.h"
+#include "sup_ctxinfo.h"
 #include "sup_ident.h"
 #include "sup_log.h"
 #include "sup_policy.h"
@@ -112,7 +113,7 @@ void sup_reqdaemon_stats(const proto_val *msg, const sup_peer *peer)
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 7);
     size_t live, busy, queued;
-    sup_ctx_counts(&live, &busy, &queued);
+    sup_ctxinfo_counts(&live, &busy, &queued);
     sup_stats_put(&b, live, busy, queued);
     proto_put_str(&b, "limits");
     put_limits(&b);

@@ -5,8 +5,10 @@
 
 #include "sup_config.h"
 #include "sup_ctx.h"
+#include "sup_life.h"
 #include "sup_policy.h"
 #include "sup_reqarg.h"
+#include "sup_run.h"
 #include "sup_send.h"
 
 #include "mem.h"
@@ -68,19 +70,18 @@ void sup_reqrun_execute(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'file' must be a non-empty path without NUL bytes");
         return;
     }
-    sup_ctx *c = sup_ctx_lookup(msg, peer, true);
+    sup_ctx *c = sup_life_lookup(msg, peer, true);
     if (!c)
         return;
     /* The policy's timeout caps every run of the context. */
     if (c->policy && c->policy->timeout > 0 && (timeout == 0 || timeout > c->policy->timeout))
         timeout = c->policy->timeout;
-    if (c->queued >= sup_cfg.max_queue) {
+    if (c->run.queued >= sup_cfg.max_queue) {
         sup_reply_err(peer, "busy", "context '%s' already has %zu runs queued (max_queue)", c->name,
-                      c->queued);
+                      c->run.queued);
         return;
     }
-    sup_run *r = mem_calloc(1, sizeof *r);
-    r->peer = *peer;
+    sup_run *r = sup_run_new(NULL, peer);
     r->code = mem_strndup(code->as.s, code->n);
     r->code_len = code->n;
     if (env)
@@ -105,7 +106,7 @@ void sup_reqrun_execute(const proto_val *msg, const sup_peer *peer)
         r->script_n++;
     }
     r->syntax = syntax;
-    sup_ctx_submit(c, r);
+    sup_run_submit(c, r);
 }
 
 /* Whether r is the run peer started with request id `id`. */
@@ -125,7 +126,7 @@ static bool run_matches(const sup_run *r, const sup_peer *peer, const proto_val 
  * named by `run`, when given); `ok {interrupted}` says whether it did. */
 void sup_reqrun_interrupt(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
     /* With `run`, only that execute of this client is interrupted, so an
@@ -133,7 +134,7 @@ void sup_reqrun_interrupt(const proto_val *msg, const sup_peer *peer)
     const proto_val *run = sup_reqarg_get(msg, "run");
     bool interrupted = false;
     if (!run || (c->running && run_matches(c->running, peer, run)))
-        interrupted = sup_ctx_interrupt(c);
+        interrupted = sup_run_interrupt(c);
     proto_buf b;
     proto_buf_init(&b);
     sup_msg_begin(&b, "ok", peer, 1);
@@ -146,7 +147,7 @@ void sup_reqrun_interrupt(const proto_val *msg, const sup_peer *peer)
 /* input.reply: the line input() returns in the run waiting on ctx. */
 void sup_reqrun_input_reply(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return;
     const proto_val *value = sup_reqarg_get(msg, "value");
@@ -156,7 +157,7 @@ void sup_reqrun_input_reply(const proto_val *msg, const sup_peer *peer)
         sup_reply_err(peer, "bad_field", "field 'value' is required (unless 'eof' is true)");
         return;
     }
-    if (!sup_ctx_input_reply(c, value ? value->as.s : "", value ? value->n : 0, declined)) {
+    if (!sup_run_input_reply(c, value ? value->as.s : "", value ? value->n : 0, declined)) {
         sup_reply_err(peer, "no_input", "no run on context '%s' is waiting for input", c->name);
         return;
     }

@@ -23,11 +23,16 @@
 #include "sup_snap.h"
 
 #include "sup_auth.h"
+#include "sup_chan.h"
 #include "sup_config.h"
 #include "sup_ctx.h"
+#include "sup_ctxinfo.h"
+#include "sup_frame.h"
+#include "sup_life.h"
 #include "sup_log.h"
 #include "sup_peer.h"
 #include "sup_policy.h"
+#include "sup_run.h"
 #include "sup_send.h"
 #include "sup_snapdir.h"
 #include "sup_snapdrain.h"
@@ -61,16 +66,11 @@ static const sup_run_kind snap_kind;
 
 static sup_run *new_run(int mode, const sup_peer *peer, const char *ctx, const char *name)
 {
-    sup_run *r = mem_calloc(1, sizeof *r);
-    r->kind = &snap_kind;
-    if (peer)
-        r->peer = *peer;
-    else
+    sup_run *r = sup_run_new(&snap_kind, peer);
+    if (!peer)
         r->snap_internal = true;
     r->snap_mode = mode;
     r->query_op = mode == SUP_SNAP_WRITE ? "snapshot" : "restore";
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
-    r->snap_fd = r->snap_dirfd = -1;
     char id[SUP_SNAPDIR_ID_MAX + 1];
     snprintf(id, sizeof id, "%s/%s", ctx, name);
     r->snap_id = mem_strdup(id);
@@ -80,7 +80,7 @@ static sup_run *new_run(int mode, const sup_peer *peer, const char *ctx, const c
 /* The checks every request on a live context makes; NULL after `err`. */
 static sup_ctx *live_ctx(const proto_val *msg, const sup_peer *peer)
 {
-    sup_ctx *c = sup_ctx_lookup(msg, peer, false);
+    sup_ctx *c = sup_life_lookup(msg, peer, false);
     if (!c)
         return NULL;
     if (c->policy && c->policy->tier == SUP_TIER_STATIC) {
@@ -94,9 +94,9 @@ static sup_ctx *live_ctx(const proto_val *msg, const sup_peer *peer)
                       c->name);
         return NULL;
     }
-    if (c->queued >= sup_cfg.max_queue) {
+    if (c->run.queued >= sup_cfg.max_queue) {
         sup_reply_err(peer, "busy", "context '%s' already has %zu requests queued (max_queue)",
-                      c->name, c->queued);
+                      c->name, c->run.queued);
         return NULL;
     }
     return c;
@@ -119,7 +119,7 @@ void sup_snap_request(const proto_val *msg, const sup_peer *peer)
         size_t len = strlen(gen);
         snprintf(gen + len, sizeof gen - len, "-%04x", (unsigned)(rand() & 0xffff));
     }
-    sup_ctx_submit(c, new_run(SUP_SNAP_WRITE, peer, c->name, gen));
+    sup_run_submit(c, new_run(SUP_SNAP_WRITE, peer, c->name, gen));
 }
 
 void sup_snap_restore_request(const proto_val *msg, const sup_peer *peer)
@@ -139,7 +139,7 @@ void sup_snap_restore_request(const proto_val *msg, const sup_peer *peer)
         return;
     sup_run *r = new_run(SUP_SNAP_RESTORE, peer, ctx, name);
     r->snap_fd = fd;
-    sup_ctx_submit(c, r);
+    sup_run_submit(c, r);
 }
 
 int sup_snap_open_for_create(const proto_val *id, const sup_peer *peer)
@@ -162,7 +162,7 @@ void sup_snap_create_restore(sup_ctx *c, int fd, const char *id, const sup_peer 
         fatal("from_snapshot id changed");
     sup_run *r = new_run(SUP_SNAP_CREATE, peer, ctx, name);
     r->snap_fd = fd;
-    sup_ctx_submit(c, r);
+    sup_run_submit(c, r);
 }
 
 double sup_snap_parse_auto(const proto_val *v, const sup_peer *peer)
@@ -251,16 +251,16 @@ static void end_snap(sup_ctx *c, bool delete_ctx)
 {
     sup_run *r = c->running;
     c->running = NULL;
-    if (c->timed_out && !c->kill_reason)
+    if (c->run.timed_out && !c->kill_reason)
         c->kill_at = 0;
-    c->started = c->interrupt_wanted = c->timed_out = false;
-    c->deadline = 0;
+    c->run.started = c->run.interrupt_wanted = c->run.timed_out = false;
+    c->run.deadline = 0;
     drop_tmp(r);
     sup_run_free(r);
     if (delete_ctx)
-        sup_ctx_delete(c);
+        sup_life_delete(c);
     else
-        sup_ctx_dispatch(c);
+        sup_run_dispatch(c);
 }
 
 static void fail(sup_ctx *c, const char *code, const char *fmt, ...)
@@ -332,7 +332,7 @@ static int start_write(sup_ctx *c, sup_run *r, proto_buf *b)
     r->snap_drop = drain_drop;
     proto_buf info;
     proto_buf_init(&info);
-    sup_ctx_put_info(&info, c);
+    sup_ctxinfo_put(&info, c);
     size_t start = proto_frame_begin(b);
     proto_put_map(b, 5);
     proto_put_str(b, "t");
@@ -357,7 +357,7 @@ static void send_snap_frame(sup_ctx *c, sup_run *r, proto_buf *b, int pass)
     /* Between runs nothing waits to be written; if something does, the
      * descriptor cannot ride on the frame's first byte. */
     if (c->out.len)
-        sup_ctx_on_writable(c);
+        sup_chan_write(c);
     ssize_t n = c->out.len ? -1 : send_with_fd(c->fd, b, pass);
     int e = c->out.len ? EBUSY : errno;
     if (pass != r->snap_fd)
@@ -427,9 +427,9 @@ static void *verify_main(void *arg)
 static void snap_start(sup_ctx *c)
 {
     sup_run *r = c->running;
-    c->started = c->interrupt_wanted = c->timed_out = false;
-    c->deadline = 0; /* no timeout: an interrupt stops it */
-    c->run_t0 = sup_now();
+    c->run.started = c->run.interrupt_wanted = c->run.timed_out = false;
+    c->run.deadline = 0; /* no timeout: an interrupt stops it */
+    c->run.t0 = sup_now();
     if (r->snap_mode == SUP_SNAP_WRITE) {
         proto_buf b;
         proto_buf_init(&b);
@@ -639,7 +639,7 @@ static void restored(sup_ctx *c, sup_run *r, const proto_val *data, const proto_
         proto_buf_init(&b);
         sup_msg_begin(&b, "ok", &r->peer, 4);
         proto_put_str(&b, "ctx");
-        sup_ctx_put_info(&b, c);
+        sup_ctxinfo_put(&b, c);
         proto_put_str(&b, "snapshot");
         proto_put_str(&b, r->snap_id);
         proto_put_str(&b, "restored");
@@ -665,7 +665,7 @@ static const char *answer_code(const proto_val *v)
 
 static void snap_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
 {
-    (void)type; /* "answer" (RULE_ANSWER, sup_ctx.c) */
+    (void)type; /* "answer" (RULE_ANSWER, sup_frame.c) */
     static const proto_field fields[] = {
         {"ok", PF_BOOL, true, 0},
         {"size", PF_UINT, false, 0},
@@ -698,7 +698,21 @@ static void snap_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
         restored(c, r, data, unsaved);
 }
 
-static const sup_run_kind snap_kind = {snap_start, snap_abort, snap_on_frame};
+/* The kind's free: the file being written or read, its directory, its
+ * copier, its names. */
+static void snap_free(sup_run *r)
+{
+    if (r->snap_drain)
+        r->snap_drop(r->snap_drain);
+    if (r->snap_fd >= 0)
+        close(r->snap_fd);
+    if (r->snap_dirfd >= 0)
+        close(r->snap_dirfd);
+    free(r->snap_id);
+    free(r->snap_tmp);
+}
+
+static const sup_run_kind snap_kind = {snap_start, snap_abort, snap_on_frame, snap_free};
 
 /* ---- autosnapshot ----------------------------------------------------- */
 
@@ -715,14 +729,14 @@ static size_t ndues, cap_dues;
  * it). */
 static void queue_auto(sup_ctx *c)
 {
-    const sup_run *tail = c->queue_tail;
-    if (c->queued >= sup_cfg.max_queue ||
+    const sup_run *tail = c->run.queue_tail;
+    if (c->run.queued >= sup_cfg.max_queue ||
         (tail && tail->snap_mode == SUP_SNAP_WRITE && tail->snap_internal))
         return;
-    sup_ctx_submit(c, new_run(SUP_SNAP_WRITE, NULL, c->name, AUTO_NAME));
+    sup_run_submit(c, new_run(SUP_SNAP_WRITE, NULL, c->name, AUTO_NAME));
 }
 
-/* After a run that ended ok (sup_ctx_set_after_ok). */
+/* After a run that ended ok (sup_frame_set_after_ok). */
 static void after_ok(sup_ctx *c)
 {
     if (c->autosnap == 0 || c->deleted)
@@ -780,11 +794,11 @@ void sup_snap_resume_all(void)
         }
         sup_run *r = new_run(SUP_SNAP_RESUME, NULL, c->name, AUTO_NAME);
         r->snap_fd = fd;
-        sup_ctx_submit(c, r);
+        sup_run_submit(c, r);
     }
 }
 
 void sup_snap_init(void)
 {
-    sup_ctx_set_after_ok(after_ok);
+    sup_frame_set_after_ok(after_ok);
 }

@@ -31,7 +31,7 @@ void sup_snap_resume_all(void);
 /* Interval autosnapshots that came due; the next deadline (monotonic),
  * 0 = none. Called by the loop each turn. */
 double sup_snap_tick(double now);
-/* Wires the after-run hook (sup_ctx_set_after_ok). */
+/* Wires the after-run hook (sup_frame_set_after_ok). */
 void sup_snap_init(void);
 
 #endif

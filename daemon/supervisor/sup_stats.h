@@ -17,7 +17,7 @@ typedef struct sup_counters {
     uint64_t log_lines_lost;                     /* request log lines a write could not store */
     uint64_t route_dropped; /* messages whose request's connection is gone (sup_route.c) */
     uint64_t disconnects;   /* CurveZMQ connections seen to drop (sup_route.c) */
-    uint64_t pss_reads;     /* workers' smaps_rollup read (sup_ctx.c: ~0.3 ms each) */
+    uint64_t pss_reads;     /* workers' smaps_rollup read (sup_ctxpss.c: ~0.3 ms each) */
 } sup_counters;
 extern sup_counters sup_stats;
 int sup_stats_open(void);

@@ -10,7 +10,7 @@
 struct sup_ctx;
 
 /* The answers to sup_zygote_spawn, given by the contexts layer above
- * (sup_ctx_spawned, sup_ctx_spawn_failed): the worker's pid; or why it made
+ * (sup_wexit_spawned, sup_wexit_spawn_failed): the worker's pid; or why it made
  * none (held: it had the descriptors, so a worker may use them). */
 typedef struct sup_zygote_answers {
     void (*spawned)(struct sup_ctx *owner, pid_t pid);

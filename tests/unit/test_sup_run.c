@@ -1,0 +1,311 @@
+/* test_sup_run: the supervisor's run state machine (sup_run.c, with the
+ * frames of sup_frame.c and the channel of sup_chan.c) against a fake
+ * worker: the test plays the worker on the other end of a socketpair (a
+ * child process stands in for its pid, to be signalled and to die), and
+ * records what would go to the client through sup_run_set_client. It
+ * drives submit -> start -> stream -> done, a second run queued behind a
+ * first, an interrupt, a timeout and a worker's death in a run. */
+#include "sup_chan.h"
+#include "sup_config.h"
+#include "sup_ctx.h"
+#include "sup_life.h"
+#include "sup_log.h"
+#include "sup_proc.h"
+#include "sup_reap.h"
+#include "sup_run.h"
+#include "sup_wexit.h"
+
+#include "mem.h"
+#include "proto.h"
+#include "unit_check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* What the run module sent to the client: the message types, in order. */
+#define MAX_SENT 64
+static char sent[MAX_SENT][32];
+static char sent_status[MAX_SENT][32]; /* a done's status */
+static size_t nsent;
+
+/* sup_run_client_fn: records the message's type (and a done's status). */
+static int record(const sup_peer *peer, proto_buf *body)
+{
+    (void)peer;
+    proto_doc doc;
+    proto_error err;
+    if (proto_decode(&doc, body->data, body->len, &err) < 0) {
+        CHECK(!"a message to the client decodes");
+        return 0;
+    }
+    const proto_val *t = proto_map_get(&doc.nodes[0], "t");
+    const proto_val *st = proto_map_get(&doc.nodes[0], "status");
+    if (nsent < MAX_SENT && t && t->kind == PROTO_STR) {
+        snprintf(sent[nsent], sizeof sent[nsent], "%.*s", (int)t->n, t->as.s);
+        sent_status[nsent][0] = '\0';
+        if (st && st->kind == PROTO_STR)
+            snprintf(sent_status[nsent], sizeof sent_status[nsent], "%.*s", (int)st->n, st->as.s);
+        nsent++;
+    }
+    proto_doc_free(&doc);
+    proto_buf_free(body);
+    return 0;
+}
+
+/* Whether the client got exactly these types since the last call. */
+static bool got(const char *const *types, size_t n)
+{
+    bool ok = nsent == n;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = strcmp(sent[i], types[i]) == 0;
+    if (!ok) {
+        fprintf(stderr, "client got:");
+        for (size_t i = 0; i < nsent; i++)
+            fprintf(stderr, " %s", sent[i]);
+        fprintf(stderr, "\n");
+    }
+    return ok;
+}
+
+static int worker_end;  /* the test's end of the channel */
+static int sigint_pipe; /* the stand-in worker writes a byte per SIGINT */
+
+/* Writes a frame {t: type, run_id, ...} as the worker would. */
+static void put_frame(const char *type, uint64_t run_id, const char *status, const char *stream)
+{
+    proto_buf b;
+    proto_buf_init(&b);
+    size_t start = proto_frame_begin(&b);
+    proto_put_map(&b, 1 + (run_id ? 1 : 0) + (status ? 1 : 0) + (stream ? 2 : 0));
+    proto_put_str(&b, "t");
+    proto_put_str(&b, type);
+    if (run_id) {
+        proto_put_str(&b, "run_id");
+        proto_put_uint(&b, run_id);
+    }
+    if (status) {
+        proto_put_str(&b, "status");
+        proto_put_str(&b, status);
+    }
+    if (stream) {
+        proto_put_str(&b, "name");
+        proto_put_str(&b, stream);
+        proto_put_str(&b, "data");
+        proto_put_bin(&b, "hello\n", 6);
+    }
+    proto_frame_end(&b, start);
+    CHECK(write(worker_end, b.data, b.len) == (ssize_t)b.len);
+    proto_buf_free(&b);
+}
+
+/* Reads the next frame the supervisor wrote to the worker: its type into
+ * type, its run_id returned (0 when none). */
+static uint64_t take_frame(char *type, size_t n)
+{
+    uint8_t buf[65536];
+    ssize_t len = read(worker_end, buf, sizeof buf);
+    type[0] = '\0';
+    if (len <= 0) {
+        CHECK(!"the supervisor wrote a frame");
+        return 0;
+    }
+    const uint8_t *body;
+    size_t body_len, used;
+    if (proto_frame_next(buf, (size_t)len, PROTO_MAX_FRAME, &body, &body_len, &used) != 1 ||
+        used != (size_t)len) {
+        CHECK(!"one whole frame");
+        return 0;
+    }
+    proto_doc doc;
+    proto_error err;
+    if (proto_decode(&doc, body, body_len, &err) < 0) {
+        CHECK(!"the frame decodes");
+        return 0;
+    }
+    const proto_val *t = proto_map_get(&doc.nodes[0], "t");
+    const proto_val *id = proto_map_get(&doc.nodes[0], "run_id");
+    snprintf(type, n, "%.*s", t ? (int)t->n : 0, t ? t->as.s : "");
+    uint64_t run_id = id ? id->as.u : 0;
+    proto_doc_free(&doc);
+    return run_id;
+}
+
+/* A stand-in for the worker's process: a group of its own, a byte on the
+ * pipe for each SIGINT, otherwise asleep until killed. */
+static void on_sigint(int sig)
+{
+    (void)sig;
+    char x = 'i';
+    (void)!write(sigint_pipe, &x, 1);
+}
+
+static pid_t start_child(int *sigints)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+        exit(2);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        sigint_pipe = p[1];
+        signal(SIGINT, on_sigint);
+        for (;;)
+            pause();
+    }
+    setpgid(pid, pid); /* either side may win the race */
+    close(p[1]);
+    *sigints = p[0];
+    return pid;
+}
+
+/* How many SIGINTs the child reported within a second. */
+static int sigints_seen(int fd, int want)
+{
+    int n = 0;
+    for (int i = 0; i < 100 && n < want; i++) {
+        char x;
+        while (read(fd, &x, 1) == 1)
+            n++;
+        if (n < want) {
+            struct timespec ms10 = {0, 10000000};
+            nanosleep(&ms10, NULL);
+        }
+    }
+    return n;
+}
+
+/* A context as sup_life_create leaves it, with the test's child as its
+ * worker and a socketpair as its channel, ready. */
+static sup_ctx *make_ctx(pid_t pid)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        exit(2);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    worker_end = sv[1];
+    sup_ctx *c = mem_calloc(1, sizeof *c);
+    c->name = mem_strdup("t");
+    c->cwd = mem_strdup("/");
+    c->fd = sv[0];
+    c->pid = pid;
+    c->pidfd = sup_proc_open(pid);
+    c->out_rd[0] = c->out_rd[1] = c->out_park = c->chan.outmem_fd = -1;
+    c->run.cpu0 = -1;
+    c->incarnation = 1;
+    c->creating = true;
+    sup_ctx_link_in(c);
+    put_frame("ready", 0, NULL, NULL);
+    sup_chan_read(c);
+    CHECK(c->ready);
+    return c;
+}
+
+static sup_run *new_run(double timeout)
+{
+    sup_run *r = sup_run_new(NULL, NULL);
+    r->code = mem_strdup("x = 1");
+    r->code_len = 5;
+    r->timeout = timeout;
+    r->peer.route_len = 1; /* a client, so its messages go out */
+    return r;
+}
+
+int main(void)
+{
+    sup_life_init();
+    sup_run_set_client(record);
+    int sigints;
+    pid_t pid = start_child(&sigints);
+    sup_ctx *c = make_ctx(pid);
+    char type[32];
+
+    /* submit -> run frame -> start -> stream -> done */
+    sup_run_submit(c, new_run(0));
+    uint64_t id = take_frame(type, sizeof type);
+    CHECK(strcmp(type, "run") == 0 && id != 0);
+    CHECK(c->running && c->run.queued == 0);
+    put_frame("start", id, NULL, NULL);
+    put_frame("stream", 0, NULL, "stdout");
+    put_frame("done", id, "ok", NULL);
+    sup_chan_read(c);
+    CHECK(got((const char *const[]){"accepted", "stream", "done"}, 3));
+    CHECK(strcmp(sent_status[2], "ok") == 0);
+    CHECK(!c->running && c->execution_count == 1);
+    nsent = 0;
+
+    /* a second run queued behind the first, sent at the first's done */
+    sup_run_submit(c, new_run(0));
+    sup_run_submit(c, new_run(0));
+    CHECK(c->run.queued == 1);
+    uint64_t id1 = take_frame(type, sizeof type);
+    put_frame("start", id1, NULL, NULL);
+    put_frame("done", id1, "ok", NULL);
+    sup_chan_read(c);
+    uint64_t id2 = take_frame(type, sizeof type);
+    CHECK(strcmp(type, "run") == 0 && id2 != 0 && id2 != id1);
+    CHECK(c->running && c->run.queued == 0);
+    put_frame("start", id2, NULL, NULL);
+    put_frame("done", id2, "ok", NULL);
+    sup_chan_read(c);
+    CHECK(got((const char *const[]){"accepted", "done", "accepted", "done"}, 4));
+    nsent = 0;
+
+    /* interrupt: SIGINT once the worker said it started */
+    sup_run_submit(c, new_run(0));
+    id = take_frame(type, sizeof type);
+    CHECK(sup_run_interrupt(c));
+    CHECK(sigints_seen(sigints, 1) == 0); /* not before its start */
+    put_frame("start", id, NULL, NULL);
+    sup_chan_read(c);
+    CHECK(sigints_seen(sigints, 1) == 1);
+    put_frame("done", id, "interrupted", NULL);
+    sup_chan_read(c);
+    CHECK(got((const char *const[]){"accepted", "done"}, 2));
+    CHECK(strcmp(sent_status[1], "interrupted") == 0);
+    nsent = 0;
+
+    /* timeout: the timers interrupt it past its deadline; its
+     * `interrupted` reads as timeout */
+    sup_run_submit(c, new_run(0.05));
+    id = take_frame(type, sizeof type);
+    put_frame("start", id, NULL, NULL);
+    sup_chan_read(c);
+    struct timespec ms100 = {0, 100000000};
+    nanosleep(&ms100, NULL);
+    sup_reap_tick(sup_now());
+    CHECK(c->run.timed_out && c->kill_at > 0);
+    CHECK(sigints_seen(sigints, 1) == 1);
+    put_frame("done", id, "interrupted", NULL);
+    sup_chan_read(c);
+    CHECK(got((const char *const[]){"accepted", "done"}, 2));
+    CHECK(strcmp(sent_status[1], "timeout") == 0);
+    CHECK(c->kill_at == 0); /* it stopped within the grace period */
+    nsent = 0;
+
+    /* the worker dies in a run: it ends `died`, state lost; the next run
+     * is queued behind a new worker (not started here) */
+    sup_run_submit(c, new_run(0));
+    id = take_frame(type, sizeof type);
+    put_frame("start", id, NULL, NULL);
+    sup_chan_read(c);
+    kill(pid, SIGKILL);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    sup_wexit_on_exit(pid, status);
+    CHECK(got((const char *const[]){"accepted", "done"}, 2));
+    CHECK(strcmp(sent_status[1], "died") == 0);
+    CHECK(!c->running && c->pid == 0 && c->fd < 0);
+    CHECK(c->last_death && strstr(c->last_death, "signal 9"));
+
+    close(worker_end);
+    close(sigints);
+    printf("test_sup_run: %s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
