@@ -535,12 +535,9 @@ static bool spawn_one(const uint8_t *msg, size_t len, int *fds, int nfds)
         const proto_val *kv = &env->as.items[i];
         if (kv->n > 13 && memcmp(kv->as.s, "CTXD_SANDBOX=", 13) == 0) {
             char *text = mem_strndup(kv->as.s + 13, kv->n - 13);
-            static char why[160];
-            char reason[128];
-            if (sbx_policy_parse(&policy, text, reason, sizeof reason) < 0) {
-                snprintf(why, sizeof why, "CTXD_SANDBOX: %s", reason);
+            static char why[160] = "CTXD_SANDBOX: ";
+            if (sbx_policy_parse(&policy, text, why + 14, sizeof why - 14) < 0)
                 bad = why;
-            }
             free(text);
         } else if (kv->n > 10 && memcmp(kv->as.s, "CTXD_SITE=", 10) == 0) {
             free(policy.site);
