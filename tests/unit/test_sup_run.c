@@ -564,7 +564,8 @@ int unit_sup_run_interrupt_with_queue(void)
 }
 
 /* The client gone mid-run (its sends report 1): the run still goes to its
- * done, the worker is not judged broken, and the next run starts. */
+ * done, nothing is held for it, the worker is not judged broken, and the
+ * next run starts; with --on-disconnect interrupt the run is interrupted. */
 int unit_sup_run_client_gone(void)
 {
     pid_t pid;
@@ -590,6 +591,23 @@ int unit_sup_run_client_gone(void)
     put_frame("done", id, "ok", NULL);
     sup_chan_read(c);
     CHECK(got((const char *const[]){"accepted", "done"}, 2));
+
+    /* --on-disconnect interrupt: the first send that finds the client gone
+     * interrupts the run (once), which then ends as the worker says */
+    sup_cfg.interrupt_on_disconnect = true;
+    sup_run_submit(c, new_run(0));
+    id = take_frame(type, sizeof type);
+    put_frame("start", id, NULL, NULL);
+    sup_chan_read(c);
+    client_answer = 1;
+    put_frame("stream", 0, NULL, "stdout");
+    put_frame("stream", 0, NULL, "stdout");
+    sup_chan_read(c);
+    CHECK(c->running && c->running->client_gone);
+    CHECK(sigints_seen(sigints, 2) == 1);
+    put_frame("done", id, "interrupted", NULL);
+    sup_chan_read(c);
+    CHECK(!c->running && c->pending.n == 0 && !c->kill_reason);
     teardown(pid, sigints);
     return failures;
 }
