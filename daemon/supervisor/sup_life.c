@@ -44,8 +44,7 @@ void sup_life_init(void)
     sup_ctx_set_free(free_ctx);
 }
 
-sup_ctx *sup_life_create(const char *name, const char *cwd, char **env, size_t nenv, sup_site *site,
-                         sup_ident *ident, proto_error *err)
+sup_ctx *sup_life_create(const sup_ctx_spec *spec, proto_error *err)
 {
     if (sup_ctx_count() >= sup_cfg.max_contexts) {
         proto_error_set(err, "limit", "the daemon already holds %zu contexts (max_contexts)",
@@ -53,11 +52,11 @@ sup_ctx *sup_life_create(const char *name, const char *cwd, char **env, size_t n
         return NULL;
     }
     sup_ctx *c = NULL;
-    if (sup_ctx_spare_count() > 0 && nenv == 0 && !site && !sup_pkgs_enabled() &&
-        !(ident && ident->own_uid) && sup_policy_spare_ok(sup_policy_pending()))
+    if (sup_ctx_spare_count() > 0 && spec->nenv == 0 && !spec->site && !sup_pkgs_enabled() &&
+        !(spec->ident && spec->ident->own_uid) && sup_policy_spare_ok(spec->policy))
         c = sup_spare_take();
     if (c) {
-        bool measured = sup_spare_bind(c, name, cwd, ident, sup_policy_take_pending());
+        bool measured = sup_spare_bind(c, spec->name, spec->cwd, spec->ident, spec->policy);
         sup_ctx_link_in(c);
         if (measured) { /* as a spare, after its warm-up: not again on the way to the first run */
             sup_ctx_list_remove(SUP_CTX_MEM, c);
@@ -66,24 +65,21 @@ sup_ctx *sup_life_create(const char *name, const char *cwd, char **env, size_t n
         return c;
     }
     c = mem_calloc(1, sizeof *c);
-    c->name = mem_strdup(name);
-    c->cwd = mem_strdup(cwd);
-    c->env = env;
-    c->nenv = nenv;
-    c->policy = sup_policy_take_pending();
-    c->site = site ? site : sup_pkgs_site_new();
-    c->ident = ident;
+    c->name = mem_strdup(spec->name);
+    c->cwd = mem_strdup(spec->cwd);
+    c->env = spec->env;
+    c->nenv = spec->nenv;
+    c->policy = spec->policy;
+    c->site = spec->site ? spec->site : sup_pkgs_site_new();
+    c->ident = spec->ident;
     c->created = sup_unix_now();
     sup_stats.contexts_created++;
     c->fd = c->out_rd[0] = c->out_rd[1] = c->out_park = c->pidfd = c->chan.outmem_fd = -1;
     c->creating = true;
     if (sup_wproc_spawn(c, err) < 0) {
-        c->env = NULL; /* still the caller's on failure */
-        c->nenv = 0;
-        sup_policy_free(c->policy);
-        if (!site) /* the caller's stays the caller's */
+        /* spec's parts stay the caller's; only a site made here goes */
+        if (!spec->site)
             sup_pkgs_site_unref(c->site);
-        c->ident = NULL; /* so does the identity */
         free(c->name);
         free(c->cwd);
         free(c);
@@ -229,7 +225,8 @@ sup_ctx *sup_life_lookup(const proto_val *msg, const sup_peer *peer, bool make_d
     if (make_default && n == 7 && memcmp(s, "default", 7) == 0) {
         proto_error err;
         sup_ident *id = sup_ident_new(false, "default", true, &err);
-        c = id ? sup_life_create("default", id->dir, NULL, 0, NULL, id, &err) : NULL;
+        sup_ctx_spec spec = {.name = "default", .cwd = id ? id->dir : NULL, .ident = id};
+        c = id ? sup_life_create(&spec, &err) : NULL;
         if (!c) {
             sup_ident_unref(id);
             sup_reply_err(peer, err.code, "%s", err.msg);

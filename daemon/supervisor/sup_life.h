@@ -12,11 +12,24 @@
  * budget's wake-up, the freeing of deleted contexts): before any context
  * is made. */
 void sup_life_init(void);
-/* Creates and spawns; returns NULL with err set on failure. site: the
- * context's package directory (its reference is taken on success), or NULL
- * for a new empty one when packages are offered. */
-sup_ctx *sup_life_create(const char *name, const char *cwd, char **env, size_t nenv,
-                         struct sup_site *site, struct sup_ident *ident, proto_error *err);
+/* What a new context is made from. name and cwd are copied; env (nenv
+ * strings), site, ident and policy are owned by the caller until a create
+ * succeeds. site NULL: a new empty package directory when packages are
+ * offered; policy NULL: the unsafe tier. */
+typedef struct sup_ctx_spec {
+    const char *name;
+    const char *cwd;
+    char **env;
+    size_t nenv;
+    struct sup_site *site;     /* a reference */
+    struct sup_ident *ident;   /* a reference */
+    struct sup_policy *policy; /* parsed by sup_policy.c */
+} sup_ctx_spec;
+
+/* Makes a context from spec and starts its worker (a spare's, when it would
+ * be the same). On success the context owns spec's env, site, ident and
+ * policy; on failure (NULL, err set) they all stay the caller's. */
+sup_ctx *sup_life_create(const sup_ctx_spec *spec, proto_error *err);
 /* Enters a context whose worker (pid and its verified pidfd, channel fd,
  * pipe read ends) was forked from src: same cwd, env and execution count,
  * incarnation 1, waiting for `ready`. */

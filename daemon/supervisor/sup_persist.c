@@ -282,12 +282,13 @@ static void restore_one(const proto_val *m)
     }
     if (p->tier == SUP_TIER_LOCAL && !p->write_roots.set)
         sup_policy_default_write_roots(p, dir);
-    sup_policy_set_pending(p);
-    sup_ctx *c = sup_life_create(nm, dir, env, nenv, NULL, id, &err);
-    sup_policy_free(sup_policy_take_pending());
+    sup_ctx_spec spec = {
+        .name = nm, .cwd = dir, .env = env, .nenv = nenv, .ident = id, .policy = p};
+    sup_ctx *c = sup_life_create(&spec, &err);
     if (!c) {
         sup_stats_event("contexts-restore-failed ctx=%s error=\"%s\"", nm, err.msg);
         sup_ident_unref(id);
+        sup_policy_free(p);
         free_env(env, nenv);
         return;
     }

@@ -682,25 +682,3 @@ void sup_policy_default_write_roots(sup_policy *p, const char *cwd)
     p->write_roots.v[1] = mem_strdup("/dev/shm");
     p->write_default = true;
 }
-
-/* ---- pending ---------------------------------------------------------- */
-
-static sup_policy *pending;
-
-void sup_policy_set_pending(sup_policy *p)
-{
-    sup_policy_free(pending);
-    pending = p;
-}
-
-const sup_policy *sup_policy_pending(void)
-{
-    return pending;
-}
-
-sup_policy *sup_policy_take_pending(void)
-{
-    sup_policy *p = pending;
-    pending = NULL;
-    return p;
-}

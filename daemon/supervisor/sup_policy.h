@@ -77,10 +77,4 @@ bool sup_policy_sandbox_path_ok(const char *path);
  * (its TMPDIR becomes cwd). */
 void sup_policy_default_write_roots(sup_policy *p, const char *cwd);
 
-/* ctx.create hands the parsed policy to sup_life_create through here. */
-void sup_policy_set_pending(sup_policy *p);
-sup_policy *sup_policy_take_pending(void);
-/* The policy waiting there (NULL: none). */
-const sup_policy *sup_policy_pending(void);
-
 #endif

@@ -85,10 +85,14 @@ static void create_finish(create_args *a, sup_site *site)
         create_args_free(a);
         return;
     }
-    sup_policy_set_pending(a->policy);
-    a->policy = NULL;
-    sup_ctx *c = sup_life_create(a->name, a->cwd, a->env, a->nenv, site, a->ident, &err);
-    sup_policy_free(sup_policy_take_pending()); /* not taken when the limit refused it */
+    sup_ctx_spec spec = {.name = a->name,
+                         .cwd = a->cwd,
+                         .env = a->env,
+                         .nenv = a->nenv,
+                         .site = site,
+                         .ident = a->ident,
+                         .policy = a->policy};
+    sup_ctx *c = sup_life_create(&spec, &err);
     if (!c) {
         sup_pkgs_site_unref(site);
         sup_reqarg_reply_error(&a->peer, &err);
@@ -98,6 +102,7 @@ static void create_finish(create_args *a, sup_site *site)
     a->env = NULL; /* the context's now */
     a->nenv = 0;
     a->ident = NULL;
+    a->policy = NULL;
     sup_reap_set_lease(c, a->lease);
     c->autosnap = a->autosnap;
     if (a->snap_fd >= 0) { /* the reply comes once the snapshot is restored */
