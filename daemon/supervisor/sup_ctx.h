@@ -41,38 +41,13 @@ typedef struct sup_run {
      * goes out at the worker's `start` (which a short run sends with its
      * `done`), or before anything else the run ends with. */
     bool accept_due;
-    /* A ctx.fork waiting in (or at the head of) its source's queue: the new
-     * context's name (NULL for an execute); once the `fork` frame is out,
-     * the supervisor's ends of the new worker's channel and pipes (-1
-     * before). */
-    char *fork_name;
-    int fork_fd, fork_out_rd[2];
-    /* A query (sup_query.c: complete, inspect, is_complete): its op (a
-     * static string), else NULL; code, cursor and detail_level go out in
-     * the `query` frame. */
-    const char *query_op;
-    uint64_t cursor, detail_level;
     /* Chosen by the supervisor (random, never 0) when the run, query or
      * fork is sent; the worker echoes it in start, done, answer, forked
      * and fork_failed. */
     uint64_t run_id;
-    uint64_t fork_since; /* boot ticks when the `fork` frame went out */
-    /* A snapshot or restore (sup_snap.c; query_op is then "snapshot" or
-     * "restore", so the worker's `start` and `answer` are checked as a
-     * query's): SUP_SNAP_* below, 0 for anything else; the snapshot's id
-     * ("CTX/NAME"); the supervisor's descriptors of the file and of its
-     * context's snapshot directory, and the temporary name being written
-     * (-1 / NULL when none); the cap given to the worker. */
-    int snap_mode;
-    bool snap_internal; /* no client waits: autosnapshot, restore after a restart */
-    char *snap_id;
-    char *snap_tmp;
-    int snap_fd, snap_dirfd;
-    uint64_t snap_max;
-    /* A snapshot being written: the supervisor's copier of the worker's
-     * pipe into snap_fd, and how sup_run_free ends it (NULL: none). */
-    struct sup_snap_drain *snap_drain;
-    void (*snap_drop)(struct sup_snap_drain *d);
+    /* What the run holds of its kind (the kind's own struct, which its
+     * constructor allocates and its free releases); NULL for an execute. */
+    void *data;
 } sup_run;
 
 enum {
@@ -242,7 +217,17 @@ typedef struct sup_run_kind {
     /* Frees what the run holds of its kind (descriptors, names), before
      * sup_run_free frees the rest; NULL: nothing. */
     void (*free)(sup_run *r);
+    /* The worker frames a run of this kind expects, for the frame rules:
+     * SUP_RUN_ANSWERS (a `start`, then an `answer`; its output and events
+     * are dropped) or SUP_RUN_FORKS (`forked` or `fork_failed`, no `start`,
+     * no interrupt). */
+    unsigned frames;
+    /* Whether the run's frame is out, so its answer may come; NULL: once
+     * it is running. */
+    bool (*sent)(const sup_run *r);
 } sup_run_kind;
+#define SUP_RUN_ANSWERS 1u
+#define SUP_RUN_FORKS 2u
 
 /* The context named so, NULL when none. */
 sup_ctx *sup_ctx_find(const char *name, size_t len);

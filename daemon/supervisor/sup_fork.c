@@ -42,17 +42,33 @@
 
 static const sup_run_kind fork_kind;
 
+/* A ctx.fork's own part of its run: the new context's name; once the
+ * `fork` frame is out, the supervisor's ends of the new worker's channel
+ * and pipes (-1 before) and the boot ticks when the frame went out. */
+typedef struct fork_data {
+    char *name;
+    int fd, out_rd[2];
+    uint64_t since;
+} fork_data;
+
+static fork_data *F(const sup_run *r)
+{
+    return r->data;
+}
+
 void sup_ctx_fork(sup_ctx *src, const char *name, const sup_peer *peer)
 {
     sup_run *r = sup_run_new(&fork_kind, peer);
-    r->fork_name = mem_strdup(name);
+    fork_data *f = mem_calloc(1, sizeof *f);
+    f->name = mem_strdup(name);
+    f->fd = f->out_rd[0] = f->out_rd[1] = -1;
+    r->data = f;
     sup_run_submit(src, r);
 }
 
 static void sup_fork_abort(const sup_run *r, const char *cause)
 {
-    sup_reply_err(&r->peer, "aborted", "the fork into '%s' did not happen: %s", r->fork_name,
-                  cause);
+    sup_reply_err(&r->peer, "aborted", "the fork into '%s' did not happen: %s", F(r)->name, cause);
 }
 
 /* Ends the running fork with an err and lets the source go on. */
@@ -103,8 +119,8 @@ static void sup_fork_start(sup_ctx *c)
     c->run.started = c->run.interrupt_wanted = c->run.timed_out = false;
     c->run.deadline = 0;
     c->run.t0 = sup_now();
-    if (sup_ctx_find(r->fork_name, strlen(r->fork_name))) {
-        end_fork(c, "exists", "a context named '%s' already exists", r->fork_name);
+    if (sup_ctx_find(F(r)->name, strlen(F(r)->name))) {
+        end_fork(c, "exists", "a context named '%s' already exists", F(r)->name);
         return;
     }
     if (sup_ctx_count() >= sup_cfg.max_contexts) {
@@ -114,7 +130,7 @@ static void sup_fork_start(sup_ctx *c)
     }
     int child[5];
     proto_error err;
-    if (sup_spawn_fds(&r->fork_fd, r->fork_out_rd, child, &err) < 0) {
+    if (sup_spawn_fds(&F(r)->fd, F(r)->out_rd, child, &err) < 0) {
         end_fork(c, "spawn", "%s", err.msg);
         return;
     }
@@ -127,10 +143,10 @@ static void sup_fork_start(sup_ctx *c)
     proto_put_str(&b, "run_id");
     proto_put_uint(&b, r->run_id);
     proto_put_str(&b, "name");
-    proto_put_str(&b, r->fork_name);
+    proto_put_str(&b, F(r)->name);
     proto_frame_end(&b, start);
     /* The copy is made after this moment: an older process is not it. */
-    r->fork_since = sup_proc_boot_ticks();
+    F(r)->since = sup_proc_boot_ticks();
     /* Between runs nothing is waiting to be written; if something is, the
      * descriptors cannot be attached to the frame's first byte. */
     if (c->out.len)
@@ -148,14 +164,14 @@ static void sup_fork_start(sup_ctx *c)
     if ((size_t)n < b.len)
         proto_buf_append(&c->out, b.data + n, b.len - (size_t)n);
     proto_buf_free(&b);
-    sup_log("fork ctx=%s into %s: frame sent", c->name, r->fork_name);
+    sup_log("fork ctx=%s into %s: frame sent", c->name, F(r)->name);
 }
 
 /* The running fork, or NULL after calling the worker broken. */
 static sup_run *running_fork(sup_ctx *c, const char *frame)
 {
     sup_run *r = c->running;
-    if (!r || !r->fork_name || r->fork_fd < 0) {
+    if (!r || r->kind != &fork_kind || F(r)->fd < 0) {
         char why[64];
         snprintf(why, sizeof why, "`%s` while no fork is under way", frame);
         sup_wproc_broken(c, why);
@@ -180,7 +196,7 @@ static int verify_copy(const sup_ctx *c, const sup_run *r, pid_t pid, char *why,
         return -1;
     }
     char detail[200];
-    int fd = sup_proc_adopt_child(pid, uid, r->fork_since, detail, sizeof detail);
+    int fd = sup_proc_adopt_child(pid, uid, F(r)->since, detail, sizeof detail);
     if (fd < 0) {
         snprintf(why, n, "`forked` names no copy of this worker: %s", detail);
         return -1;
@@ -221,7 +237,7 @@ static void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
         return;
     }
     const char *code = NULL;
-    if (sup_ctx_find(r->fork_name, strlen(r->fork_name)))
+    if (sup_ctx_find(F(r)->name, strlen(F(r)->name)))
         code = "exists";
     else if (sup_ctx_count() >= sup_cfg.max_contexts)
         code = "limit";
@@ -232,12 +248,12 @@ static void sup_fork_on_forked(sup_ctx *c, const proto_val *msg)
         end_fork(c, code,
                  strcmp(code, "exists") == 0 ? "a context named '%s' was created meanwhile"
                                              : "too many contexts to add '%s' (max_contexts)",
-                 r->fork_name);
+                 F(r)->name);
         return;
     }
     c->running = NULL;
-    sup_ctx *n = sup_life_adopt(c, r->fork_name, pid, pidfd, r->fork_fd, r->fork_out_rd);
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1; /* n owns them now */
+    sup_ctx *n = sup_life_adopt(c, F(r)->name, pid, pidfd, F(r)->fd, F(r)->out_rd);
+    F(r)->fd = F(r)->out_rd[0] = F(r)->out_rd[1] = -1; /* n owns them now */
     sup_ctxinfo_add_waiter(n, &r->peer);
     sup_log("fork ctx=%s into %s: pid=%d", c->name, n->name, (int)pid);
     sup_run_free(r);
@@ -276,12 +292,20 @@ static void fork_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
 /* The kind's free: the descriptors of a copy never adopted, its name. */
 static void fork_free(sup_run *r)
 {
-    int fds[] = {r->fork_fd, r->fork_out_rd[0], r->fork_out_rd[1]};
+    int fds[] = {F(r)->fd, F(r)->out_rd[0], F(r)->out_rd[1]};
     for (size_t i = 0; i < 3; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    free(r->fork_name);
+    free(F(r)->name);
+    free(r->data);
+}
+
+/* True once the `fork` frame is out: its forked or fork_failed may come. */
+static bool fork_sent(const sup_run *r)
+{
+    return F(r)->fd >= 0;
 }
 
 /* What sup_run.c and sup_frame.c call for a ctx.fork run. */
-static const sup_run_kind fork_kind = {sup_fork_start, fork_abort, fork_on_frame, fork_free};
+static const sup_run_kind fork_kind = {sup_fork_start, fork_abort,    fork_on_frame,
+                                       fork_free,      SUP_RUN_FORKS, fork_sent};

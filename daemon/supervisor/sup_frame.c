@@ -380,8 +380,9 @@ static const char *frame_breaks_rule(const sup_ctx *c, const frame_kind *k, cons
                                      char *why, size_t n)
 {
     const sup_run *r = c->running;
-    bool is_fork = r && r->fork_name;
-    bool is_query = r && r->query_op;
+    unsigned frames = r && r->kind ? r->kind->frames : 0;
+    bool is_fork = frames & SUP_RUN_FORKS;
+    bool is_query = frames & SUP_RUN_ANSWERS;
     switch (k->rule) {
     case RULE_ANY:
         return NULL;
@@ -412,7 +413,7 @@ static const char *frame_breaks_rule(const sup_ctx *c, const frame_kind *k, cons
             snprintf(why, n, "`answer` before `start`");
         break;
     case RULE_FORK:
-        if (!is_fork || r->fork_fd < 0)
+        if (!is_fork || (r->kind->sent && !r->kind->sent(r)))
             snprintf(why, n, "`%s` while no fork is under way", k->type);
         break;
     }
@@ -447,7 +448,8 @@ void sup_frame_handle(sup_ctx *c, const uint8_t *body, size_t len)
         sup_wproc_broken(c, why);
     else if (k->handle == on_stream && !count_stream(c, msg))
         sup_wproc_broken(c, "stream name is not stdout or stderr");
-    else if (k->rule == RULE_EVENT && c->running->query_op)
+    else if (k->rule == RULE_EVENT && c->running->kind &&
+             (c->running->kind->frames & SUP_RUN_ANSWERS))
         ;                /* a query has no output or result: whatever it made is dropped */
     else if (!k->handle) /* answer, forked, fork_failed: the run's kind's */
         c->running->kind->on_frame(c, k->type, msg);

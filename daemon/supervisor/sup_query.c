@@ -92,6 +92,18 @@ static double num_or(const proto_val *v, double dflt)
 /* The request's checks beyond the field table, then the queue. */
 static const sup_run_kind run_kind;
 
+/* A query's own part of its run: its op (a static string), and the
+ * cursor and detail_level that go out in the `query` frame with the code. */
+typedef struct query_data {
+    const char *op;
+    uint64_t cursor, detail_level;
+} query_data;
+
+static query_data *Q(const sup_run *r)
+{
+    return r->data;
+}
+
 static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
 {
     const proto_val *code = proto_map_get(msg, "code");
@@ -138,11 +150,13 @@ static void submit(const char *op, const proto_val *msg, const sup_peer *peer)
         return;
     }
     sup_run *r = sup_run_new(&run_kind, peer);
-    r->query_op = find_kind(op)->op;
+    query_data *q = mem_calloc(1, sizeof *q);
+    q->op = find_kind(op)->op;
+    r->data = q;
     r->code = mem_strndup(code->as.s, code->n);
     r->code_len = code->n;
-    r->cursor = cursor;
-    r->detail_level = detail;
+    Q(r)->cursor = cursor;
+    Q(r)->detail_level = detail;
     r->timeout = timeout;
     sup_run_submit(c, r);
 }
@@ -172,13 +186,13 @@ static void sup_query_start(sup_ctx *c)
     proto_put_str(&c->out, "run_id");
     proto_put_uint(&c->out, r->run_id);
     proto_put_str(&c->out, "op");
-    proto_put_str(&c->out, r->query_op);
+    proto_put_str(&c->out, Q(r)->op);
     proto_put_str(&c->out, "code");
     proto_put_strn(&c->out, r->code, r->code_len);
     proto_put_str(&c->out, "cursor");
-    proto_put_uint(&c->out, r->cursor);
+    proto_put_uint(&c->out, Q(r)->cursor);
     proto_put_str(&c->out, "detail_level");
-    proto_put_uint(&c->out, r->detail_level);
+    proto_put_uint(&c->out, Q(r)->detail_level);
     proto_frame_end(&c->out, start);
     free(r->code); /* the frame holds it now */
     r->code = NULL;
@@ -192,7 +206,7 @@ static void sup_query_abort(const sup_run *r, const char *status, const char *ca
 {
     bool timeout = strcmp(status, "timeout") == 0;
     sup_reply_err(&r->peer, timeout ? "timeout" : "aborted", "the %s query did not complete: %s",
-                  r->query_op, cause ? cause : status);
+                  Q(r)->op, cause ? cause : status);
 }
 
 /* Ends the running query and lets the context go on with its queue. */
@@ -211,11 +225,11 @@ static void end_query(sup_ctx *c)
 static void sup_query_on_answer(sup_ctx *c, const proto_val *msg)
 {
     sup_run *r = c->running;
-    if (!r->query_op) {
+    if (r->kind != &run_kind) {
         sup_wproc_broken(c, "`answer` while no query is under way");
         return;
     }
-    const query_kind *k = find_kind(r->query_op);
+    const query_kind *k = find_kind(Q(r)->op);
     const proto_val *data = proto_map_get(msg, "data");
     proto_error err;
     if (c->run.timed_out) {
@@ -231,7 +245,7 @@ static void sup_query_on_answer(sup_ctx *c, const proto_val *msg)
     }
     if (!ok) {
         sup_reply_err(&r->peer, "internal", "the worker of '%s' gave no usable %s answer", c->name,
-                      r->query_op);
+                      Q(r)->op);
         end_query(c);
         return;
     }
@@ -252,5 +266,12 @@ static void query_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
     sup_query_on_answer(c, msg);
 }
 
+/* The kind's free: the query's part. */
+static void query_free(sup_run *r)
+{
+    free(r->data);
+}
+
 /* What sup_run.c and sup_frame.c call for a query run. */
-static const sup_run_kind run_kind = {sup_query_start, sup_query_abort, query_on_frame, NULL};
+static const sup_run_kind run_kind = {sup_query_start, sup_query_abort, query_on_frame,
+                                      query_free,      SUP_RUN_ANSWERS, NULL};

@@ -147,8 +147,7 @@ static double timers(double now)
         }
         /* From sup_run_dispatch on, not from the worker's `start`: a cell can keep
          * its start from ever going out (wrk_output.c holds it back). */
-        if (c->running && !c->running->query_op && !c->running->fork_name && c->run.cpu0 >= 0 &&
-            !c->run.timed_out)
+        if (c->running && !c->running->kind && c->run.cpu0 >= 0 && !c->run.timed_out)
             (void)check_cpu_budget(c, now);
         if (!c->chan.bud.granted)
             c->chan.stall_at = 0;

@@ -37,8 +37,6 @@ sup_run *sup_run_new(const sup_run_kind *kind, const sup_peer *peer)
     r->kind = kind;
     if (peer)
         r->peer = *peer;
-    r->fork_fd = r->fork_out_rd[0] = r->fork_out_rd[1] = -1;
-    r->snap_fd = r->snap_dirfd = -1;
     return r;
 }
 
@@ -418,7 +416,7 @@ void sup_run_submit(sup_ctx *c, sup_run *r)
 
 bool sup_run_interrupt(sup_ctx *c)
 {
-    if (!c->running || c->running->fork_name)
+    if (!c->running || (c->running->kind && (c->running->kind->frames & SUP_RUN_FORKS)))
         return false;
     sup_run_interrupt_running(c);
     return true;

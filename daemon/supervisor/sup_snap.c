@@ -62,18 +62,45 @@
 
 static const sup_run_kind snap_kind;
 
+/* A snapshot's or restore's own part of its run: SUP_SNAP_*, its op for
+ * the worker and the log ("snapshot" or "restore"), whether no client
+ * waits (autosnapshot, restore after a restart), its id ("CTX/NAME"), the
+ * supervisor's descriptors of the file and of its context's snapshot
+ * directory and the temporary name being written (-1 / NULL when none),
+ * the cap given to the worker, and, while a snapshot is written, the
+ * copier of the worker's pipe into fd and how the free ends it. */
+typedef struct snap_data {
+    int mode;
+    const char *op;
+    bool internal;
+    char *id;
+    char *tmp;
+    int fd, dirfd;
+    uint64_t max;
+    sup_snap_drain *drain;
+    void (*drop)(sup_snap_drain *d);
+} snap_data;
+
+static snap_data *S(const sup_run *r)
+{
+    return r->data;
+}
+
 /* ---- queueing --------------------------------------------------------- */
 
 static sup_run *new_run(int mode, const sup_peer *peer, const char *ctx, const char *name)
 {
     sup_run *r = sup_run_new(&snap_kind, peer);
+    snap_data *d = mem_calloc(1, sizeof *d);
+    d->fd = d->dirfd = -1;
+    r->data = d;
     if (!peer)
-        r->snap_internal = true;
-    r->snap_mode = mode;
-    r->query_op = mode == SUP_SNAP_WRITE ? "snapshot" : "restore";
+        S(r)->internal = true;
+    S(r)->mode = mode;
+    S(r)->op = mode == SUP_SNAP_WRITE ? "snapshot" : "restore";
     char id[SUP_SNAPDIR_ID_MAX + 1];
     snprintf(id, sizeof id, "%s/%s", ctx, name);
-    r->snap_id = mem_strdup(id);
+    S(r)->id = mem_strdup(id);
     return r;
 }
 
@@ -138,7 +165,7 @@ void sup_snap_restore_request(const proto_val *msg, const sup_peer *peer)
     if (fd < 0)
         return;
     sup_run *r = new_run(SUP_SNAP_RESTORE, peer, ctx, name);
-    r->snap_fd = fd;
+    S(r)->fd = fd;
     sup_run_submit(c, r);
 }
 
@@ -161,7 +188,7 @@ void sup_snap_create_restore(sup_ctx *c, int fd, const char *id, const sup_peer 
     if (!sup_snapdir_parse_id(&v, NULL, ctx, name)) /* checked by sup_snap_open_for_create */
         fatal("from_snapshot id changed");
     sup_run *r = new_run(SUP_SNAP_CREATE, peer, ctx, name);
-    r->snap_fd = fd;
+    S(r)->fd = fd;
     sup_run_submit(c, r);
 }
 
@@ -188,7 +215,7 @@ static sup_tier ctx_tier(const sup_ctx *c)
 
 static sup_snap_drain *checks; /* restores whose tags are being checked */
 
-/* sup_run.snap_drop: the copier ended and freed. */
+/* snap_data.drop: the copier ended and freed. */
 static void drain_drop(sup_snap_drain *d)
 {
     if (d->verifying) {
@@ -241,8 +268,8 @@ static ssize_t send_with_fd(int sock, const proto_buf *b, int fd)
 /* Removes the temporary file of a snapshot that did not complete. */
 static void drop_tmp(const sup_run *r)
 {
-    if (r->snap_tmp && r->snap_dirfd >= 0)
-        (void)unlinkat(r->snap_dirfd, r->snap_tmp, 0);
+    if (S(r)->tmp && S(r)->dirfd >= 0)
+        (void)unlinkat(S(r)->dirfd, S(r)->tmp, 0);
 }
 
 /* Ends the running snapshot or restore (its reply already sent) and lets
@@ -274,13 +301,13 @@ static void fail(sup_ctx *c, const char *code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (r->snap_internal)
+    if (S(r)->internal)
         sup_stats_event("%s-failed ctx=%s snapshot=%s error=\"%s\"",
-                        r->snap_mode == SUP_SNAP_WRITE ? "autosnapshot" : "restore", c->name,
-                        r->snap_id, msg);
+                        S(r)->mode == SUP_SNAP_WRITE ? "autosnapshot" : "restore", c->name,
+                        S(r)->id, msg);
     else
         sup_reply_err(&r->peer, code, "%s", msg);
-    end_snap(c, r->snap_mode == SUP_SNAP_CREATE);
+    end_snap(c, S(r)->mode == SUP_SNAP_CREATE);
 }
 
 /* The `snapshot` frame: the file is made under a temporary name and its
@@ -288,14 +315,14 @@ static void fail(sup_ctx *c, const char *code, const char *fmt, ...)
  * failed and ended. */
 static int start_write(sup_ctx *c, sup_run *r, proto_buf *b)
 {
-    const char *name = strchr(r->snap_id, '/') + 1;
-    r->snap_dirfd = sup_snapdir_ctx_dir(c->name, true);
-    if (r->snap_dirfd < 0) {
+    const char *name = strchr(S(r)->id, '/') + 1;
+    S(r)->dirfd = sup_snapdir_ctx_dir(c->name, true);
+    if (S(r)->dirfd < 0) {
         fail(c, "io", "cannot open the snapshot directory of '%s': %s", c->name, strerror(errno));
         return -1;
     }
     sup_snapdir_tally mine = {name, 0, 0};
-    sup_snapdir_each(r->snap_dirfd, sup_snapdir_tally_one, &mine);
+    sup_snapdir_each(S(r)->dirfd, sup_snapdir_tally_one, &mine);
     if (mine.count >= sup_cfg.max_snapshots) {
         fail(c, "limit",
              "context '%s' already has %llu snapshots (max_snapshots); delete one "
@@ -305,31 +332,30 @@ static int start_write(sup_ctx *c, sup_run *r, proto_buf *b)
     }
     struct stat old;
     uint64_t replaced =
-        fstatat(r->snap_dirfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode)
+        fstatat(S(r)->dirfd, name, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode)
             ? (uint64_t)old.st_size
             : 0;
     uint64_t total = sup_snapdir_total_bytes() - replaced;
     uint64_t left = total < sup_cfg.max_snapshot_total ? sup_cfg.max_snapshot_total - total : 0;
-    r->snap_max = left < sup_cfg.max_snapshot_bytes ? left : sup_cfg.max_snapshot_bytes;
+    S(r)->max = left < sup_cfg.max_snapshot_bytes ? left : sup_cfg.max_snapshot_bytes;
     /* The file holds the worker's bytes and the tag. */
-    r->snap_max = r->snap_max > SUP_SNAPMAC_TAG ? r->snap_max - SUP_SNAPMAC_TAG : 0;
+    S(r)->max = S(r)->max > SUP_SNAPMAC_TAG ? S(r)->max - SUP_SNAPMAC_TAG : 0;
     char tmp[PROTO_MAX_NAME + 40];
     snprintf(tmp, sizeof tmp, ".%s.%016llx.tmp", name, (unsigned long long)r->run_id);
-    r->snap_fd =
-        openat(r->snap_dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (r->snap_fd < 0) {
-        fail(c, "io", "cannot create snapshot '%s': %s", r->snap_id, strerror(errno));
+    S(r)->fd = openat(S(r)->dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (S(r)->fd < 0) {
+        fail(c, "io", "cannot create snapshot '%s': %s", S(r)->id, strerror(errno));
         return -1;
     }
-    r->snap_tmp = mem_strdup(tmp);
+    S(r)->tmp = mem_strdup(tmp);
     int wfd = -1;
-    r->snap_drain = sup_snapdrain_start(r->snap_fd, r->snap_max, &wfd);
-    if (!r->snap_drain) {
-        fail(c, "io", "cannot start snapshot '%s': %s (the daemon's key %s/snapshot.key)",
-             r->snap_id, strerror(errno), sup_auth_state_dir());
+    S(r)->drain = sup_snapdrain_start(S(r)->fd, S(r)->max, &wfd);
+    if (!S(r)->drain) {
+        fail(c, "io", "cannot start snapshot '%s': %s (the daemon's key %s/snapshot.key)", S(r)->id,
+             strerror(errno), sup_auth_state_dir());
         return -1;
     }
-    r->snap_drop = drain_drop;
+    S(r)->drop = drain_drop;
     proto_buf info;
     proto_buf_init(&info);
     sup_ctxinfo_put(&info, c);
@@ -340,7 +366,7 @@ static int start_write(sup_ctx *c, sup_run *r, proto_buf *b)
     proto_put_str(b, "run_id");
     proto_put_uint(b, r->run_id);
     proto_put_str(b, "max_bytes");
-    proto_put_uint(b, r->snap_max);
+    proto_put_uint(b, S(r)->max);
     proto_put_str(b, "execution_count");
     proto_put_uint(b, c->execution_count);
     proto_put_str(b, "info");
@@ -360,7 +386,7 @@ static void send_snap_frame(sup_ctx *c, sup_run *r, proto_buf *b, int pass)
         sup_chan_write(c);
     ssize_t n = c->out.len ? -1 : send_with_fd(c->fd, b, pass);
     int e = c->out.len ? EBUSY : errno;
-    if (pass != r->snap_fd)
+    if (pass != S(r)->fd)
         close(pass); /* the worker's copy is the only one */
     if (n < 0) {
         proto_buf_free(b);
@@ -371,7 +397,7 @@ static void send_snap_frame(sup_ctx *c, sup_run *r, proto_buf *b, int pass)
     if ((size_t)n < b->len)
         proto_buf_append(&c->out, b->data + n, b->len - (size_t)n);
     proto_buf_free(b);
-    sup_log("%s ctx=%s snapshot=%s: frame sent", r->query_op, c->name, r->snap_id);
+    sup_log("%s ctx=%s snapshot=%s: frame sent", S(r)->op, c->name, S(r)->id);
 }
 
 /* A restore whose file's tag was checked: refused when its writer was less
@@ -383,7 +409,7 @@ static void restore_go(sup_ctx *c, sup_run *r, sup_tier w, bool verified, uint64
             fail(c, "forbidden",
                  "snapshot '%s' was written by a %s context; restoring it runs its code, so "
                  "it goes only into a %s context (this one is %s)",
-                 r->snap_id, sup_snapdir_tier_names[w],
+                 S(r)->id, sup_snapdir_tier_names[w],
                  w == SUP_TIER_SANDBOX ? "sandbox" : "local or sandbox",
                  sup_snapdir_tier_names[ctx_tier(c)]);
         else
@@ -392,7 +418,7 @@ static void restore_go(sup_ctx *c, sup_run *r, sup_tier w, bool verified, uint64
                  "forged or changed): restoring it runs its code, so it goes only into a "
                  "sandbox context (this one is %s); to move snapshots between daemons use "
                  "ctx.snapshot_export and ctx.snapshot_import",
-                 r->snap_id, sup_snapdir_tier_names[ctx_tier(c)]);
+                 S(r)->id, sup_snapdir_tier_names[ctx_tier(c)]);
         return;
     }
     proto_buf b;
@@ -406,7 +432,7 @@ static void restore_go(sup_ctx *c, sup_run *r, sup_tier w, bool verified, uint64
     proto_put_str(&b, "max_bytes"); /* the worker's part of the file */
     proto_put_uint(&b, content_len);
     proto_frame_end(&b, start);
-    send_snap_frame(c, r, &b, r->snap_fd);
+    send_snap_frame(c, r, &b, S(r)->fd);
 }
 
 /* The verifier's thread: the tag of a restore's file checked. */
@@ -414,7 +440,7 @@ static void *verify_main(void *arg)
 {
     sup_snap_drain *d = arg;
     d->ok =
-        sup_snapmac_verify(d->run->snap_fd, SUP_SNAPMAC_OWN, &d->tier, d->origin, &d->content_len);
+        sup_snapmac_verify(S(d->run)->fd, SUP_SNAPMAC_OWN, &d->tier, d->origin, &d->content_len);
     atomic_store(&d->checked, true);
     return NULL;
 }
@@ -430,7 +456,7 @@ static void snap_start(sup_ctx *c)
     c->run.started = c->run.interrupt_wanted = c->run.timed_out = false;
     c->run.deadline = 0; /* no timeout: an interrupt stops it */
     c->run.t0 = sup_now();
-    if (r->snap_mode == SUP_SNAP_WRITE) {
+    if (S(r)->mode == SUP_SNAP_WRITE) {
         proto_buf b;
         proto_buf_init(&b);
         int pass = start_write(c, r, &b);
@@ -445,13 +471,13 @@ static void snap_start(sup_ctx *c)
     char origin[PROTO_MAX_NAME + 1];
     uint64_t content_len;
     struct stat st;
-    if (sup_snapdir_cached_tier(r->snap_fd, &w, origin, &content_len)) {
+    if (sup_snapdir_cached_tier(S(r)->fd, &w, origin, &content_len)) {
         restore_go(c, r, w, true, content_len);
         return;
     }
-    if (fstat(r->snap_fd, &st) < 0 || st.st_size < VERIFY_INLINE_MAX) {
+    if (fstat(S(r)->fd, &st) < 0 || st.st_size < VERIFY_INLINE_MAX) {
         bool verified;
-        w = sup_snapdir_tagged_tier(r->snap_fd, SUP_SNAPMAC_OWN, &verified, origin, &content_len);
+        w = sup_snapdir_tagged_tier(S(r)->fd, SUP_SNAPMAC_OWN, &verified, origin, &content_len);
         restore_go(c, r, w, verified, content_len);
         return;
     }
@@ -463,8 +489,8 @@ static void snap_start(sup_ctx *c)
     int e = pthread_create(&d->verifier, NULL, verify_main, d);
     if (e)
         fatal("pthread_create: %s", strerror(e));
-    r->snap_drain = d;
-    r->snap_drop = drain_drop;
+    S(r)->drain = d;
+    S(r)->drop = drain_drop;
     d->next_check = checks;
     checks = d;
     sup_timer_moved();
@@ -487,9 +513,9 @@ static void checks_done(void)
         sup_tier w = ok ? (sup_tier)d->tier : SUP_TIER_SANDBOX;
         uint64_t len = d->content_len;
         if (ok)
-            sup_snapdir_remember(r->snap_fd, w, d->origin, len);
-        r->snap_drain = NULL;
-        r->snap_drop = NULL;
+            sup_snapdir_remember(S(r)->fd, w, d->origin, len);
+        S(r)->drain = NULL;
+        S(r)->drop = NULL;
         free(d);
         if (c->running != r)
             fatal("a snapshot's check outlived its run");
@@ -500,13 +526,13 @@ static void checks_done(void)
 static void snap_abort(const sup_run *r, const char *status, const char *cause)
 {
     drop_tmp(r);
-    if (r->snap_internal) {
-        sup_stats_event("snapshot-aborted snapshot=%s cause=\"%s\"", r->snap_id,
+    if (S(r)->internal) {
+        sup_stats_event("snapshot-aborted snapshot=%s cause=\"%s\"", S(r)->id,
                         cause ? cause : status);
         return;
     }
-    sup_reply_err(&r->peer, "aborted", "the %s of '%s' did not complete: %s", r->query_op,
-                  r->snap_id, cause ? cause : status);
+    sup_reply_err(&r->peer, "aborted", "the %s of '%s' did not complete: %s", S(r)->op, S(r)->id,
+                  cause ? cause : status);
 }
 
 /* The answer's `unsaved`, checked: an array of at most UNSAVED_MAX maps
@@ -549,54 +575,54 @@ static void put_unsaved(proto_buf *b, const proto_val *u)
 /* A snapshot the worker says it wrote: checked by size, put in place. */
 static void written(sup_ctx *c, sup_run *r, const proto_val *data, const proto_val *unsaved)
 {
-    sup_snap_drain *d = r->snap_drain;
+    sup_snap_drain *d = S(r)->drain;
     sup_snapdrain_join(d); /* what the pipe holds now is all there is */
     const proto_val *size = proto_map_get(data, "size");
     if (d->bad && strcmp(d->bad, "too_large") == 0) {
         fail(c, "too_large",
              "the snapshot would need more than %llu bytes, the cap (max_snapshot_bytes, or what "
              "max_snapshot_total leaves, less the %d bytes of its tag)",
-             (unsigned long long)r->snap_max, SUP_SNAPMAC_TAG);
+             (unsigned long long)S(r)->max, SUP_SNAPMAC_TAG);
         return;
     }
     if (d->bad) {
         fail(c, strcmp(d->bad, "io") == 0 ? "io" : "internal",
-             "snapshot '%s' did not come through whole from the worker of '%s'%s%s", r->snap_id,
+             "snapshot '%s' did not come through whole from the worker of '%s'%s%s", S(r)->id,
              c->name, d->bad_errno ? ": " : "", d->bad_errno ? strerror(d->bad_errno) : "");
         return;
     }
     if (!size || size->as.u != d->n) {
         fail(c, "internal",
              "the worker of '%s' says snapshot '%s' is %llu bytes; %llu came through the pipe",
-             c->name, r->snap_id, size ? (unsigned long long)size->as.u : 0ull,
+             c->name, S(r)->id, size ? (unsigned long long)size->as.u : 0ull,
              (unsigned long long)d->n);
         return;
     }
     sup_snapmac *mac = d->mac;
     d->mac = NULL;
-    if (!sup_snapmac_seal(mac, r->snap_fd, d->n, (int)ctx_tier(c), c->name)) {
-        fail(c, "io", "cannot write the tag of snapshot '%s': %s", r->snap_id, strerror(errno));
+    if (!sup_snapmac_seal(mac, S(r)->fd, d->n, (int)ctx_tier(c), c->name)) {
+        fail(c, "io", "cannot write the tag of snapshot '%s': %s", S(r)->id, strerror(errno));
         return;
     }
     struct stat st;
-    if (fstat(r->snap_fd, &st) < 0) {
-        fail(c, "io", "cannot read the size of snapshot '%s': %s", r->snap_id, strerror(errno));
+    if (fstat(S(r)->fd, &st) < 0) {
+        fail(c, "io", "cannot read the size of snapshot '%s': %s", S(r)->id, strerror(errno));
         return;
     }
-    const char *name = strchr(r->snap_id, '/') + 1;
+    const char *name = strchr(S(r)->id, '/') + 1;
     /* No fsync: it would block the loop for as long as the disk takes (a
      * gigabyte: seconds). The file is in the page cache, which a crash of
      * the daemon or the worker keeps; a power loss may not. */
-    if (renameat(r->snap_dirfd, r->snap_tmp, r->snap_dirfd, name) < 0) {
-        fail(c, "io", "cannot keep snapshot '%s': %s", r->snap_id, strerror(errno));
+    if (renameat(S(r)->dirfd, S(r)->tmp, S(r)->dirfd, name) < 0) {
+        fail(c, "io", "cannot keep snapshot '%s': %s", S(r)->id, strerror(errno));
         return;
     }
-    sup_snapdir_remember(r->snap_fd, ctx_tier(c), c->name, d->n); /* after the rename's ctime */
-    free(r->snap_tmp);
-    r->snap_tmp = NULL;
-    sup_stats_event("snapshot ctx=%s snapshot=%s bytes=%llu", c->name, r->snap_id,
+    sup_snapdir_remember(S(r)->fd, ctx_tier(c), c->name, d->n); /* after the rename's ctime */
+    free(S(r)->tmp);
+    S(r)->tmp = NULL;
+    sup_stats_event("snapshot ctx=%s snapshot=%s bytes=%llu", c->name, S(r)->id,
                     (unsigned long long)st.st_size);
-    if (r->snap_internal) {
+    if (S(r)->internal) {
         c->autosnap_last = sup_now();
     } else {
         proto_buf b;
@@ -605,7 +631,7 @@ static void written(sup_ctx *c, sup_run *r, const proto_val *data, const proto_v
         proto_put_str(&b, "snapshot");
         proto_put_map(&b, 5);
         proto_put_str(&b, "id");
-        proto_put_str(&b, r->snap_id);
+        proto_put_str(&b, S(r)->id);
         proto_put_str(&b, "ctx");
         proto_put_str(&b, c->name);
         proto_put_str(&b, "name");
@@ -629,19 +655,19 @@ static void restored(sup_ctx *c, sup_run *r, const proto_val *data, const proto_
     const proto_val *n = proto_map_get(data, "restored");
     if (count && count->kind == PROTO_UINT && count->as.u < COUNT_MAX)
         c->execution_count = count->as.u;
-    sup_stats_event("restore ctx=%s snapshot=%s", c->name, r->snap_id);
-    if (r->snap_mode == SUP_SNAP_RESUME) {
+    sup_stats_event("restore ctx=%s snapshot=%s", c->name, S(r)->id);
+    if (S(r)->mode == SUP_SNAP_RESUME) {
         free(c->restored_from);
-        c->restored_from = mem_strdup(r->snap_id);
+        c->restored_from = mem_strdup(S(r)->id);
     }
-    if (!r->snap_internal) {
+    if (!S(r)->internal) {
         proto_buf b;
         proto_buf_init(&b);
         sup_msg_begin(&b, "ok", &r->peer, 4);
         proto_put_str(&b, "ctx");
         sup_ctxinfo_put(&b, c);
         proto_put_str(&b, "snapshot");
-        proto_put_str(&b, r->snap_id);
+        proto_put_str(&b, S(r)->id);
         proto_put_str(&b, "restored");
         proto_put_uint(&b, n && n->kind == PROTO_UINT ? n->as.u : 0);
         put_unsaved(&b, unsaved);
@@ -682,17 +708,17 @@ static void snap_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
     if (!data || data->kind != PROTO_MAP ||
         proto_check(data, fields, sizeof fields / sizeof fields[0], &err) < 0 ||
         !unsaved_valid(unsaved)) {
-        fail(c, "internal", "the worker of '%s' gave no usable %s answer", c->name, r->query_op);
+        fail(c, "internal", "the worker of '%s' gave no usable %s answer", c->name, S(r)->op);
         return;
     }
     if (!proto_map_get(data, "ok")->as.b) {
         const proto_val *m = proto_map_get(data, "message");
         const char *code = answer_code(proto_map_get(data, "code"));
-        fail(c, code, "%s of '%s' failed: %.*s", r->query_op, r->snap_id, m ? (int)m->n : 0,
+        fail(c, code, "%s of '%s' failed: %.*s", S(r)->op, S(r)->id, m ? (int)m->n : 0,
              m ? m->as.s : "");
         return;
     }
-    if (r->snap_mode == SUP_SNAP_WRITE)
+    if (S(r)->mode == SUP_SNAP_WRITE)
         written(c, r, data, unsaved);
     else
         restored(c, r, data, unsaved);
@@ -702,17 +728,19 @@ static void snap_on_frame(sup_ctx *c, const char *type, const proto_val *msg)
  * copier, its names. */
 static void snap_free(sup_run *r)
 {
-    if (r->snap_drain)
-        r->snap_drop(r->snap_drain);
-    if (r->snap_fd >= 0)
-        close(r->snap_fd);
-    if (r->snap_dirfd >= 0)
-        close(r->snap_dirfd);
-    free(r->snap_id);
-    free(r->snap_tmp);
+    if (S(r)->drain)
+        S(r)->drop(S(r)->drain);
+    if (S(r)->fd >= 0)
+        close(S(r)->fd);
+    if (S(r)->dirfd >= 0)
+        close(S(r)->dirfd);
+    free(S(r)->id);
+    free(S(r)->tmp);
+    free(r->data);
 }
 
-static const sup_run_kind snap_kind = {snap_start, snap_abort, snap_on_frame, snap_free};
+static const sup_run_kind snap_kind = {snap_start, snap_abort,      snap_on_frame,
+                                       snap_free,  SUP_RUN_ANSWERS, NULL};
 
 /* ---- autosnapshot ----------------------------------------------------- */
 
@@ -731,7 +759,7 @@ static void queue_auto(sup_ctx *c)
 {
     const sup_run *tail = c->run.queue_tail;
     if (c->run.queued >= sup_cfg.max_queue ||
-        (tail && tail->snap_mode == SUP_SNAP_WRITE && tail->snap_internal))
+        (tail && tail->kind == &snap_kind && S(tail)->mode == SUP_SNAP_WRITE && S(tail)->internal))
         return;
     sup_run_submit(c, new_run(SUP_SNAP_WRITE, NULL, c->name, AUTO_NAME));
 }
@@ -793,7 +821,7 @@ void sup_snap_resume_all(void)
             continue;
         }
         sup_run *r = new_run(SUP_SNAP_RESUME, NULL, c->name, AUTO_NAME);
-        r->snap_fd = fd;
+        S(r)->fd = fd;
         sup_run_submit(c, r);
     }
 }

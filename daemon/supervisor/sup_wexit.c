@@ -119,7 +119,9 @@ static void relay_recovered(void *arg, int stream, const uint8_t *p, size_t n)
 static void relay_leftover_output(sup_ctx *c)
 {
     sup_run_accept_now(c);
-    for (int s = 0; s < 2 && c->running && !c->running->query_op; s++)
+    for (int s = 0;
+         s < 2 && c->running && !(c->running->kind && (c->running->kind->frames & SUP_RUN_ANSWERS));
+         s++)
         sup_outmem_recover(c->chan.outmem, s, c->chan.stream_recv[s], relay_recovered, c);
     /* At most a pipe's worth (1 MiB): a process that outlived the worker
      * (it left the process group) may still be writing. */
