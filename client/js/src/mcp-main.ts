@@ -20,7 +20,7 @@ fork_context, install_packages, upload_file, download_file).
 
   --endpoint ENDPOINT   the daemon (default $CTXD_ENDPOINT, else
                         ipc://$XDG_RUNTIME_DIR/ctxd/ctxd.sock); tcp:// uses
-                        CurveZMQ with $CTXD_SERVER_KEY / $CTXD_CLIENT_KEY
+                        CurveZMQ with $CTXD_SERVER_KEY[_FILE] / $CTXD_CLIENT_KEY[_FILE]
   --http PORT           serve streamable HTTP on PORT (path /mcp) instead of stdio
   --host HOST           the HTTP address (default 127.0.0.1)
   --tier TIER           the widest tier of the contexts a client makes or uses:
