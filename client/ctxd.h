@@ -405,6 +405,11 @@ typedef struct ctxd_hello_info {
     bool packages_offered;              /* pip.install can install anything */
     const char *const *package_sources; /* "wheelhouse", "index" */
     size_t npackage_sources;
+    /* Through ctxd-router: each host's reach in one line ("N of M hosts
+     * up; ENDPOINT up; ENDPOINT refused (why); ..."), and, when no host is
+     * live, why not (the limits are then absent). "" from a ctxd. */
+    const char *hosts;
+    const char *unavailable;
 } ctxd_hello_info;
 
 typedef struct ctxd_ctx_info {

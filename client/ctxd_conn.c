@@ -617,17 +617,11 @@ static int ipc_probe(ctxd_client *c)
     }
 }
 
-/* A Z85 key (40 characters) given inline or as the first such line of a
- * file, as PROTOCOL.md section 1 allows for CTXD_SERVER_KEY/CTXD_CLIENT_KEY.
- * 40 characters are a key unless they name a file: Z85 keys may start with
- * "." or hold "/", so the spelling alone cannot tell. */
-static int read_z85(const char *spec, char key[41])
+/* The first line of the file at path that, past leading blanks, is no '#'
+ * comment and is 40 characters: 0 with key set, -1 when none. */
+static int read_key_file(const char *path, char key[41])
 {
-    if (strlen(spec) == 40 && access(spec, F_OK) != 0) {
-        memcpy(key, spec, 41);
-        return 0;
-    }
-    FILE *f = fopen(spec, "r");
+    FILE *f = fopen(path, "re");
     if (!f)
         return -1;
     char line[256];
@@ -644,32 +638,61 @@ static int read_z85(const char *spec, char key[41])
     return rc;
 }
 
-/* tcp:// with CurveZMQ: the server's public key from $CTXD_SERVER_KEY, the
- * client's secret key from $CTXD_CLIENT_KEY (default
+/* One key from the environment pair NAME (the Z85 key itself, which must
+ * name no file: a path there is refused, never guessed at) and NAME_FILE
+ * (a file holding it), PROTOCOL.md section 1: 1 with key set, 0
+ * when neither is set (and dflt is NULL), -1 (failed on c, the variable
+ * named) when both are set or the one set holds no key. dflt is the file
+ * used when neither is set. */
+static int env_key(ctxd_client *c, const char *name, const char *dflt, char key[41])
+{
+    char file_name[64];
+    snprintf(file_name, sizeof file_name, "%s_FILE", name);
+    const char *inl = getenv(name), *file = getenv(file_name);
+    inl = inl && *inl ? inl : NULL;
+    file = file && *file ? file : NULL;
+    uint8_t raw[32];
+    if (inl && file)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "%s and %s are both set: give one", name,
+                              file_name);
+    if (inl) {
+        if (strlen(inl) != 40 || !zmq_z85_decode(raw, inl) || access(inl, F_OK) == 0)
+            return ctxd_conn_fail(c, CTXD_EINVALID, NULL,
+                                  "%s: '%s' is not a Z85 key (40 characters); for a key file "
+                                  "set %s",
+                                  name, inl, file_name);
+        memcpy(key, inl, 41);
+        return 1;
+    }
+    if (!file && !dflt)
+        return 0;
+    const char *path = file ? file : dflt;
+    if (read_key_file(path, key) < 0 || !zmq_z85_decode(raw, key))
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "%s: '%s' holds no Z85 key%s",
+                              file ? file_name : "client key file", path,
+                              file ? "" : " (make one with `ctx keygen`)");
+    return 1;
+}
+
+/* tcp:// with CurveZMQ: the server's public key from $CTXD_SERVER_KEY (the
+ * key) or $CTXD_SERVER_KEY_FILE (its server.pub), the client's secret key
+ * from $CTXD_CLIENT_KEY or $CTXD_CLIENT_KEY_FILE (default
  * ~/.config/ctxd/client.key); the public key follows from the secret. No
  * server key: plain tcp (a daemon started with --insecure-tcp). */
 static int apply_curve(ctxd_client *c)
 {
-    const char *server = getenv("CTXD_SERVER_KEY");
-    if (strncmp(c->endpoint, "tcp://", 6) != 0 || !server || !*server)
+    if (strncmp(c->endpoint, "tcp://", 6) != 0)
         return 0;
     char server_key[41], secret[41], public[41], path[4096];
-    if (read_z85(server, server_key) < 0)
-        return ctxd_conn_fail(c, CTXD_EINVALID, NULL,
-                              "CTXD_SERVER_KEY: '%s' is neither a Z85 key nor a "
-                              "readable key file",
-                              server);
-    const char *client = getenv("CTXD_CLIENT_KEY");
-    if (!client || !*client) {
-        const char *home = getenv("HOME");
-        snprintf(path, sizeof path, "%s/.config/ctxd/client.key", home ? home : "");
-        client = path;
-    }
-    if (read_z85(client, secret) < 0 || zmq_curve_public(public, secret) != 0)
-        return ctxd_conn_fail(c, CTXD_EINVALID, NULL,
-                              "client key '%s' cannot be read (make one with "
-                              "`ctx keygen`)",
-                              client);
+    int rc = env_key(c, "CTXD_SERVER_KEY", NULL, server_key);
+    if (rc <= 0)
+        return rc;
+    const char *home = getenv("HOME");
+    snprintf(path, sizeof path, "%s/.config/ctxd/client.key", home ? home : "");
+    if (env_key(c, "CTXD_CLIENT_KEY", path, secret) < 0)
+        return -1;
+    if (zmq_curve_public(public, secret) != 0)
+        return ctxd_conn_fail(c, CTXD_EINVALID, NULL, "the client key is no CurveZMQ secret key");
     zmq_setsockopt(c->sock, ZMQ_CURVE_SERVERKEY, server_key, 40);
     zmq_setsockopt(c->sock, ZMQ_CURVE_PUBLICKEY, public, 40);
     zmq_setsockopt(c->sock, ZMQ_CURVE_SECRETKEY, secret, 40);

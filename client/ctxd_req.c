@@ -154,6 +154,11 @@ static int parse_hello(ctxd_client *c, const msg_in *m, ctxd_hello_info *out)
     const proto_val *offered = proto_map_get(pk, "offered");
     out->packages_offered = offered && offered->kind == PROTO_BOOL && offered->as.b;
     out->package_sources = own_strs(c, proto_map_get(pk, "sources"), &out->npackage_sources);
+    const char *hosts =
+        ctxd_conn_own_str(c, proto_map_get(proto_map_get(m->root, "router"), "summary"));
+    const char *unavailable = ctxd_conn_own_str(c, proto_map_get(m->root, "unavailable"));
+    out->hosts = hosts ? hosts : "";
+    out->unavailable = unavailable ? unavailable : "";
     return 0;
 }
 

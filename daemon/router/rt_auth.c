@@ -12,6 +12,7 @@
 
 #include "mem.h"
 #include "zap.h"
+#include "zap_hs.h"
 #include "zap_key.h"
 
 #include <ctype.h>
@@ -27,6 +28,8 @@
 
 static char secret[RT_KEY_Z85 + 1], public[RT_KEY_Z85 + 1];
 static void *zap;
+static void *mon;  /* PAIR: the clients' CurveZMQ socket's handshake events */
+static zap_hs chs; /* the clients' failed handshakes */
 
 /* Writes a small file whole (temporary file, rename). */
 static int write_file(const char *path, const char *text, mode_t mode)
@@ -96,6 +99,14 @@ int rt_auth_setup(void *zctx, void *curve_router)
     if (!zap)
         return -1;
     rt_loop_watch(zap);
+    zap_hs_init(&chs);
+    if (zmq_socket_monitor(curve_router, "inproc://rt-clients-mon", ZAP_HS_EVENTS) < 0)
+        return -1;
+    mon = zmq_socket(zctx, ZMQ_PAIR);
+    zmq_setsockopt(mon, ZMQ_LINGER, &(int){0}, sizeof(int));
+    if (zmq_connect(mon, "inproc://rt-clients-mon") < 0)
+        return -1;
+    rt_loop_watch(mon);
     fprintf(stderr, "ctxd-router: CurveZMQ; public key %s (%s/router.pub)\n", public,
             rt_cfg.state_dir);
     return 0;
@@ -117,6 +128,40 @@ bool rt_auth_serve(void *unused)
             rt_log("refused a client from %s with key %s: %s", v.addr, v.key, v.reason);
     }
     return any;
+}
+
+bool rt_auth_serve_monitor(void *unused)
+{
+    (void)unused;
+    if (!rt_loop_readable(mon))
+        return false;
+    char endpoint[128] = "tcp";
+    for (int i = 0; i < 64; i++) {
+        zmq_msg_t ev;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            break;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        zap_hs_decode(zmq_msg_data(&ev), zmq_msg_size(&ev), &event, &value);
+        while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) >= 0) {
+            size_t n =
+                zmq_msg_size(&ev) < sizeof endpoint - 1 ? zmq_msg_size(&ev) : sizeof endpoint - 1;
+            memcpy(endpoint, zmq_msg_data(&ev), n);
+            endpoint[n] = '\0';
+        }
+        zmq_msg_close(&ev);
+        zap_hs_server_event(&chs, event, value, endpoint, rt_now(), rt_log);
+    }
+    zap_hs_flush(&chs, endpoint, rt_now(), rt_log);
+    return true;
+}
+
+const uint64_t *rt_auth_failed(void)
+{
+    return chs.failed;
 }
 
 /* One line of the tenants file for key: its tenant and bounds; false when

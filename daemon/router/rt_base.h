@@ -22,9 +22,11 @@ typedef struct rt_config {
     const char *hosts[RT_MAX_HOSTS];
     size_t nhosts;
     const char *state_dir;
-    const char *host_key; /* the hosts' server public key (or its file) */
-    const char *tenants;  /* file: "CLIENTKEY TENANT" lines */
-    const char *etcd;     /* http://127.0.0.1:2379 or NULL */
+    const char *host_key;      /* --host-key: the hosts' server public key */
+    const char *host_key_file; /* --host-key-file: the file holding it */
+    char host_z85[41];         /* the key of either, checked at start; "" none */
+    const char *tenants;       /* file: "CLIENTKEY TENANT" lines */
+    const char *etcd;          /* http://127.0.0.1:2379 or NULL */
     const char *etcd_prefix;
     double liveness;     /* seconds between hellos to each host */
     double liveness_max; /* no answer this long: the host is lost */

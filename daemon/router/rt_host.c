@@ -13,22 +13,22 @@
 #include "rt_loop.h"
 
 #include "mem.h"
-#include "zap_key.h"
+#include "zap_hs.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zmq.h>
 
+_Static_assert(ZAP_HS_NKINDS <= 8, "rt_host.failed holds every kind");
+
 rt_host rt_hosts[RT_MAX_HOSTS];
 size_t rt_nhosts;
 static void *zctx;
 static rt_host_lost_fn lost_fn;
 static void *lost_data;
-static char host_key[RT_KEY_Z85 + 1];
 
 typedef struct ctlreq {
     struct ctlreq *next;
@@ -41,32 +41,11 @@ typedef struct ctlreq {
 static ctlreq *ctl_pending;
 static uint64_t ctl_next = 1;
 
-/* The hosts' server public key: --host-key is the key itself when it is
- * 40 characters or names no file that opens; else the file's key (none:
- * said, and the hosts are reached without CurveZMQ, as before). */
-static void load_host_key(void)
-{
-    const char *spec = rt_cfg.host_key;
-    if (!spec)
-        return;
-    int fd = strlen(spec) == RT_KEY_Z85 ? -1 : open(spec, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(host_key, sizeof host_key, "%s", spec);
-        return;
-    }
-    char why[128];
-    if (zap_key_read_fd(fd, host_key, why, sizeof why) < 0) {
-        host_key[0] = '\0';
-        rt_log("--host-key %s %s", spec, why);
-    }
-    close(fd);
-}
-
 void rt_host_curve(void *sock)
 {
-    if (!host_key[0])
+    if (!rt_cfg.host_z85[0])
         return;
-    zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, host_key, RT_KEY_Z85);
+    zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, rt_cfg.host_z85, RT_KEY_Z85);
     zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, rt_auth_public(), RT_KEY_Z85);
     zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, rt_auth_secret(), RT_KEY_Z85);
 }
@@ -86,7 +65,8 @@ static void *open_ctl(rt_host *h)
     snprintf(mon, sizeof mon, "inproc://rt-mon-%d-%p", h->idx, s);
     zmq_socket_monitor(s, mon,
                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                           ZMQ_EVENT_DISCONNECTED);
     if (h->mon) {
         rt_loop_unwatch(h->mon);
         zmq_close(h->mon);
@@ -104,13 +84,13 @@ static void *open_ctl(rt_host *h)
 void rt_host_open(void *z)
 {
     zctx = z;
-    load_host_key();
     rt_nhosts = rt_cfg.nhosts;
     for (size_t i = 0; i < rt_nhosts; i++) {
         rt_host *h = &rt_hosts[i];
         h->idx = (int)i;
         h->endpoint = rt_cfg.hosts[i];
         proto_buf_init(&h->hello);
+        h->refused = -1;
         h->ctl = open_ctl(h);
     }
 }
@@ -136,7 +116,7 @@ static uint64_t ctl_send(rt_host *h, const char *type, const char *ctx, const ch
         proto_put_str(&b, "instance");
         proto_put_str(&b, instance);
     }
-    if (zmq_send(h->ctl, b.data, b.len, ZMQ_DONTWAIT) < 0)
+    if (zmq_send(h->ctl, b.data, b.len, ZMQ_DONTWAIT) < 0 && h->state == RT_HOST_LIVE)
         rt_log("host %s: control message %s not sent: %s", h->endpoint, type, zmq_strerror(errno));
     proto_buf_free(&b);
     return id;
@@ -288,6 +268,9 @@ static void on_hello(rt_host *h, const proto_val *m, const uint8_t *raw, size_t 
     now_inst[RT_INSTANCE] = '\0';
     h->ping_out = false;
     h->last_reply = rt_now();
+    h->refused = -1;
+    h->backoff = 0;
+    h->why[0] = '\0';
     h->hello.len = 0;
     proto_buf_append(&h->hello, raw, len);
     if (h->state == RT_HOST_LIVE && strcmp(now_inst, h->instance) == 0)
@@ -353,6 +336,34 @@ static void read_ctl(rt_host *h)
     }
 }
 
+/* A failed handshake with h: counted, said (once for each new reason: a
+ * wrong key fails every reconnect), and kept for stats and `unavailable`.
+ * After a refusal or a plain-text mismatch libzmq does not connect again:
+ * the control socket is made anew after a backoff (rt_host_tick), so a key
+ * added to the host's authorized_keys later is found without a restart. */
+static void handshake_failed(rt_host *h, int kind, uint32_t value)
+{
+    h->failed[kind]++;
+    const char *reason = zap_hs_reason(kind, false);
+    if (h->refused != kind)
+        rt_log("handshake with host %s failed: %s (%s, router key %.8s..., host key %.8s...)%s",
+               h->endpoint, reason, zap_hs_kind_names[kind], rt_auth_public(),
+               rt_cfg.host_z85[0] ? rt_cfg.host_z85 : "none",
+               kind == ZAP_HS_REFUSED ? ": add router.pub to the host's authorized_keys" : "");
+    h->refused = kind;
+    snprintf(h->why, sizeof h->why, "%s", reason);
+    snprintf(h->auth_error, sizeof h->auth_error,
+             "host %s refused the router: CurveZMQ authentication failed: %s (%u)", h->endpoint,
+             reason, (unsigned)value);
+    if (kind == ZAP_HS_REFUSED || kind == ZAP_HS_PLAIN) {
+        double lo = rt_cfg.liveness < 0.5 ? 0.5 : rt_cfg.liveness;
+        h->backoff = h->backoff ? h->backoff * 2 : lo;
+        if (h->backoff > RT_HOST_BACKOFF_MAX)
+            h->backoff = RT_HOST_BACKOFF_MAX;
+        h->retry_at = rt_now() + h->backoff;
+    }
+}
+
 /* Events of h's control socket: handshakes, and drops. A drop while the
  * host lives (a reset connection) leaves what was asked on it unanswered:
  * it ends now (fn gets NULL), and a hello goes out again at once, so the
@@ -375,23 +386,19 @@ static void read_monitor(rt_host *h)
             memcpy(&event, zmq_msg_data(&ev), 2);
             memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
         }
+        int kind = zap_hs_kind(event, value);
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             h->auth_error[0] = '\0';
+            h->refused = -1;
+            h->backoff = 0;
         } else if (event == ZMQ_EVENT_DISCONNECTED) {
             if (h->state == RT_HOST_LIVE)
                 rt_log("host %s: the control connection dropped; reconnecting", h->endpoint);
             ctl_fail(h);
             h->ping_out = false;
             h->ping_sent = 0;
-        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
-                   event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) {
-            if (!h->auth_error[0])
-                rt_log("host %s refused the router (CurveZMQ authentication failed: is "
-                       "router.pub in its authorized_keys, and --host-key its server.pub?)",
-                       h->endpoint);
-            snprintf(h->auth_error, sizeof h->auth_error,
-                     "host %s refused the router: CurveZMQ authentication failed (%u)", h->endpoint,
-                     (unsigned)value);
+        } else if (kind >= 0) {
+            handshake_failed(h, kind, value);
         }
         zmq_msg_close(&addr);
         zmq_msg_close(&ev);
@@ -414,12 +421,43 @@ bool rt_host_read_monitor(void *h)
     return true;
 }
 
+const char *rt_host_reach(const rt_host *h)
+{
+    if (h->state == RT_HOST_LIVE)
+        return "up";
+    return h->refused >= 0 ? "refused" : "unreachable";
+}
+
+void rt_host_summary(char *buf, size_t len)
+{
+    size_t up = 0;
+    for (size_t i = 0; i < rt_nhosts; i++)
+        up += rt_hosts[i].state == RT_HOST_LIVE;
+    int n = snprintf(buf, len, "%zu of %zu hosts up", up, rt_nhosts);
+    for (size_t i = 0; i < rt_nhosts && n >= 0 && (size_t)n < len; i++) {
+        const rt_host *h = &rt_hosts[i];
+        const char *reach = rt_host_reach(h);
+        n += snprintf(buf + n, len - (size_t)n, "; %s %s%s%s%s", h->endpoint, reach,
+                      h->refused >= 0 && h->state != RT_HOST_LIVE ? " (" : "",
+                      h->refused >= 0 && h->state != RT_HOST_LIVE ? h->why : "",
+                      h->refused >= 0 && h->state != RT_HOST_LIVE ? ")" : "");
+    }
+}
+
 const char *rt_host_why_none(void)
 {
+    static char why[1024];
     for (size_t i = 0; i < rt_nhosts; i++)
-        if (rt_hosts[i].auth_error[0])
-            return rt_hosts[i].auth_error;
-    return "no host is live";
+        if (rt_hosts[i].auth_error[0]) {
+            char sum[900];
+            rt_host_summary(sum, sizeof sum);
+            snprintf(why, sizeof why, "%s; no host is live: %s", rt_hosts[i].auth_error, sum);
+            return why;
+        }
+    char sum[900];
+    rt_host_summary(sum, sizeof sum);
+    snprintf(why, sizeof why, "no host is live: %s", sum);
+    return why;
 }
 
 static void hello_cb(void *arg, rt_host *h, const proto_val *m)
@@ -448,6 +486,15 @@ void rt_host_tick(void *unused, double now)
     (void)unused;
     for (size_t i = 0; i < rt_nhosts; i++) {
         rt_host *h = &rt_hosts[i];
+        if (h->retry_at && now >= h->retry_at) {
+            h->retry_at = 0;
+            ctl_fail(h);
+            rt_loop_unwatch(h->ctl);
+            zmq_close(h->ctl);
+            h->ctl = open_ctl(h);
+            h->ping_out = false;
+            h->ping_sent = 0;
+        }
         /* Any message from the host counts as an answer: a host busy
          * starting a hundred workers may be slow to say hello. */
         if (h->ping_out && now - h->ping_sent > rt_cfg.liveness_max &&

@@ -26,7 +26,14 @@ typedef struct rt_host {
     proto_buf hello;      /* its last hello reply */
     void *mon;            /* PAIR: the control socket's handshake failures */
     char auth_error[160]; /* why the host refused the router's key, or "" */
+    int refused;          /* the kind (zap_hs.h) of the last failed handshake, -1 none */
+    char why[160];        /* what that kind means, or "" */
+    uint64_t failed[8];   /* failed handshakes by kind (ZAP_HS_NKINDS of them) */
+    double backoff;       /* seconds until the next attempt after a refusal */
+    double retry_at;      /* when the control socket is made anew; 0 none */
 } rt_host;
+/* The longest wait between attempts at a host that refused the router. */
+#define RT_HOST_BACKOFF_MAX 30.0
 extern rt_host rt_hosts[RT_MAX_HOSTS];
 extern size_t rt_nhosts;
 
@@ -46,6 +53,12 @@ void rt_host_tick(void *unused, double now);
  * its monitor's handshake events. */
 bool rt_host_read_ctl(void *h);
 bool rt_host_read_monitor(void *h);
+/* What the router can say of reaching h: "up" (live), "refused" (its
+ * handshake failed: h->why says how) or "unreachable" (no answer). */
+const char *rt_host_reach(const rt_host *h);
+/* One line naming every host's reach: "N of M hosts up; ENDPOINT up;
+ * ENDPOINT refused (why); ENDPOINT unreachable". */
+void rt_host_summary(char *buf, size_t len);
 /* Why no host is live, for an `err unavailable` (an authentication
  * failure names itself). */
 const char *rt_host_why_none(void);

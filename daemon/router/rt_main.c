@@ -12,6 +12,8 @@
 #include "rt_loop.h"
 #include "rt_req.h"
 
+#include "zap_key.h"
+
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +91,7 @@ static int wire(void)
         rt_loop_reader(rt_host_read_monitor, &rt_hosts[i], false);
     rt_loop_reader(rt_link_serve, NULL, false);
     rt_loop_reader(rt_auth_serve, NULL, false);
+    rt_loop_reader(rt_auth_serve_monitor, NULL, false);
     rt_loop_reader(rt_listen_serve, NULL, true);
     return 0;
 }
@@ -97,7 +100,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ctxd-router --state-dir DIR --listen ENDPOINT... --host ENDPOINT...\n"
-            "       [--host-key KEY|FILE] [--tenants FILE] [--etcd http://IP:PORT]\n"
+            "       [--host-key KEY | --host-key-file FILE] [--tenants FILE]\n"
+            "       [--etcd http://IP:PORT]\n"
             "       [--etcd-prefix PREFIX] [--liveness S] [--liveness-max S]\n"
             "\n"
             "Clients reach every host's contexts through the router as through one ctxd.\n"
@@ -106,7 +110,8 @@ static void usage(FILE *f)
             "  --listen ENDPOINT   tcp:// (CurveZMQ, the router's key) or ipc:// (repeatable)\n"
             "  --host ENDPOINT     a ctxd's tcp:// endpoint (repeatable, at most %d); each\n"
             "                      host lists router.pub in its authorized_keys\n"
-            "  --host-key KEY      the hosts' server public key (or its server.pub file)\n"
+            "  --host-key KEY      the hosts' server public key, Z85 (40 characters)\n"
+            "  --host-key-file FILE the file holding it (the hosts' server.pub)\n"
             "  --tenants FILE      lines \"CLIENTKEY TENANT [OPTION...]\": that client's\n"
             "                      context names are TENANT.NAME on the hosts, and it sees\n"
             "                      only those (TENANT - for none, + for the key's own;\n"
@@ -127,6 +132,7 @@ int main(int argc, char **argv)
                                          {"host", required_argument, NULL, 'H'},
                                          {"state-dir", required_argument, NULL, 's'},
                                          {"host-key", required_argument, NULL, 'k'},
+                                         {"host-key-file", required_argument, NULL, 'K'},
                                          {"tenants", required_argument, NULL, 't'},
                                          {"etcd", required_argument, NULL, 'e'},
                                          {"etcd-prefix", required_argument, NULL, 'p'},
@@ -155,6 +161,9 @@ int main(int argc, char **argv)
         case 'k':
             rt_cfg.host_key = optarg;
             break;
+        case 'K':
+            rt_cfg.host_key_file = optarg;
+            break;
         case 't':
             rt_cfg.tenants = optarg;
             break;
@@ -181,6 +190,12 @@ int main(int argc, char **argv)
     if (!rt_cfg.state_dir || !rt_cfg.nlisten || !rt_cfg.nhosts || rt_cfg.liveness <= 0 ||
         rt_cfg.liveness_max < rt_cfg.liveness || strlen(rt_cfg.etcd_prefix) > 64) {
         usage(stderr);
+        return 2;
+    }
+    char why[512];
+    if (zap_key_option("--host-key", rt_cfg.host_key, rt_cfg.host_key_file, rt_cfg.host_z85, why,
+                       sizeof why) < 0) {
+        fprintf(stderr, "ctxd-router: %s\n", why);
         return 2;
     }
     rt_base_start();

@@ -8,6 +8,7 @@
 
 #include "rt_auth.h"
 #include "rt_etcd.h"
+#include "rt_info.h"
 #include "rt_link.h"
 #include "rt_msg.h"
 
@@ -530,111 +531,16 @@ static void do_fork(req *r)
     proto_buf_free(&b);
 }
 
-/* hello: a live host's answer (limits, tiers...) with the router's own pid
- * and instance, and `router` saying how many hosts are behind it. */
+/* hello and stats: rt_info. */
 static void do_hello(req *r)
 {
-    size_t live = 0;
-    rt_host *any = NULL;
-    for (size_t i = 0; i < rt_nhosts; i++)
-        if (rt_hosts[i].state == RT_HOST_LIVE) {
-            live++;
-            any = any ? any : &rt_hosts[i];
-        }
-    proto_buf rb, pid, re;
-    proto_buf_init(&rb);
-    proto_buf_init(&pid);
-    proto_buf_init(&re);
-    proto_put_map(&rb, 3);
-    proto_put_str(&rb, "hosts");
-    proto_put_uint(&rb, rt_nhosts);
-    proto_put_str(&rb, "live");
-    proto_put_uint(&rb, live);
-    proto_put_str(&rb, "instance");
-    proto_put_str(&rb, rt_instance);
-    proto_put_uint(&pid, (uint64_t)getpid());
-    proto_buf_append(&re, r->re, r->re_len);
-    proto_doc doc;
-    proto_error err;
-    proto_buf b;
-    proto_buf_init(&b);
-    if (any && any->hello.len && proto_decode(&doc, any->hello.data, any->hello.len, &err) == 0) {
-        rt_sub subs[] = {{.key = "re", .raw = &re},
-                         {.key = "pid", .raw = &pid},
-                         {.key = "instance", .str = rt_instance},
-                         {.key = "router", .raw = &rb}};
-        rt_msg_rewrite(&b, &doc.nodes[0], subs, 4);
-        proto_doc_free(&doc);
-    } else {
-        rt_msg_begin(&b, "ok", r->re, r->re_len, 7);
-        proto_put_str(&b, "server");
-        proto_put_str(&b, "ctxd");
-        proto_put_str(&b, "version");
-        proto_put_str(&b, CTXD_VERSION);
-        proto_put_str(&b, "protocol");
-        proto_put_uint(&b, PROTO_VERSION);
-        proto_put_str(&b, "versions");
-        proto_put_array(&b, 1);
-        proto_put_uint(&b, PROTO_VERSION);
-        proto_put_str(&b, "pid");
-        proto_put_uint(&b, (uint64_t)getpid());
-        proto_put_str(&b, "instance");
-        proto_put_str(&b, rt_instance);
-        proto_put_str(&b, "router");
-        proto_buf_append(&b, rb.data, rb.len);
-    }
-    rt_out_deliver(r->c, &r->c->out, &b);
-    proto_buf_free(&b);
-    proto_buf_free(&rb);
-    proto_buf_free(&pid);
-    proto_buf_free(&re);
+    rt_info_hello(r->c, r->re, r->re_len);
 }
 
-static const char *const host_states[] = {"unknown", "live", "lost"};
-
-/* stats: the router's own figures and each host's state. */
 static void do_stats(req *r)
 {
-    static double started;
-    if (!started)
-        started = rt_now();
-    proto_buf b;
-    proto_buf_init(&b);
-    rt_msg_begin(&b, "ok", r->re, r->re_len, 4);
-    proto_put_str(&b, "uptime");
-    proto_put_double(&b, rt_now() - started);
-    proto_put_str(&b, "contexts");
-    proto_put_map(&b, 3);
-    proto_put_str(&b, "live");
-    proto_put_uint(&b, rt_cat_count(RT_CTX_LIVE));
-    proto_put_str(&b, "pending");
-    proto_put_uint(&b, rt_cat_count(RT_CTX_PENDING));
-    proto_put_str(&b, "lost");
-    proto_put_uint(&b, rt_cat_count(RT_CTX_LOST));
-    proto_put_str(&b, "counters");
-    proto_put_map(&b, 3);
-    proto_put_str(&b, "requests");
-    proto_put_uint(&b, n_requests);
-    proto_put_str(&b, "forwarded");
-    proto_put_uint(&b, n_forwarded);
-    proto_put_str(&b, "refused");
-    proto_put_uint(&b, n_refused);
-    proto_put_str(&b, "hosts");
-    proto_put_array(&b, (uint32_t)rt_nhosts);
-    for (size_t i = 0; i < rt_nhosts; i++) {
-        rt_host *h = &rt_hosts[i];
-        proto_put_map(&b, 4);
-        proto_put_str(&b, "endpoint");
-        proto_put_str(&b, h->endpoint);
-        proto_put_str(&b, "state");
-        proto_put_str(&b, host_states[h->state]);
-        proto_put_str(&b, "instance");
-        proto_put_str(&b, h->instance);
-        proto_put_str(&b, "contexts");
-        proto_put_uint(&b, h->live);
-    }
-    rt_out_deliver(r->c, &r->c->out, &b);
-    proto_buf_free(&b);
+    const uint64_t counters[3] = {n_requests, n_forwarded, n_refused};
+    rt_info_stats(r->c, r->re, r->re_len, counters);
 }
 
 /* ---- ctx.list: every live host asked, the answers merged ------------- */

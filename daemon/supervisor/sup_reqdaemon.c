@@ -5,6 +5,7 @@
 #include "sup_config.h"
 #include "sup_ctx.h"
 #include "sup_ctxinfo.h"
+#include "sup_hsmon.h"
 #include "sup_ident.h"
 #include "sup_log.h"
 #include "sup_policy.h"
@@ -111,7 +112,7 @@ void sup_reqdaemon_stats(const proto_val *msg, const sup_peer *peer)
     (void)msg;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, 7);
+    sup_msg_begin(&b, "ok", peer, 8);
     size_t live, busy, queued;
     sup_ctxinfo_counts(&live, &busy, &queued);
     sup_stats_put(&b, live, busy, queued);
@@ -119,6 +120,8 @@ void sup_reqdaemon_stats(const proto_val *msg, const sup_peer *peer)
     put_limits(&b);
     proto_put_str(&b, "preloads");
     sup_zygote_put_preloads(&b);
+    proto_put_str(&b, "handshakes_failed");
+    sup_hsmon_put(&b);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
 }

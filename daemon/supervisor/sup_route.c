@@ -22,6 +22,7 @@
  * client see that its old connection is gone before it reuses the id. */
 #include "sup_route.h"
 
+#include "sup_hsmon.h"
 #include "sup_peer.h"
 #include "sup_stats.h"
 
@@ -87,7 +88,8 @@ static void evict_dead(void)
 
 int sup_route_open(void *zctx, void *curve_router)
 {
-    if (zmq_socket_monitor(curve_router, "inproc://ctxd-route-monitor", ZMQ_EVENT_DISCONNECTED) < 0)
+    if (zmq_socket_monitor(curve_router, "inproc://ctxd-route-monitor",
+                           ZMQ_EVENT_DISCONNECTED | sup_hsmon_events()) < 0)
         return -1;
     monitor = zmq_socket(zctx, ZMQ_PAIR);
     int zero = 0;
@@ -107,6 +109,7 @@ void sup_route_on_monitor(void)
         zmq_msg_init(&ev);
         if (!monitor || zmq_msg_recv(&ev, monitor, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&ev);
+            sup_hsmon_flush();
             return;
         }
         uint16_t num = 0;
@@ -115,9 +118,15 @@ void sup_route_on_monitor(void)
             memcpy(&num, zmq_msg_data(&ev), 2);
             memcpy(&fd, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
         }
-        while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, monitor, ZMQ_DONTWAIT) >= 0)
-            ;
+        char endpoint[128] = "";
+        while (zmq_msg_more(&ev) && zmq_msg_recv(&ev, monitor, ZMQ_DONTWAIT) >= 0) {
+            size_t n =
+                zmq_msg_size(&ev) < sizeof endpoint - 1 ? zmq_msg_size(&ev) : sizeof endpoint - 1;
+            memcpy(endpoint, zmq_msg_data(&ev), n);
+            endpoint[n] = '\0';
+        }
         zmq_msg_close(&ev);
+        sup_hsmon_event(num, (uint32_t)fd, endpoint);
         if (num != ZMQ_EVENT_DISCONNECTED)
             continue;
         sup_stats.disconnects++;

@@ -75,3 +75,37 @@ int zap_key_read(const char *path, char key[ZAP_KEY_Z85 + 1], char *why, size_t 
     close(fd);
     return rc;
 }
+
+int zap_key_parse(const char *text, char key[ZAP_KEY_Z85 + 1], char *why, size_t whylen)
+{
+    uint8_t raw[32];
+    if (strlen(text) != ZAP_KEY_Z85 || !zmq_z85_decode(raw, text)) {
+        snprintf(why, whylen, "'%s' is not a Z85 key (40 characters)", text);
+        return -1;
+    }
+    if (access(text, F_OK) == 0) {
+        snprintf(why, whylen, "'%s' names a file, not a key", text);
+        return -1;
+    }
+    memcpy(key, text, ZAP_KEY_Z85 + 1);
+    return 0;
+}
+
+int zap_key_option(const char *name, const char *inline_key, const char *file,
+                   char key[ZAP_KEY_Z85 + 1], char *why, size_t whylen)
+{
+    char what[160];
+    if (inline_key && file) {
+        snprintf(why, whylen, "%s and %s-file are one setting: give one of them", name, name);
+        return -1;
+    }
+    if (inline_key && zap_key_parse(inline_key, key, what, sizeof what) < 0) {
+        snprintf(why, whylen, "%s: %s; for a key file use %s-file PATH", name, what, name);
+        return -1;
+    }
+    if (file && zap_key_read(file, key, what, sizeof what) < 0) {
+        snprintf(why, whylen, "%s-file: %s %s", name, file, what);
+        return -1;
+    }
+    return inline_key || file ? 1 : 0;
+}

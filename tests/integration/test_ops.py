@@ -3,6 +3,8 @@ caps, idle reaping, vanished clients, shutdown, a second daemon on the same
 endpoint, CurveZMQ on tcp://, the 0700 socket directory, and a worker that
 breaks its channel protocol."""
 import contextlib
+import shutil
+import tempfile
 import json
 import os
 import signal
@@ -306,8 +308,8 @@ def test_curve_clients_ctx_and_python(tmp_path):
         assert r.returncode == 0, r.stderr
         public = r.stdout.strip()
         assert len(public) == 40 and oct(key.stat().st_mode & 0o777) == "0o600"
-        env = dict(os.environ, CTXD_SERVER_KEY=str(state / "server.pub"),
-                   CTXD_CLIENT_KEY=str(key), CTXD_ENDPOINT=f"tcp://127.0.0.1:{port}")
+        env = dict(os.environ, CTXD_SERVER_KEY_FILE=str(state / "server.pub"),
+                   CTXD_CLIENT_KEY_FILE=str(key), CTXD_ENDPOINT=f"tcp://127.0.0.1:{port}")
         # not yet authorized: an authentication failure (exit 9), not "unreachable"
         r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
                            timeout=30, env=env)
@@ -317,27 +319,74 @@ def test_curve_clients_ctx_and_python(tmp_path):
                            timeout=30, env=env)
         assert r.returncode == 9 and json.loads(r.stdout)["code"] == "auth", r.stdout
         with pytest.raises(ctxd_pkg.AuthenticationError, match="refused this client's key"):
-            ctxd_pkg.Client(f"tcp://127.0.0.1:{port}", server_key=str(state / "server.pub"),
-                            client_key=str(key))
+            ctxd_pkg.Client(f"tcp://127.0.0.1:{port}",
+                            server_key_file=str(state / "server.pub"), client_key_file=str(key))
         # a wrong server key (here the client's own public key): the handshake fails
         wrong = dict(env, CTXD_SERVER_KEY=public)
+        del wrong["CTXD_SERVER_KEY_FILE"]
         r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
                            timeout=30, env=wrong)
         assert r.returncode == 9, (r.stdout, r.stderr)
         assert "authentication failed" in r.stderr and "CTXD_SERVER_KEY" in r.stderr
         with pytest.raises(ctxd_pkg.AuthenticationError, match="handshake failed"):
-            ctxd_pkg.Client(f"tcp://127.0.0.1:{port}", server_key=public, client_key=str(key))
+            ctxd_pkg.Client(f"tcp://127.0.0.1:{port}", server_key=public,
+                            client_key_file=str(key))
         (state / "authorized_keys").write_text(f"# test client\n{public}\n")
         r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
                            timeout=30, env=env)
         assert r.returncode == 0 and r.stdout.strip() == "2", (r.stdout, r.stderr)
-        with ctxd_pkg.Client(f"tcp://127.0.0.1:{port}", server_key=str(state / "server.pub"),
-                             client_key=str(key)) as c:
+        with ctxd_pkg.Client(f"tcp://127.0.0.1:{port}",
+                             server_key_file=str(state / "server.pub"),
+                             client_key_file=str(key)) as c:
             assert c.execute("40 + 2").result == "42"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
 
+
+
+def test_key_and_key_file_are_separate_never_guessed(tmp_path):
+    """CTXD_SERVER_KEY holds a key, CTXD_SERVER_KEY_FILE a file (the same for
+    the client key and the Python arguments): a key file at a path of 40
+    characters is read as a file, and a path given as a key is refused with
+    the variable named, never taken for a key."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "client", "python"))
+    import ctxd as ctxd_pkg
+    ctx_bin = os.environ.get("CTXD_CTX_BIN", os.path.join(os.path.dirname(CTXD_BIN), "..",
+                                                          "tools", "ctx"))
+    with _curve_daemon(tmp_path) as (port, state, key, public):
+        (state / "authorized_keys").write_text(f"{public}\n")
+        short = tempfile.mkdtemp(prefix="k")  # /tmp/kXXXXXXXX
+        pub40 = os.path.join(short, "p" * (40 - len(short) - 1 - len("/server.pub")), "server.pub")
+        os.makedirs(os.path.dirname(pub40))
+        shutil.copy(state / "server.pub", pub40)
+        assert len(pub40) == 40
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CTXD_")}
+        env = dict(base, CTXD_ENDPOINT=f"tcp://127.0.0.1:{port}", CTXD_SERVER_KEY_FILE=pub40,
+                   CTXD_CLIENT_KEY_FILE=str(key))
+        r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
+                           timeout=30, env=env)
+        assert r.returncode == 0 and r.stdout.strip() == "2", (r.stdout, r.stderr)
+        with ctxd_pkg.Client(f"tcp://127.0.0.1:{port}", server_key_file=pub40,
+                             client_key_file=str(key)) as c:
+            assert c.execute("6 * 7").result == "42"
+        # a path where a key belongs: refused, the _FILE spelling said
+        for var, val in (("CTXD_SERVER_KEY", pub40), ("CTXD_CLIENT_KEY", str(key))):
+            bad = dict(env)
+            bad.pop(var + "_FILE")
+            bad[var] = val
+            r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
+                               timeout=30, env=bad)
+            assert r.returncode != 0 and f"{var}_FILE" in r.stderr, (var, r.stderr)
+        with pytest.raises(ValueError, match="server_key_file"):
+            ctxd_pkg.Client(f"tcp://127.0.0.1:{port}", server_key=pub40,
+                            client_key_file=str(key))
+        both = dict(env, CTXD_SERVER_KEY=open(pub40).read().strip())
+        r = subprocess.run([ctx_bin, "run", "1 + 1"], capture_output=True, text=True,
+                           timeout=30, env=both)
+        assert r.returncode != 0 and "both" in r.stderr, r.stderr
+        shutil.rmtree(short)
 
 
 @contextlib.contextmanager
@@ -379,15 +428,15 @@ def test_refused_handshakes_in_a_row_each_end_with_authentication_error(tmp_path
     with _curve_daemon(tmp_path) as (port, state, key, public):
         ep = f"tcp://127.0.0.1:{port}"
         # unlisted (the daemon refuses the key), then a wrong server key
-        keys = [str(state / "server.pub"), public]
+        keys = [dict(server_key_file=str(state / "server.pub")), dict(server_key=public)]
         for i in range(300):
             with pytest.raises(ctxd_pkg.AuthenticationError):
-                ctxd_pkg.Client(ep, server_key=keys[i % 2], client_key=str(key),
+                ctxd_pkg.Client(ep, **keys[i % 2], client_key_file=str(key),
                                 request_timeout=60)
 
         async def refused():
             for i in range(300):
-                c = ctxd_aio.AsyncClient(ep, server_key=keys[i % 2], client_key=str(key),
+                c = ctxd_aio.AsyncClient(ep, **keys[i % 2], client_key_file=str(key),
                                          request_timeout=60)
                 with pytest.raises(ctxd_pkg.AuthenticationError):
                     await c.connect()

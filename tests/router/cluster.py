@@ -295,11 +295,11 @@ class Cluster:
     def router_endpoint(self, name):
         return f"ipc://{self.tmp}/{name}.sock"
 
-    def start_router(self, name="r1", etcd=True, state_dir=None, extra=()):
+    def start_router(self, name="r1", etcd=True, state_dir=None, extra=(), host_key=None):
         port = free_port()
         args = [ROUTER, "--state-dir", state_dir or self.router_dir,
                 "--listen", self.router_endpoint(name), "--listen", f"tcp://127.0.0.1:{port}",
-                "--host-key", os.path.join(self.keydir, "server.pub"),
+                *(host_key or ["--host-key-file", os.path.join(self.keydir, "server.pub")]),
                 "--tenants", self.tenants,
                 "--liveness", str(self.liveness), "--liveness-max", str(self.liveness_max)]
         for i in range(self.nhosts):

@@ -3,7 +3,8 @@
  * comment and begins with 40 characters of valid Z85 is the key (lines
  * before it that do not decode are passed over); a file with none, a file
  * past the cap, and a file that cannot be opened are refused with a reason;
- * the descriptor is read from where it stands and left open. */
+ * the descriptor is read from where it stands and left open. An option
+ * pair takes a key or a file, never guessing which. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,31 @@ int main(void)
     snprintf(missing, sizeof missing, "%s/none", dir);
     why[0] = '\0';
     CHECK(zap_key_read(missing, key, why, sizeof why) < 0 && strstr(why, "cannot be opened"));
+
+    /* An option pair (--X KEY / --X-file FILE): a key file at a path of 40
+     * characters is a file, the same path given as the key is refused with
+     * both spellings named, and so are a non-key and both given at once. */
+    char opt_why[512];
+    char path40[80];
+    snprintf(text, sizeof text, "%s\n", pub);
+    snprintf(path40, sizeof path40, "%s/%.*s", dir, (int)(40 - strlen(dir) - 1),
+             "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk");
+    const char *f40 = file_of(path40 + strlen(dir) + 1, text, strlen(text));
+    CHECK(strlen(f40) == 40);
+    CHECK(zap_key_option("--host-key", NULL, f40, key, opt_why, sizeof opt_why) == 1 &&
+          strcmp(key, pub) == 0);
+    CHECK(zap_key_option("--host-key", f40, NULL, key, opt_why, sizeof opt_why) < 0 &&
+          strstr(opt_why, "--host-key:") && strstr(opt_why, "--host-key-file"));
+    CHECK(zap_key_option("--host-key", "short", NULL, key, opt_why, sizeof opt_why) < 0 &&
+          strstr(opt_why, "not a Z85 key"));
+    CHECK(zap_key_option("--host-key", pub, f40, key, opt_why, sizeof opt_why) < 0 &&
+          strstr(opt_why, "one of them"));
+    CHECK(zap_key_option("--host-key", pub, NULL, key, opt_why, sizeof opt_why) == 1 &&
+          strcmp(key, pub) == 0);
+    CHECK(zap_key_option("--host-key", NULL, NULL, key, opt_why, sizeof opt_why) == 0);
+    CHECK(zap_key_option("--host-key", NULL, missing, key, opt_why, sizeof opt_why) < 0 &&
+          strstr(opt_why, "--host-key-file"));
+    unlink(f40);
 
     const char *names[] = {"k", "big", "cap", "fd"};
     for (size_t i = 0; i < 4; i++) {

@@ -271,8 +271,9 @@ const struct ctx_cmd ctx_cmd_table[] = {
      .help = "Writes a new secret key to FILE (default ~/.config/ctxd/client.key, mode\n"
              "0600; an existing file is never overwritten) and prints the public key: add\n"
              "that line to the daemon's STATE_DIR/authorized_keys. Clients then connect\n"
-             "to tcp:// with CTXD_SERVER_KEY set to the daemon's server.pub (the key or\n"
-             "the file) and CTXD_CLIENT_KEY to FILE (when not the default).\n"},
+             "to tcp:// with CTXD_SERVER_KEY set to the daemon's public key (or\n"
+             "CTXD_SERVER_KEY_FILE to its server.pub) and CTXD_CLIENT_KEY_FILE to FILE\n"
+             "(when not the default).\n"},
     {.name = "kernel",
      .usage = "install [--user | --prefix DIR | --sys-prefix] [--context NAME] [--name NAME]",
      .handler = ctx_cmd_kernel,
@@ -320,9 +321,10 @@ static const char ctx_global_help[] =
     "  --json          machine-readable output: one JSON object per line on stdout\n"
     "                  (per event for run; failures as {\"t\":\"err\",\"code\",\"message\"})\n"
     "  -h, --help      show help\n"
-    "tcp:// endpoints: CTXD_SERVER_KEY (the daemon's public key, or its server.pub\n"
-    "file) and CTXD_CLIENT_KEY (your secret key file, default\n"
-    "~/.config/ctxd/client.key; see 'ctx keygen') turn on CurveZMQ.\n";
+    "tcp:// endpoints: CTXD_SERVER_KEY (the daemon's public key, Z85) or\n"
+    "CTXD_SERVER_KEY_FILE (its server.pub), and CTXD_CLIENT_KEY (your secret key)\n"
+    "or CTXD_CLIENT_KEY_FILE (default ~/.config/ctxd/client.key; see 'ctx keygen')\n"
+    "turn on CurveZMQ. A key variable holds the key only, a _FILE one a path.\n";
 
 /* ---- help and errors --------------------------------------------------- */
 

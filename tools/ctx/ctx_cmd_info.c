@@ -86,9 +86,13 @@ int ctx_cmd_info_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         json_limits(&w, &h);
         json_offers(&w, &h);
         jw_kstr(&w, "endpoint", ctxd_endpoint(cli->client));
+        if (h.hosts[0])
+            jw_kstr(&w, "hosts", h.hosts);
+        if (h.unavailable[0])
+            jw_kstr(&w, "unavailable", h.unavailable);
         jw_obj_end(&w);
         jw_line(&w);
-        return EX_OK;
+        return h.unavailable[0] ? EX_UNREACHABLE : EX_OK;
     }
     printf("server    %s %s (pid %llu, instance %s)\n", h.server, h.version,
            (unsigned long long)h.pid, h.instance[0] ? h.instance : "?");
@@ -96,7 +100,14 @@ int ctx_cmd_info_hello(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     printf("protocol  %llu (speaks", (unsigned long long)h.protocol);
     for (size_t i = 0; i < h.nversions; i++)
         printf(" %llu", (unsigned long long)h.versions[i]);
-    printf(")\nlimits    max_request_bytes %llu, max_code_bytes %llu, max_queue %llu,\n"
+    printf(")\n");
+    if (h.hosts[0])
+        printf("hosts     %s\n", h.hosts);
+    if (h.unavailable[0]) {
+        printf("unavailable  %s\n", h.unavailable);
+        return EX_UNREACHABLE;
+    }
+    printf("limits    max_request_bytes %llu, max_code_bytes %llu, max_queue %llu,\n"
            "          max_contexts %llu, default_timeout %g s, kill_grace %g s\n",
            (unsigned long long)h.max_request_bytes, (unsigned long long)h.max_code_bytes,
            (unsigned long long)h.max_queue, (unsigned long long)h.max_contexts, h.default_timeout,

@@ -146,10 +146,14 @@ export interface ClientOptions {
   requestTimeout?: number;
   /** seconds of silence while runs are in flight before the client checks the daemon is there (0: never) */
   liveness?: number;
-  /** CurveZMQ for tcp://: the daemon's public key (Z85 or its server.pub file), else $CTXD_SERVER_KEY */
+  /** CurveZMQ for tcp://: the daemon's public key (Z85), else serverKeyFile, $CTXD_SERVER_KEY, $CTXD_SERVER_KEY_FILE */
   serverKey?: string;
-  /** this client's secret key (Z85 or a key file), else $CTXD_CLIENT_KEY, else ~/.config/ctxd/client.key */
+  /** the file holding the daemon's public key (its server.pub) */
+  serverKeyFile?: string;
+  /** this client's secret key (Z85), else clientKeyFile, $CTXD_CLIENT_KEY, $CTXD_CLIENT_KEY_FILE, ~/.config/ctxd/client.key */
   clientKey?: string;
+  /** the file holding this client's secret key */
+  clientKeyFile?: string;
 }
 
 export interface ExecuteOptions {
@@ -291,7 +295,7 @@ export class Client {
     this.endpoint = resolveEndpoint(endpoint);
     this.requestTimeout = opts.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT;
     this.liveness = opts.liveness ?? DEFAULT_LIVENESS;
-    const keys = curveKeys(this.endpoint, opts.serverKey, opts.clientKey);
+    const keys = curveKeys(this.endpoint, opts.serverKey, opts.clientKey, opts.serverKeyFile, opts.clientKeyFile);
     this.sock = new zmq.Dealer({ linger: 0, receiveHighWaterMark: 0, sendHighWaterMark: 0 });
     if (keys) {
       this.sock.curveServerKey = keys.serverKey;

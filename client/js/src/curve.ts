@@ -1,9 +1,10 @@
 /**
  * CurveZMQ keys for tcp:// endpoints (PROTOCOL.md section 1), read as the
- * Python client reads them: the daemon's public key from serverKey or
- * $CTXD_SERVER_KEY, this client's secret key from clientKey, $CTXD_CLIENT_KEY
- * or ~/.config/ctxd/client.key; each a Z85 key (40 characters) or a file
- * whose first 40-character line (not a # comment) is the key.
+ * Python client reads them: the daemon's public key from serverKey (the Z85
+ * key) or serverKeyFile (a file whose first 40-character line, not a #
+ * comment, is the key), else $CTXD_SERVER_KEY or $CTXD_SERVER_KEY_FILE; this
+ * client's secret key likewise from clientKey, clientKeyFile,
+ * $CTXD_CLIENT_KEY, $CTXD_CLIENT_KEY_FILE or ~/.config/ctxd/client.key.
  */
 import { createPrivateKey, createPublicKey } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
@@ -44,12 +45,9 @@ export function z85Decode(text: string): Buffer {
   return out;
 }
 
-/** A Z85 key given inline, or the first key line of a file; null when neither. */
-export function readZ85(spec: string): string | null {
+/** The first key line (40 characters, not a # comment) of the file at path; null when none. */
+export function readKeyFile(spec: string): string | null {
   const path = spec.startsWith("~/") ? homedir() + spec.slice(1) : spec;
-  // 40 characters are a key unless they name a file: Z85 keys may start
-  // with "." or hold "/", so the spelling alone cannot tell.
-  if (spec.length === 40 && !existsSync(path)) return spec;
   let text: string;
   try {
     text = readFileSync(path, "utf8");
@@ -58,9 +56,50 @@ export function readZ85(spec: string): string | null {
   }
   for (const raw of text.split("\n")) {
     const line = raw.trim();
-    if (line.length === 40 && !line.startsWith("#")) return line;
+    if (line.length === 40 && !line.startsWith("#") && isZ85Key(line)) return line;
   }
   return null;
+}
+
+/** Whether text is a Z85 key: 40 characters that decode to 32 bytes. */
+export function isZ85Key(text: string): boolean {
+  if (text.length !== 40) return false;
+  try {
+    z85Decode(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * One key of a pair: key (the Z85 key itself, naming no file) or keyFile
+ * (a file holding it), else $ENV or $ENV_FILE, else defaultFile; null when
+ * none is given. Never guessed from the spelling: both given, a key that
+ * is no key or a file with none throws, naming the option.
+ */
+export function oneKey(name: string, key: string | undefined, keyFile: string | undefined, env: string,
+  defaultFile?: string): string | null {
+  let kname = name, fname = name + "File";
+  if (!key && !keyFile) {
+    key = process.env[env] || undefined;
+    keyFile = process.env[env + "_FILE"] || undefined;
+    kname = env;
+    fname = env + "_FILE";
+  }
+  if (key && keyFile) throw new Error(`${kname} and ${fname} are both given: give one`);
+  if (key) {
+    if (!isZ85Key(key) || existsSync(key))
+      throw new Error(`${kname}: ${JSON.stringify(key)} is not a Z85 key (40 characters); for a key file use ${fname}`);
+    return key;
+  }
+  const path = keyFile || defaultFile;
+  if (!path) return null;
+  const got = readKeyFile(path);
+  if (got === null)
+    throw new Error(`${keyFile ? fname : "client key file"}: ${JSON.stringify(path)} holds no Z85 key (no ${name === "serverKey" ? "server" : "client"} key)` +
+      (keyFile ? "" : " (make one with `ctx keygen`)"));
+  return got;
 }
 
 /** The Curve25519 public key (Z85) of a secret key (Z85). */
@@ -80,13 +119,11 @@ export interface CurveKeys {
 }
 
 /** The keys for endpoint, or null for a plain connection (ipc://, or tcp:// without a server key). */
-export function curveKeys(endpoint: string, serverKey?: string, clientKey?: string): CurveKeys | null {
-  const server = serverKey || process.env.CTXD_SERVER_KEY;
-  if (!endpoint.startsWith("tcp://") || !server) return null;
-  const s = readZ85(server);
-  if (s === null) throw new Error(`server key ${JSON.stringify(server)} is neither a Z85 key nor a key file`);
-  const client = clientKey || process.env.CTXD_CLIENT_KEY || "~/.config/ctxd/client.key";
-  const secret = readZ85(client);
-  if (secret === null) throw new Error(`client key ${JSON.stringify(client)} cannot be read (make one with \`ctx keygen\`)`);
+export function curveKeys(endpoint: string, serverKey?: string, clientKey?: string, serverKeyFile?: string,
+  clientKeyFile?: string): CurveKeys | null {
+  if (!endpoint.startsWith("tcp://")) return null;
+  const s = oneKey("serverKey", serverKey, serverKeyFile, "CTXD_SERVER_KEY");
+  if (s === null) return null;
+  const secret = oneKey("clientKey", clientKey, clientKeyFile, "CTXD_CLIENT_KEY", "~/.config/ctxd/client.key") as string;
   return { serverKey: s, publicKey: curvePublic(secret), secretKey: secret };
 }

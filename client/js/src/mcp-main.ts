@@ -23,7 +23,7 @@ fork_context, install_packages, upload_file, download_file).
                         XDG_RUNTIME_DIR, as MCP hosts often start servers,
                         /run/user/UID/ctxd/ctxd.sock when it exists, else
                         /run/ctxd/ctxd.sock); tcp:// uses CurveZMQ with
-                        $CTXD_SERVER_KEY / $CTXD_CLIENT_KEY
+                        $CTXD_SERVER_KEY[_FILE] / $CTXD_CLIENT_KEY[_FILE]
   --http PORT           serve streamable HTTP on PORT (path /mcp) instead of stdio
   --host HOST           the HTTP address (default 127.0.0.1)
   --tier TIER           the widest tier of the contexts a client makes or uses:

@@ -24,13 +24,13 @@ test("tcp:// with CurveZMQ: an authorized key runs code, another is refused", as
   writeFileSync(join(d.stateDir, "authorized_keys"), kp.publicKey + "\n");
   const keyFile = join(d.dir, "client.key");
   writeFileSync(keyFile, "# a client key\n" + kp.secretKey + "\n");
-  d.clientOpts = { serverKey: join(d.stateDir, "server.pub"), clientKey: keyFile };
+  d.clientOpts = { serverKeyFile: join(d.stateDir, "server.pub"), clientKeyFile: keyFile };
   await d.start();
   try {
     const c = await d.client();
     assert.equal((await c.execute("6 * 7")).result, "42");
     // The same from the environment, as the Python client reads it.
-    process.env.CTXD_SERVER_KEY = join(d.stateDir, "server.pub");
+    process.env.CTXD_SERVER_KEY_FILE = join(d.stateDir, "server.pub");
     process.env.CTXD_CLIENT_KEY = kp.secretKey;
     try {
       const e = await Client.connect(d.endpoint);
@@ -48,10 +48,43 @@ test("tcp:// with CurveZMQ: an authorized key runs code, another is refused", as
         await assert.rejects(Client.connect(d.endpoint, i % 2 ? { clientKey: other.secretKey, requestTimeout: 60 } :
           { serverKey: other.publicKey, requestTimeout: 60 }), (e) => e instanceof AuthenticationError);
     } finally {
-      delete process.env.CTXD_SERVER_KEY;
+      delete process.env.CTXD_SERVER_KEY_FILE;
       delete process.env.CTXD_CLIENT_KEY;
     }
   } finally {
     await d.stop();
+  }
+});
+
+test("a key and a key file are separate options, never guessed", async () => {
+  const { oneKey } = await import("../dist/curve.js");
+  const { mkdtempSync, rmSync } = await import("node:fs");
+  const kp = zmq.curveKeyPair();
+  const dir = mkdtempSync("/tmp/k");
+  const sub = join(dir, "p".repeat(40 - dir.length - 1 - "/server.pub".length));
+  mkdirSync(sub);
+  const path = join(sub, "server.pub");
+  assert.equal(path.length, 40);
+  writeFileSync(path, kp.publicKey + "\n");
+  try {
+    assert.equal(oneKey("serverKey", undefined, path, "CTXD_TEST_KEY"), kp.publicKey);
+    assert.equal(oneKey("serverKey", kp.publicKey, undefined, "CTXD_TEST_KEY"), kp.publicKey);
+    assert.throws(() => oneKey("serverKey", path, undefined, "CTXD_TEST_KEY"), /serverKeyFile/);
+    assert.throws(() => oneKey("serverKey", "short", undefined, "CTXD_TEST_KEY"), /not a Z85 key/);
+    assert.throws(() => oneKey("serverKey", kp.publicKey, path, "CTXD_TEST_KEY"), /both/);
+    process.env.CTXD_TEST_KEY = path;
+    try {
+      assert.throws(() => oneKey("serverKey", undefined, undefined, "CTXD_TEST_KEY"), /CTXD_TEST_KEY_FILE/);
+    } finally {
+      delete process.env.CTXD_TEST_KEY;
+    }
+    process.env.CTXD_TEST_KEY_FILE = path;
+    try {
+      assert.equal(oneKey("serverKey", undefined, undefined, "CTXD_TEST_KEY"), kp.publicKey);
+    } finally {
+      delete process.env.CTXD_TEST_KEY_FILE;
+    }
+  } finally {
+    rmSync(dir, { recursive: true });
   }
 });

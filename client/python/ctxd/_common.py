@@ -50,14 +50,10 @@ def resolve_endpoint(endpoint: Optional[str]) -> str:
     return endpoint or os.environ.get("CTXD_ENDPOINT") or default_endpoint()
 
 
-def _read_z85(spec: str) -> Optional[bytes]:
-    """A Z85 key given inline (40 characters) or as the first such line of a file."""
-    # 40 characters are a key unless they name a file: Z85 keys may start
-    # with "." or hold "/", so the spelling alone cannot tell.
-    if len(spec) == 40 and not os.path.exists(os.path.expanduser(spec)):
-        return spec.encode()
+def _read_key_file(path: str) -> Optional[bytes]:
+    """The first line of the file that is no # comment and is 40 characters."""
     try:
-        with open(os.path.expanduser(spec)) as f:
+        with open(os.path.expanduser(path)) as f:
             for line in f:
                 line = line.strip()
                 if len(line) == 40 and not line.startswith("#"):
@@ -67,24 +63,63 @@ def _read_z85(spec: str) -> Optional[bytes]:
     return None
 
 
+def _is_z85_key(text: str) -> bool:
+    from zmq.utils import z85
+    if len(text) != 40:
+        return False
+    try:
+        z85.decode(text.encode())
+    except Exception:
+        return False
+    return True
+
+
+def _one_key(name: str, key: Optional[str], key_file: Optional[str],
+             env: str, default_file: Optional[str] = None) -> Optional[bytes]:
+    """A key from the pair (key: the Z85 key itself, key_file: a file holding
+    it), else from $ENV / $ENV_FILE, else default_file; None when none is
+    given. Never guessed from the spelling: a key that is no Z85 key, a
+    file with none, or both given is a ValueError naming the option."""
+    if key is None and key_file is None:
+        key, key_file = os.environ.get(env) or None, os.environ.get(env + "_FILE") or None
+        kname, fname = env, env + "_FILE"
+    else:
+        kname, fname = name, name + "_file"
+    if key is not None and key_file is not None:
+        raise ValueError(f"{kname} and {fname} are both given: give one")
+    if key is not None:
+        if not _is_z85_key(key) or os.path.exists(key):
+            raise ValueError(f"{kname}: {key!r} is not a Z85 key (40 characters); "
+                             f"for a key file use {fname}")
+        return key.encode()
+    path = key_file or default_file
+    if path is None:
+        return None
+    got = _read_key_file(path)
+    if got is None or not _is_z85_key(got.decode()):
+        raise ValueError(f"{fname if key_file else 'client key file'}: {path!r} holds no Z85 key"
+                         + ("" if key_file else " (make one with `ctx keygen`)"))
+    return got
+
+
 def apply_curve(sock, endpoint: str, server_key: Optional[str] = None,
-                client_key: Optional[str] = None) -> None:
+                client_key: Optional[str] = None, server_key_file: Optional[str] = None,
+                client_key_file: Optional[str] = None) -> None:
     """CurveZMQ for tcp:// (PROTOCOL.md section 1): the daemon's public key
-    (server_key, else $CTXD_SERVER_KEY: the key or its server.pub file) and
-    this client's secret key (client_key, else $CTXD_CLIENT_KEY, else
-    ~/.config/ctxd/client.key; make one with `ctx keygen`). Without a server
-    key the connection is plain (a daemon started with --insecure-tcp)."""
-    server_key = server_key or os.environ.get("CTXD_SERVER_KEY")
-    if not endpoint.startswith("tcp://") or not server_key:
+    (server_key, the Z85 key, or server_key_file, its server.pub; else
+    $CTXD_SERVER_KEY or $CTXD_SERVER_KEY_FILE) and this client's secret key
+    (client_key or client_key_file; else $CTXD_CLIENT_KEY or
+    $CTXD_CLIENT_KEY_FILE, else ~/.config/ctxd/client.key; make one with
+    `ctx keygen`). Without a server key the connection is plain (a daemon
+    started with --insecure-tcp)."""
+    if not endpoint.startswith("tcp://"):
         return
     import zmq
-    server = _read_z85(server_key)
+    server = _one_key("server_key", server_key, server_key_file, "CTXD_SERVER_KEY")
     if server is None:
-        raise ValueError(f"server key {server_key!r} is neither a Z85 key nor a key file")
-    client_key = client_key or os.environ.get("CTXD_CLIENT_KEY") or "~/.config/ctxd/client.key"
-    secret = _read_z85(client_key)
-    if secret is None:
-        raise ValueError(f"client key {client_key!r} cannot be read (make one with `ctx keygen`)")
+        return
+    secret = _one_key("client_key", client_key, client_key_file, "CTXD_CLIENT_KEY",
+                      "~/.config/ctxd/client.key")
     sock.curve_serverkey = server
     sock.curve_secretkey = secret
     sock.curve_publickey = zmq.curve_public(secret)

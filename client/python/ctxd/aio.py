@@ -156,9 +156,12 @@ class AsyncClient:
     def __init__(self, endpoint: Optional[str] = None, *,
                  request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                  liveness: float = DEFAULT_LIVENESS,
-                 server_key: Optional[str] = None, client_key: Optional[str] = None):
+                 server_key: Optional[str] = None, client_key: Optional[str] = None,
+                 server_key_file: Optional[str] = None,
+                 client_key_file: Optional[str] = None):
         self.endpoint = resolve_endpoint(endpoint)
         self._server_key, self._client_key = server_key, client_key
+        self._key_files = (server_key_file, client_key_file)
         self._core = _Core(liveness, request_timeout)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._sock = None
@@ -188,7 +191,8 @@ class AsyncClient:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
-            apply_curve(sock, self.endpoint, self._server_key, self._client_key)
+            apply_curve(sock, self.endpoint, self._server_key, self._client_key,
+                        *self._key_files)
             # A dropped connection loses what was in flight on it: the
             # reader watches the monitor and ends those requests. Monitored
             # before connecting: libzmq does not retry a connection whose

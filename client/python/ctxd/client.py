@@ -162,16 +162,21 @@ class Client:
     request_timeout: how long a control request waits for its reply, and a
     liveness check for its answer (seconds). liveness: after this many
     seconds without a message while runs are in flight, the client asks the
-    daemon whether it is still there (0: never). server_key, client_key: for
-    tcp:// endpoints with CurveZMQ (else $CTXD_SERVER_KEY, $CTXD_CLIENT_KEY;
-    a Z85 key or a key file; see `ctx keygen`)."""
+    daemon whether it is still there (0: never). server_key, client_key (the Z85
+    keys) or server_key_file, client_key_file (files holding them): for
+    tcp:// endpoints with CurveZMQ (else $CTXD_SERVER_KEY or
+    $CTXD_SERVER_KEY_FILE, $CTXD_CLIENT_KEY or $CTXD_CLIENT_KEY_FILE; see
+    `ctx keygen`)."""
 
     def __init__(self, endpoint: Optional[str] = None, *,
                  request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
                  liveness: float = DEFAULT_LIVENESS,
-                 server_key: Optional[str] = None, client_key: Optional[str] = None):
+                 server_key: Optional[str] = None, client_key: Optional[str] = None,
+                 server_key_file: Optional[str] = None,
+                 client_key_file: Optional[str] = None):
         self.endpoint = resolve_endpoint(endpoint)
         self._server_key, self._client_key = server_key, client_key
+        self._key_files = (server_key_file, client_key_file)
         probe(self.endpoint)
         self._lock = threading.Lock()
         self._core = _Core(liveness, request_timeout)
@@ -183,7 +188,8 @@ class Client:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
-            apply_curve(sock, self.endpoint, self._server_key, self._client_key)
+            apply_curve(sock, self.endpoint, self._server_key, self._client_key,
+                        *self._key_files)
             # A dropped connection loses what was in flight on it: the
             # monitor tells the I/O thread, which ends those requests.
             # Monitored before connecting: libzmq does not retry a
