@@ -251,9 +251,11 @@ static void sup_query_on_answer(sup_ctx *c, const proto_val *msg)
     }
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", &r->peer, data->n);
+    proto_map m = sup_msg_open(&b, "ok", &r->peer);
     for (uint32_t i = 0; i < 2 * data->n; i++)
         proto_put_val(&b, &data->as.items[i]);
+    proto_map_count(&m, data->n);
+    sup_msg_end(&b, &m);
     sup_deliver(&r->peer, &b);
     proto_buf_free(&b);
     end_query(c);

@@ -490,14 +490,15 @@ void sup_reqctx_list(const proto_val *msg, const sup_peer *peer)
     bool more = from + taken < n;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "ok", peer, more ? 2 : 1);
-    proto_put_str(&b, "contexts");
+    proto_map m = sup_msg_open(&b, "ok", peer);
+    proto_key(&b, &m, "contexts");
     proto_put_array(&b, (uint32_t)taken);
     proto_buf_append(&b, items.data, items.len);
     if (more) {
-        proto_put_str(&b, "next");
+        proto_key(&b, &m, "next");
         proto_put_str(&b, v[from + taken - 1]->name);
     }
+    sup_msg_end(&b, &m);
     free(v);
     sup_deliver(peer, &b);
     proto_buf_free(&b);

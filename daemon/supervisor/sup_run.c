@@ -76,24 +76,25 @@ static void send_accepted(sup_ctx *c, sup_run *r)
     bool show_restored = show_death && c->restored_from;
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "accepted", &r->peer, 3 + show_death + show_restored);
-    proto_put_str(&b, "ctx");
+    proto_map m = sup_msg_open(&b, "accepted", &r->peer);
+    proto_key(&b, &m, "ctx");
     proto_put_str(&b, c->name);
-    proto_put_str(&b, "execution_count");
+    proto_key(&b, &m, "execution_count");
     proto_put_uint(&b, c->execution_count);
-    proto_put_str(&b, "incarnation");
+    proto_key(&b, &m, "incarnation");
     proto_put_uint(&b, c->incarnation);
     if (show_death) {
-        proto_put_str(&b, "previous_death");
+        proto_key(&b, &m, "previous_death");
         proto_put_str(&b, c->last_death);
         c->death_unshown = false;
     }
     if (show_restored) { /* state restored from an autosnapshot (sup_snap.c) */
-        proto_put_str(&b, "restored_from");
+        proto_key(&b, &m, "restored_from");
         proto_put_str(&b, c->restored_from);
         free(c->restored_from);
         c->restored_from = NULL;
     }
+    sup_msg_end(&b, &m);
     sup_run_send(c, &r->peer, &b);
     proto_buf_free(&b);
 }
@@ -115,29 +116,27 @@ static void send_done(sup_ctx *c, sup_run *r, const sup_run_end *e, double durat
     proto_buf b;
     proto_buf_init(&b);
     uint64_t dropped = r->dropped[0] + r->dropped[1];
-    sup_msg_begin(&b, "done", &r->peer,
-                  7 + (e->cause ? 1 : 0) + (dropped ? 1 : 0) + (e->artifacts ? 1 : 0) +
-                      (e->exit_code ? 1 : 0));
-    proto_put_str(&b, "status");
+    proto_map m = sup_msg_open(&b, "done", &r->peer);
+    proto_key(&b, &m, "status");
     proto_put_str(&b, e->status);
-    proto_put_str(&b, "execution_count");
+    proto_key(&b, &m, "execution_count");
     proto_put_uint(&b, c->execution_count);
-    proto_put_str(&b, "incarnation");
+    proto_key(&b, &m, "incarnation");
     proto_put_uint(&b, c->incarnation);
-    proto_put_str(&b, "duration");
+    proto_key(&b, &m, "duration");
     proto_put_double(&b, duration);
-    proto_put_str(&b, "cpu_time");
+    proto_key(&b, &m, "cpu_time");
     proto_put_double(&b, e->cpu_time);
-    proto_put_str(&b, "truncated");
+    proto_key(&b, &m, "truncated");
     proto_put_bool(&b, dropped != 0);
-    proto_put_str(&b, "state_lost");
+    proto_key(&b, &m, "state_lost");
     proto_put_bool(&b, e->state_lost);
     if (e->cause) {
-        proto_put_str(&b, "cause");
+        proto_key(&b, &m, "cause");
         proto_put_str(&b, e->cause);
     }
     if (dropped) {
-        proto_put_str(&b, "dropped");
+        proto_key(&b, &m, "dropped");
         proto_put_map(&b, 2);
         proto_put_str(&b, "stdout");
         proto_put_uint(&b, r->dropped[0]);
@@ -145,13 +144,14 @@ static void send_done(sup_ctx *c, sup_run *r, const sup_run_end *e, double durat
         proto_put_uint(&b, r->dropped[1]);
     }
     if (e->artifacts) {
-        proto_put_str(&b, "artifacts");
+        proto_key(&b, &m, "artifacts");
         proto_put_val(&b, e->artifacts);
     }
     if (e->exit_code) {
-        proto_put_str(&b, "exit_code");
+        proto_key(&b, &m, "exit_code");
         proto_put_uint(&b, e->exit_code->as.u);
     }
+    sup_msg_end(&b, &m);
     sup_run_send(c, &r->peer, &b);
     proto_buf_free(&b);
     if (r->peer.route_len) /* not an internal run */
@@ -230,15 +230,16 @@ void sup_run_relay(sup_ctx *c, const char *type, const proto_val *msg, const cha
 {
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, type, &c->running->peer, nkeys + (with_count ? 1 : 0));
+    proto_map m = sup_msg_open(&b, type, &c->running->peer);
     if (with_count) {
-        proto_put_str(&b, "execution_count");
+        proto_key(&b, &m, "execution_count");
         proto_put_uint(&b, c->execution_count);
     }
     for (uint32_t i = 0; i < nkeys; i++) {
-        proto_put_str(&b, keys[i]);
+        proto_key(&b, &m, keys[i]);
         proto_put_val(&b, proto_map_get(msg, keys[i]));
     }
+    sup_msg_end(&b, &m);
     sup_run_send(c, &c->running->peer, &b);
     proto_buf_free(&b);
 }
@@ -268,11 +269,12 @@ void sup_run_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n)
         proto_buf b;
         proto_buf_init(&b);
         proto_buf_reserve(&b, keep + 128); /* one allocation, no regrowth */
-        sup_msg_begin(&b, "stream", &r->peer, 2);
-        proto_put_str(&b, "name");
+        proto_map m = sup_msg_open(&b, "stream", &r->peer);
+        proto_key(&b, &m, "name");
         proto_put_str(&b, names[stream]);
-        proto_put_str(&b, "data");
+        proto_key(&b, &m, "data");
         proto_put_bin(&b, data, keep);
+        sup_msg_end(&b, &m);
         sup_run_send(c, &r->peer, &b);
         proto_buf_free(&b);
         r->out_bytes += keep;
@@ -296,11 +298,12 @@ void sup_run_stream(sup_ctx *c, int stream, const uint8_t *data, size_t n)
                                  (unsigned long long)sup_cfg.max_output);
         proto_buf b;
         proto_buf_init(&b);
-        sup_msg_begin(&b, "stream", &r->peer, 2);
-        proto_put_str(&b, "name");
+        proto_map m = sup_msg_open(&b, "stream", &r->peer);
+        proto_key(&b, &m, "name");
         proto_put_str(&b, "stderr");
-        proto_put_str(&b, "data");
+        proto_key(&b, &m, "data");
         proto_put_bin(&b, note, (size_t)len);
+        sup_msg_end(&b, &m);
         sup_run_send(c, &r->peer, &b);
         proto_buf_free(&b);
     }

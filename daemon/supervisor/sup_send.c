@@ -262,6 +262,26 @@ void sup_msg_begin(proto_buf *b, const char *type, const sup_peer *peer, uint32_
         proto_put_nil(b);
 }
 
+proto_map sup_msg_open(proto_buf *b, const char *type, const sup_peer *peer)
+{
+    proto_map m = proto_map_open(b);
+    proto_key(b, &m, "v");
+    proto_put_uint(b, PROTO_VERSION);
+    proto_key(b, &m, "t");
+    proto_put_str(b, type);
+    proto_key(b, &m, "re");
+    if (peer->re_len)
+        proto_buf_append(b, peer->re, peer->re_len);
+    else
+        proto_put_nil(b);
+    return m;
+}
+
+void sup_msg_end(proto_buf *b, const proto_map *m)
+{
+    proto_map_close(b, m);
+}
+
 /* The code of the last err reply, so the request log can say why. */
 static const char *last_err_code;
 
@@ -286,11 +306,12 @@ void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
     va_end(ap);
     proto_buf b;
     proto_buf_init(&b);
-    sup_msg_begin(&b, "err", peer, 2);
-    proto_put_str(&b, "code");
+    proto_map m = sup_msg_open(&b, "err", peer);
+    proto_key(&b, &m, "code");
     proto_put_str(&b, code);
-    proto_put_str(&b, "message");
+    proto_key(&b, &m, "message");
     proto_put_str(&b, msg);
+    sup_msg_end(&b, &m);
     sup_deliver(peer, &b);
     proto_buf_free(&b);
     sup_log("err %s: %s", code, msg);

@@ -51,6 +51,11 @@ bool sup_send_flush_outbox(void);
 
 /* Writes map header + v, t, re; the caller appends nfields pairs. */
 void sup_msg_begin(proto_buf *b, const char *type, const sup_peer *peer, uint32_t nfields);
+/* Opens a message to peer with v, t and re written and counted; the caller
+ * adds pairs with proto_key and closes it with sup_msg_end before sending. */
+proto_map sup_msg_open(proto_buf *b, const char *type, const sup_peer *peer);
+/* Writes the header of the message m for the pairs it holds. */
+void sup_msg_end(proto_buf *b, const proto_map *m);
 void sup_reply_err(const sup_peer *peer, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The code of the last sup_reply_err since sup_reply_reset (the request
