@@ -22,39 +22,40 @@ void sup_ctxinfo_put(proto_buf *b, sup_ctx *c)
 {
     uint64_t rss, pss;
     sup_ctxpss_info(c, &rss, &pss);
-    proto_put_map(b, 12 + (c->last_death ? 1 : 0) + (c->lease > 0 ? 1 : 0));
-    proto_put_str(b, "name");
+    proto_map m = proto_map_open(b);
+    proto_key(b, &m, "name");
     proto_put_str(b, c->name);
-    proto_put_str(b, "cwd");
+    proto_key(b, &m, "cwd");
     proto_put_str(b, c->cwd);
-    proto_put_str(b, "state");
+    proto_key(b, &m, "state");
     proto_put_str(b, sup_ctxinfo_state(c));
-    proto_put_str(b, "pid");
+    proto_key(b, &m, "pid");
     proto_put_uint(b, (uint64_t)c->pid);
-    proto_put_str(b, "incarnation");
+    proto_key(b, &m, "incarnation");
     proto_put_uint(b, c->incarnation);
-    proto_put_str(b, "created");
+    proto_key(b, &m, "created");
     proto_put_double(b, c->created);
-    proto_put_str(b, "execution_count");
+    proto_key(b, &m, "execution_count");
     proto_put_uint(b, c->execution_count);
-    proto_put_str(b, "queued");
+    proto_key(b, &m, "queued");
     proto_put_uint(b, c->run.queued);
-    proto_put_str(b, "rss");
+    proto_key(b, &m, "rss");
     proto_put_uint(b, rss);
-    proto_put_str(b, "pss");
+    proto_key(b, &m, "pss");
     proto_put_uint(b, pss);
-    proto_put_str(b, "tier");
+    proto_key(b, &m, "tier");
     proto_put_str(b, sup_policy_tier_name(c->policy));
-    proto_put_str(b, "policy");
+    proto_key(b, &m, "policy");
     sup_policy_put(b, c->policy);
     if (c->last_death) {
-        proto_put_str(b, "last_death");
+        proto_key(b, &m, "last_death");
         proto_put_str(b, c->last_death);
     }
     if (c->lease > 0) {
-        proto_put_str(b, "lease");
+        proto_key(b, &m, "lease");
         proto_put_double(b, c->lease);
     }
+    proto_map_close(b, &m);
 }
 
 void sup_ctxinfo_counts(size_t *live, size_t *busy, size_t *queued)

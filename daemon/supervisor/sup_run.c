@@ -315,17 +315,18 @@ bool sup_run_input_reply(sup_ctx *c, const char *value, size_t len, bool eof)
         return false;
     c->run.input_waiting = false;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, eof ? 4 : 3);
-    proto_put_str(&c->out, "t");
+    proto_map m = proto_map_open(&c->out);
+    proto_key(&c->out, &m, "t");
     proto_put_str(&c->out, "input_reply");
-    proto_put_str(&c->out, "value");
+    proto_key(&c->out, &m, "value");
     proto_put_strn(&c->out, value, len);
     if (eof) { /* the client declined: input() raises EOFError */
-        proto_put_str(&c->out, "eof");
+        proto_key(&c->out, &m, "eof");
         proto_put_bool(&c->out, true);
     }
-    proto_put_str(&c->out, "n");
+    proto_key(&c->out, &m, "n");
     proto_put_uint(&c->out, c->run.input_seq);
+    proto_map_close(&c->out, &m);
     proto_frame_end(&c->out, start);
     sup_chan_write(c);
     return true;
@@ -352,29 +353,31 @@ void sup_run_dispatch(sup_ctx *c)
     if (!r->silent)
         c->execution_count++;
     size_t start = proto_frame_begin(&c->out);
-    proto_put_map(&c->out, 9 + r->script_n);
-    proto_put_str(&c->out, "t");
+    proto_map m = proto_map_open(&c->out);
+    proto_key(&c->out, &m, "t");
     proto_put_str(&c->out, "run");
-    proto_put_str(&c->out, "run_id");
+    proto_key(&c->out, &m, "run_id");
     proto_put_uint(&c->out, r->run_id);
-    proto_put_str(&c->out, "code");
+    proto_key(&c->out, &m, "code");
     proto_put_strn(&c->out, r->code, r->code_len);
-    proto_put_str(&c->out, "execution_count");
+    proto_key(&c->out, &m, "execution_count");
     proto_put_uint(&c->out, c->execution_count);
-    proto_put_str(&c->out, "silent");
+    proto_key(&c->out, &m, "silent");
     proto_put_bool(&c->out, r->silent);
-    proto_put_str(&c->out, "allow_stdin");
+    proto_key(&c->out, &m, "allow_stdin");
     proto_put_bool(&c->out, r->allow_stdin);
-    proto_put_str(&c->out, "artifacts");
+    proto_key(&c->out, &m, "artifacts");
     proto_put_bool(&c->out, r->artifacts);
-    proto_put_str(&c->out, "env");
+    proto_key(&c->out, &m, "env");
     if (r->env.len)
         proto_buf_append(&c->out, r->env.data, r->env.len);
     else
         proto_put_map(&c->out, 0);
     proto_buf_append(&c->out, r->script.data, r->script.len); /* argv, file */
-    proto_put_str(&c->out, "syntax"); /* last: forged-frame tests rely on it */
+    proto_map_count(&m, r->script_n);
+    proto_key(&c->out, &m, "syntax"); /* last: forged-frame tests rely on it */
     proto_put_str(&c->out, r->syntax ? r->syntax : "");
+    proto_map_close(&c->out, &m);
     proto_frame_end(&c->out, start);
     free(r->code); /* the frame holds it now */
     r->code = NULL;

@@ -488,25 +488,26 @@ static PyObject *emit_display(PyObject *self, PyObject *args)
     proto_buf b;
     proto_buf_init(&b);
     size_t start = proto_frame_begin(&b);
-    proto_put_map(&b, id == Py_None ? 4 : 5);
-    proto_put_str(&b, "t");
+    proto_map m = proto_map_open(&b);
+    proto_key(&b, &m, "t");
     proto_put_str(&b, "display");
-    proto_put_str(&b, "data");
+    proto_key(&b, &m, "data");
     proto_put_map(&b, (uint32_t)PyDict_GET_SIZE(data));
     pos = 0;
     while (PyDict_Next(data, &pos, &k, &v)) {
         put_pystr_lossy(&b, k);
         put_pystr_lossy(&b, v);
     }
-    proto_put_str(&b, "metadata");
+    proto_key(&b, &m, "metadata");
     uint32_t budget = META_MAX_ITEMS;
     put_pyobj(&b, md, 0, &budget);
     if (id != Py_None) {
-        proto_put_str(&b, "display_id");
+        proto_key(&b, &m, "display_id");
         put_pystr_lossy(&b, id);
     }
-    proto_put_str(&b, "update");
+    proto_key(&b, &m, "update");
     proto_put_bool(&b, update);
+    proto_map_close(&b, &m);
     proto_frame_end(&b, start);
     send_frames(&b);
     Py_RETURN_NONE;

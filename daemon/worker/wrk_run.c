@@ -270,23 +270,24 @@ void wrk_run_put_done_exit(proto_buf *b, const char *status, double cpu, const p
 {
     bool with_arts = arts && arts->len;
     size_t start = proto_frame_begin(b);
-    proto_put_map(b, 4 + (with_arts ? 1 : 0) + (exit_code >= 0 ? 1 : 0));
-    proto_put_str(b, "t");
+    proto_map m = proto_map_open(b);
+    proto_key(b, &m, "t");
     proto_put_str(b, "done");
-    proto_put_str(b, "run_id");
+    proto_key(b, &m, "run_id");
     proto_put_uint(b, run_id);
-    proto_put_str(b, "status");
+    proto_key(b, &m, "status");
     proto_put_str(b, status);
-    proto_put_str(b, "cpu_time");
+    proto_key(b, &m, "cpu_time");
     proto_put_double(b, cpu < 0 ? 0 : cpu);
     if (with_arts) {
-        proto_put_str(b, "artifacts");
+        proto_key(b, &m, "artifacts");
         proto_buf_append(b, arts->data, arts->len);
     }
     if (exit_code >= 0) {
-        proto_put_str(b, "exit_code");
+        proto_key(b, &m, "exit_code");
         proto_put_uint(b, (uint64_t)exit_code);
     }
+    proto_map_close(b, &m);
     proto_frame_end(b, start);
 }
 
