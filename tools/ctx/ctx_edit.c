@@ -7,12 +7,15 @@
  *   request, answered by the worker); at the start of a line, or after
  *   blanks only, Tab indents by 4 spaces.
  * - Ctrl-R searches the history incrementally (emacs mode).
+ * - A bracketed paste (ctx_paste) enters the buffer whole, newlines and
+ *   blank lines included, so Enter runs it as one cell.
  * - History entries are whole blocks: a multi-line `def` comes back as one
  *   entry, newlines included, and runs as one block again.
  * - The history file ($CTX_HISTORY, else ~/.ctx_history) holds one entry a
  *   line, '\' and newline escaped as "\\" and "\n"; each entry is appended
  *   when entered, so concurrent sessions and crashes lose nothing. */
 #include "ctx.h"
+#include "ctx_paste.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -37,7 +40,14 @@ struct ctx_edit {
     const char *ctx;
     FILE *out;
     char prompt[128];
+    char pend[8]; /* bytes read ahead after an ESC that began no paste */
+    size_t npend, pendpos;
+    char *paste; /* a paste read by getc_fn, for paste_fn */
 };
+
+/* The character getc_fn returns for a paste: a C1 control no key sends,
+ * bound to paste_fn. */
+#define PASTE_KEY L"\x9e"
 
 /* libedit asks for the prompt through this function. */
 static char *prompt_fn(EditLine *el)
@@ -149,11 +159,61 @@ static unsigned char complete_fn(EditLine *el, int ch)
     return ret;
 }
 
+/* One byte of input: the bytes read ahead first, then standard input. As
+ * read(2): 1, 0 at the end of input, -1 with errno. */
+static ssize_t next_byte(ctx_edit *e, char *byte)
+{
+    if (e->pendpos < e->npend) {
+        *byte = e->pend[e->pendpos++];
+        return 1;
+    }
+    e->npend = e->pendpos = 0;
+    return read(STDIN_FILENO, byte, 1);
+}
+
+/* After an ESC: true when the terminal's paste marker follows (the rest of
+ * ESC[200~, sent with it in one write). Otherwise the bytes read to find out
+ * are kept for next_byte, so an ESC typed alone stays an ESC. */
+static bool paste_begins(ctx_edit *e)
+{
+    static const char rest[] = "[200~";
+    if (e->pendpos < e->npend)
+        return false; /* replaying read-ahead: it began no paste */
+    e->npend = e->pendpos = 0;
+    for (size_t i = 0; i < sizeof rest - 1; i++) {
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        if (poll(&p, 1, i == 0 ? 0 : 50) <= 0 || read(STDIN_FILENO, &e->pend[i], 1) != 1)
+            break;
+        e->npend = i + 1;
+        if (e->pend[i] != rest[i])
+            break;
+        if (i + 1 == sizeof rest - 1) {
+            e->npend = 0;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The key getc_fn returns for a paste: inserts the paste it read. */
+static unsigned char paste_fn(EditLine *el, int ch)
+{
+    (void)ch;
+    ctx_edit *e = NULL;
+    el_get(el, EL_CLIENTDATA, &e);
+    if (e->paste)
+        ctx_paste_insert(el, e->paste);
+    free(e->paste);
+    e->paste = NULL;
+    return CC_REFRESH;
+}
+
 /* libedit's character reader, replaced so that Ctrl-C cancels the line
  * whenever it comes: libedit retries a read that a signal interrupted, and
  * a signal that arrives while it is not in read() would be lost. SIGINT is
  * blocked while the counter is checked and unblocked only inside ppoll.
- * Bytes are decoded as the locale's multibyte characters (an invalid byte
+ * An ESC that begins a bracketed paste reads the whole paste and returns
+ * PASTE_KEY. Bytes are decoded as the locale's multibyte characters (an invalid byte
  * passes as itself). */
 static int getc_fn(EditLine *el, wchar_t *wc)
 {
@@ -175,7 +235,7 @@ static int getc_fn(EditLine *el, wchar_t *wc)
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
         sigset_t wait = orig;
         sigdelset(&wait, SIGINT);
-        int r = ppoll(&p, 1, NULL, &wait);
+        int r = e->pendpos < e->npend ? 1 : ppoll(&p, 1, NULL, &wait);
         sigprocmask(SIG_SETMASK, &orig, NULL);
         if (r < 0) {
             if (errno == EINTR)
@@ -183,13 +243,19 @@ static int getc_fn(EditLine *el, wchar_t *wc)
             return -1;
         }
         char byte;
-        ssize_t k = read(STDIN_FILENO, &byte, 1);
+        ssize_t k = next_byte(e, &byte);
         if (k == 0)
             return 0;
         if (k < 0) {
             if (errno == EINTR || errno == EAGAIN)
                 continue;
             return -1;
+        }
+        if (byte == 0x1b && got == 0 && paste_begins(e)) {
+            free(e->paste);
+            e->paste = ctx_paste_read();
+            *wc = PASTE_KEY[0];
+            return 1;
         }
         got++;
         size_t m = mbrtowc(wc, &byte, 1, &st);
@@ -230,6 +296,10 @@ ctx_edit *ctx_edit_new(ctxd_client *client, const char *ctx)
     el_set(e->el, EL_BIND, "^R", "em-inc-search-prev", NULL);
     el_set(e->el, EL_BIND, "^S", "em-inc-search-next", NULL);
     el_source(e->el, NULL); /* $EDITRC, else ~/.editrc */
+    /* After the editrc: a `bind -v` there resets the key maps. */
+    el_set(e->el, EL_ADDFN, "ctx-paste", "insert a bracketed paste whole", paste_fn);
+    el_wset(e->el, EL_BIND, PASTE_KEY, L"ctx-paste", NULL);
+    el_wset(e->el, EL_BIND, L"-a", PASTE_KEY, L"ctx-paste", NULL);
     return e;
 }
 
@@ -239,6 +309,7 @@ void ctx_edit_free(ctx_edit *e)
         return;
     el_end(e->el);
     history_end(e->hist);
+    free(e->paste);
     free(e);
 }
 

