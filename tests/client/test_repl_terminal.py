@@ -28,3 +28,22 @@ def test_bracketed_paste_is_one_cell(daemon, repl):
     r.send("\x04")
     assert r.wait_exit() == 0
     assert r.raw.endswith(b"\x1b[?2004l") or b"\x1b[?2004l" in r.raw
+
+
+def test_multiline_value_starts_below_out(daemon, repl):
+    r = repl("-c", "table")
+    r.expect(prompt(1))
+    r.line("import pandas as pd; pd.DataFrame({'a': [1, 2], 'b': [3, 4]})")
+    # As IPython: the label on its own line, the table's header below it.
+    r.expect(r"Out\[1\]:\n   a  b\n0  1  3\n1  2  4\n")
+    r.expect(prompt(2))
+    r.line("class Lead:\r    def __repr__(self): return '\\nfirst\\nsecond'\r")
+    r.expect(prompt(3))
+    r.line("Lead()")  # a text starting with a newline: no empty line after the label
+    r.expect(r"Out\[3\]:\nfirst\nsecond\n")
+    r.expect(prompt(4))
+    r.line("'one line'")
+    r.expect(r"Out\[4\]: 'one line'\n")
+    r.expect(prompt(5))
+    r.send("\x04")
+    assert r.wait_exit() == 0

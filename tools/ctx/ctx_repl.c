@@ -331,6 +331,9 @@ static void run_stream(void *user, const char *name, const void *data, size_t le
         show(r, stdout, NULL, data, len);
 }
 
+/* A run's value under `Out[n]:`: an image saved to a file (its path shown),
+ * else its text/plain, on the same line when it is one line, below the
+ * label when it spans lines (a table), as IPython shows it. */
 static void run_result(void *user, const char *const *keys, const char *const *values, size_t n,
                        uint64_t count)
 {
@@ -351,7 +354,11 @@ static void run_result(void *user, const char *const *keys, const char *const *v
         if (!r->at_line_start)
             show(r, stdout, NULL, "\n", 1);
         showf(r, stdout, col(r, C_OUT), "Out[%llu]:", (unsigned long long)count);
-        showf(r, stdout, NULL, " %s\n", values[i]);
+        const char *v = values[i];
+        if (strchr(v, '\n')) /* as IPython: a table starts on a line of its own */
+            showf(r, stdout, NULL, "\n%s\n", v[0] == '\n' ? v + 1 : v);
+        else
+            showf(r, stdout, NULL, " %s\n", v);
     }
 }
 
