@@ -200,4 +200,15 @@ char *ctx_edit_history_encode(const char *entry);
 /* Loads a history file (missing file: nothing). */
 void ctx_edit_history_load(ctx_edit *e, const char *path);
 
+/* ---- ctx_history.c --------------------------------------------------------- */
+
+/* Loads the history file into the editor and opens it for appending;
+ * returns its descriptor, or -1 when there is none (no path, no home, or it
+ * cannot be opened). */
+int ctx_history_open(ctx_edit *ed);
+/* Adds a block (trailing blank lines dropped) to the editor's history and
+ * appends it to the file at fd (-1: none) at once, so concurrent sessions
+ * and crashes lose nothing. Nothing without an editor. */
+void ctx_history_add(ctx_edit *ed, int fd, const char *block);
+
 #endif

@@ -41,8 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK_TIMEOUT 3.0 /* seconds the completeness check may take */
-#define HISTORY_KEEP 1000
+#define CHECK_TIMEOUT 3.0   /* seconds the completeness check may take */
 #define INPUT_MAX (1 << 20) /* bytes of one input() line */
 
 typedef struct repl {
@@ -549,93 +548,6 @@ static void run_block(repl *r, const char *code)
 
 /* ---- input ------------------------------------------------------------------ */
 
-/* Rewrites the history file with its last HISTORY_KEEP lines once it has
- * more than twice that many, so it stays bounded. */
-static void history_trim(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) < 0 || st.st_size < 64 * 1024)
-        return;
-    FILE *in = fopen(path, "r");
-    if (!in)
-        return;
-    size_t lines = 0;
-    int ch;
-    while ((ch = fgetc(in)) != EOF)
-        lines += ch == '\n';
-    if (lines <= 2 * HISTORY_KEEP) {
-        fclose(in);
-        return;
-    }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!out) {
-        if (fd >= 0)
-            close(fd);
-        fclose(in);
-        return;
-    }
-    rewind(in);
-    char *line = NULL;
-    size_t cap = 0, skip = lines - HISTORY_KEEP, i = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, in)) >= 0)
-        if (i++ >= skip)
-            fwrite(line, 1, (size_t)n, out);
-    free(line);
-    fclose(in);
-    if (fclose(out) == 0)
-        rename(tmp, path);
-    else
-        unlink(tmp);
-}
-
-/* Loads the history file ($CTX_HISTORY, else ~/.ctx_history; "" for none)
- * into the editor and opens it for appending: every line entered is added
- * at once, so concurrent sessions and crashes lose nothing. */
-static void history_open(repl *r)
-{
-    r->hist_fd = -1;
-    const char *path = getenv("CTX_HISTORY");
-    char buf[4096];
-    if (!path) {
-        const char *home = getenv("HOME");
-        if (!home || !*home)
-            return;
-        snprintf(buf, sizeof buf, "%s/.ctx_history", home);
-        path = buf;
-    }
-    if (!*path)
-        return;
-    history_trim(path);
-    ctx_edit_history_load(r->ed, path);
-    r->hist_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-}
-
-static void history_add(repl *r, const char *block)
-{
-    if (!r->ed)
-        return;
-    size_t n = strlen(block); /* without the empty line that ended it */
-    while (n > 0 && (block[n - 1] == '\n' || block[n - 1] == ' ' || block[n - 1] == '\t'))
-        n--;
-    if (n == 0)
-        return;
-    char *line = mem_alloc(n + 1);
-    memcpy(line, block, n);
-    line[n] = '\0';
-    ctx_edit_history_add(r->ed, line);
-    if (r->hist_fd >= 0) {
-        char *buf = ctx_edit_history_encode(line);
-        ssize_t w = write(r->hist_fd, buf, strlen(buf));
-        (void)w;
-        free(buf);
-    }
-    free(line);
-}
-
 /* One line of input: EDIT_LINE (*line malloc'd), EDIT_EOF or EDIT_CANCEL. */
 static int read_line(repl *r, bool first, char **line)
 {
@@ -768,7 +680,7 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
             r.tty = false; /* libedit could not start: plain lines */
     }
     if (r.ed) {
-        history_open(&r);
+        r.hist_fd = ctx_history_open(r.ed);
         showf(&r, stdout, col(&r, C_NOTE),
               "ctx repl: context '%s' (incarnation %llu) on ctxd %s at %s\n"
               "A block runs when complete (an empty line ends an indented one). Ctrl-C "
@@ -811,12 +723,12 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
             continue;
         }
         if (first && is_exit_word(line)) {
-            history_add(&r, line);
+            ctx_history_add(r.ed, r.hist_fd, line);
             free(line);
             break;
         }
         if (first && help_request(&r, line)) {
-            history_add(&r, line);
+            ctx_history_add(r.ed, r.hist_fd, line);
             free(line);
             continue;
         }
@@ -829,7 +741,7 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
         free(line);
         if (needs_more(&r, block))
             continue;
-        history_add(&r, block);
+        ctx_history_add(r.ed, r.hist_fd, block);
         run_block(&r, block);
         free(block);
         block = NULL;
