@@ -47,3 +47,39 @@ def test_multiline_value_starts_below_out(daemon, repl):
     r.expect(prompt(5))
     r.send("\x04")
     assert r.wait_exit() == 0
+
+
+def test_autoindent_after_colon_and_dedent(daemon, repl):
+    r = repl("-c", "indent", "--autoindent")
+    r.expect(prompt(1))
+    r.line("def f(x):")
+    r.expect(r"\.\.\.:     $")  # four spaces given after a ':'
+    r.line("if x:")  # typed after them
+    r.expect(r"\.\.\.:         $")
+    r.line("return 'yes'")
+    r.expect(r"\.\.\.:     $")  # one level less after return
+    r.line("raise ValueError('no')")
+    r.expect(r"\.\.\.: $")  # and again: back to the def's level
+    r.line("")
+    r.expect(prompt(2))
+    r.line("f(1)")
+    r.expect(r"Out\[2\]: 'yes'\n")
+    r.expect(prompt(3))
+    r.line("for i in range(3):")
+    r.expect(r"\.\.\.:     $")
+    r.line("total = i")
+    r.expect(r"\.\.\.:     $")  # the same level: only the indentation given
+    r.line("")  # Enter on it ends the block
+    r.expect(prompt(4))
+    r.line("%autoindent")  # IPython's toggle
+    r.expect(r"Automatic indentation is: OFF\n")
+    r.line("if True:")
+    r.expect(r"\.\.\.: $")
+    r.line("    y = total")
+    r.line("")
+    r.expect(prompt(5))
+    r.line("y")
+    r.expect(r"Out\[5\]: 2\n")
+    r.expect(prompt(6))
+    r.send("\x04")
+    assert r.wait_exit() == 0

@@ -223,7 +223,7 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "\"queued\":N,\"executions\":N,\"pss\":BYTES,\"rss\":BYTES,\"limits\":{..},\n"
              "\"daemon\":{\"uptime\":..,\"contexts\":{..},\"counters\":{..}} or null}.\n"},
     {.name = "repl",
-     .usage = "[-c CTX] [-t SECONDS] [--no-color]",
+     .usage = "[-c CTX] [-t SECONDS] [--no-color] [--autoindent]",
      .handler = ctx_repl_cmd,
      .summary = "an interactive, notebook-like session on a context",
      .help = "Type Python; a block runs once it is complete, as Python's own REPL\n"
@@ -240,6 +240,11 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "line it indents); Ctrl-R searches the history; Up/Down browse it. A\n"
              "multi-line block is one history entry; the history is kept across\n"
              "sessions in $CTX_HISTORY, else ~/.ctx_history (CTX_HISTORY='' for none).\n"
+             "A block pasted into the terminal is one cell (blank lines inside\n"
+             "included); Enter runs it. With --autoindent (or CTX_REPL_AUTOINDENT=1;\n"
+             "%autoindent toggles it) a line after one ending in ':' starts four\n"
+             "spaces in, one after return/pass/raise/break/continue four fewer.\n"
+             "A value that spans lines (a DataFrame) starts below its Out[n]:.\n"
              "NAME? shows the context's description of NAME, NAME?? with its source.\n"
              "Images (display(), matplotlib figures) are saved to files whose paths are\n"
              "printed (as with ctx run; PNG shown inline too when TERM is xterm-kitty\n"

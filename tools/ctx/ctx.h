@@ -125,7 +125,7 @@ int ctx_natural_cmp(const char *a, const char *b);
 /* ---- ctx_repl.c ------------------------------------------------------------ */
 
 /* The interactive session of `ctx repl`. timeout: seconds per run (0 none). */
-int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain);
+int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain, bool autoindent);
 
 /* Exposed for the fallback completeness check (tested through the REPL). */
 bool ctx_repl_heuristic_more(const char *block);
@@ -193,6 +193,9 @@ void ctx_edit_free(ctx_edit *e);
  * (malloc'd, no trailing newline), EDIT_EOF (Ctrl-D on an empty line),
  * EDIT_CANCEL (Ctrl-C) or EDIT_ERROR. */
 int ctx_edit_read(ctx_edit *e, const char *prompt, char **line);
+/* Makes the next ctx_edit_read start with text in its buffer, as if typed
+ * (an auto-indent the user may erase). */
+void ctx_edit_preset(ctx_edit *e, const char *text);
 /* Adds one history entry (a whole block). */
 void ctx_edit_history_add(ctx_edit *e, const char *entry);
 /* An entry as one line of the history file (malloc'd, with its newline). */

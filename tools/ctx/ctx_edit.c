@@ -338,6 +338,12 @@ int ctx_edit_read(ctx_edit *e, const char *prompt, char **line)
     return EDIT_LINE;
 }
 
+void ctx_edit_preset(ctx_edit *e, const char *text)
+{
+    if (*text)
+        el_push(e->el, text);
+}
+
 void ctx_edit_history_add(ctx_edit *e, const char *entry)
 {
     HistEvent ev;

@@ -26,6 +26,7 @@
  * (no silent runs at all). */
 #include "ctx.h"
 #include "ctx_media.h"
+#include "ctx_indent.h"
 #include "ctx_paste.h"
 #include "mem.h"
 
@@ -56,6 +57,7 @@ typedef struct repl {
     bool at_line_start; /* the last byte shown was a newline */
     bool heuristic;     /* the check failed for this block */
     bool local_only;    /* CTX_REPL_COMPLETE=local: never ask the context */
+    bool autoindent;    /* continuation lines start indented (ctx_indent) */
     /* the run in progress */
     int sigints_seen;
     int interrupts;
@@ -548,9 +550,17 @@ static void run_block(repl *r, const char *code)
 
 /* ---- input ------------------------------------------------------------------ */
 
-/* One line of input: EDIT_LINE (*line malloc'd), EDIT_EOF or EDIT_CANCEL. */
-static int read_line(repl *r, bool first, char **line)
+static bool is_blank(const char *s)
 {
+    while (*s == ' ' || *s == '\t' || *s == '\r')
+        s++;
+    return *s == '\0';
+}
+
+/* One line of input: EDIT_LINE (*line malloc'd), EDIT_EOF or EDIT_CANCEL. */
+static int read_line(repl *r, const char *block, char **line)
+{
+    bool first = block == NULL;
     *line = NULL;
     if (r->tty) {
         char prompt[96], label[32];
@@ -563,7 +573,13 @@ static int read_line(repl *r, bool first, char **line)
                      "...:", col(r, C_RESET));
         fflush(stdout);
         fflush(stderr);
+        char *indent = !first && r->autoindent ? ctx_indent_next(block) : NULL;
+        if (indent)
+            ctx_edit_preset(r->ed, indent);
+        free(indent);
         int rc = ctx_edit_read(r->ed, prompt, line);
+        if (rc == EDIT_LINE && !first && r->autoindent && is_blank(*line))
+            (*line)[0] = '\0'; /* only the indentation given: the block ends */
         return rc == EDIT_ERROR ? EDIT_EOF : rc;
     }
     size_t cap = 0;
@@ -579,13 +595,6 @@ static int read_line(repl *r, bool first, char **line)
     while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r'))
         (*line)[--n] = '\0';
     return EDIT_LINE;
-}
-
-static bool is_blank(const char *s)
-{
-    while (*s == ' ' || *s == '\t' || *s == '\r')
-        s++;
-    return *s == '\0';
 }
 
 static bool is_exit_word(const char *s)
@@ -646,7 +655,7 @@ static bool help_request(repl *r, const char *line)
 }
 
 /* The session: read blocks, run them, until end of input. */
-int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
+int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain, bool autoindent)
 {
     setlocale(LC_CTYPE, "");
     repl r = {.cli = cli, .ctx = ctx ? ctx : "default", .timeout = timeout, .hist_fd = -1};
@@ -657,6 +666,8 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
     r.at_line_start = true;
     const char *how = getenv("CTX_REPL_COMPLETE");
     r.local_only = how && strcmp(how, "local") == 0;
+    const char *ai = getenv("CTX_REPL_AUTOINDENT");
+    r.autoindent = autoindent || (ai && strcmp(ai, "1") == 0);
 
     const ctxd_ctx_info *infos;
     size_t n;
@@ -698,7 +709,7 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
     for (;;) {
         bool first = blen == 0;
         char *line;
-        int got = read_line(&r, first, &line);
+        int got = read_line(&r, first ? NULL : block, &line);
         if (got == EDIT_CANCEL) {
             free(block);
             block = NULL;
@@ -719,6 +730,12 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
             break;
         }
         if (first && is_blank(line)) {
+            free(line);
+            continue;
+        }
+        if (first && strcmp(line, "%autoindent") == 0) { /* IPython's toggle */
+            r.autoindent = !r.autoindent;
+            showf(&r, stdout, NULL, "Automatic indentation is: %s\n", r.autoindent ? "ON" : "OFF");
             free(line);
             continue;
         }
@@ -768,11 +785,12 @@ int ctx_repl_cmd(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     static const struct option longopts[] = {{"ctx", required_argument, NULL, 'c'},
                                              {"timeout", required_argument, NULL, 't'},
                                              {"no-color", no_argument, NULL, 'N'},
+                                             {"autoindent", no_argument, NULL, 'A'},
                                              CTX_COMMON_LONGOPTS,
                                              {0}};
     const char *ctx = NULL;
     double timeout = 0;
-    bool plain = false;
+    bool plain = false, autoindent = false;
     int opt, r = CONTINUE;
     while (r == CONTINUE && (opt = getopt_long(argc, argv, ":c:t:h", longopts, NULL)) != -1) {
         if (opt == 'c')
@@ -781,6 +799,8 @@ int ctx_repl_cmd(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
             r = ctx_parse_seconds(cmd, optarg, &timeout);
         else if (opt == 'N')
             plain = true;
+        else if (opt == 'A')
+            autoindent = true;
         else
             r = ctx_common_opt(cli, cmd, opt, argv);
     }
@@ -793,6 +813,6 @@ int ctx_repl_cmd(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     if (r == CONTINUE)
         r = ctx_ensure_context(cli, ctx);
     if (r == CONTINUE)
-        r = ctx_repl(cli, ctx, timeout, plain);
+        r = ctx_repl(cli, ctx, timeout, plain, autoindent);
     return r;
 }
