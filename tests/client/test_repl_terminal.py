@@ -83,3 +83,62 @@ def test_autoindent_after_colon_and_dedent(daemon, repl):
     r.expect(prompt(6))
     r.send("\x04")
     assert r.wait_exit() == 0
+
+
+def test_endpoint_without_a_scheme_gets_a_hint(tmp_path):
+    cases = {
+        "/run/x.sock": "ipc:///run/x.sock",
+        str(tmp_path / "s.sock"): f"ipc://{tmp_path}/s.sock",
+        "http://localhost:5555/": "tcp://localhost:5555",
+        "localhost:5555": "tcp://localhost:5555",
+    }
+    for given, meant in cases.items():
+        p = subprocess.run([CTX_BIN, "--endpoint", given, "ls"], capture_output=True,
+                           text=True, timeout=WAIT)
+        assert p.returncode != 0
+        assert f"did you mean {meant}?" in p.stderr, (given, p.stderr)
+    p = subprocess.run([CTX_BIN, "--endpoint", f"ipc://{tmp_path}/none.sock", "ls"],
+                       capture_output=True, text=True, timeout=WAIT)
+    assert p.returncode != 0 and "did you mean" not in p.stderr  # a scheme: no guess
+
+
+def test_mistyped_command_gets_the_closest(daemon):
+    for typed, meant in [("lss", "ls"), ("stast", "stats"), ("snapshts", "snapshots"),
+                         ("rpel", "repl")]:
+        p = daemon.ctx(typed, check=False)
+        assert p.returncode == 2
+        assert f"unknown command '{typed}'; did you mean '{meant}'?" in p.stderr, p.stderr
+    p = daemon.ctx("xyzzy", check=False)
+    assert p.returncode == 2 and "did you mean" not in p.stderr
+    p = daemon.ctx("help", "stast", check=False)
+    assert "did you mean 'stats'?" in p.stderr
+
+
+def test_snapshots_header_and_dates(daemon):
+    import os
+    import pty
+    import re
+    import time
+    daemon.ctx("create", "snapped")
+    daemon.ctx("run", "-c", "snapped", "x = 1")
+    daemon.ctx("snapshot", "snapped", "first")
+    pid, fd = pty.fork()  # on a terminal: a header
+    if pid == 0:
+        os.execv(CTX_BIN, [CTX_BIN, "--endpoint", daemon.endpoint, "snapshots"])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.waitpid(pid, 0)
+    os.close(fd)
+    lines = out.decode().replace("\r", "").splitlines()
+    assert lines[0].split() == ["ID", "SIZE", "CREATED"], lines
+    today = time.strftime("%Y-%m-%d")
+    assert re.fullmatch(r"snapped/first\s+\S+ \S+\s+" + today + r" \d\d:\d\d:\d\d", lines[1]), lines
+    piped = daemon.ctx("snapshots").stdout.splitlines()  # a pipe: the rows alone
+    assert [line.split()[0] for line in piped] == ["snapped/first"]

@@ -174,7 +174,8 @@ const struct ctx_cmd ctx_cmd_table[] = {
      .usage = "[CTX]",
      .handler = ctx_cmd_snap_list,
      .summary = "list snapshots (of one context, or all)",
-     .help = "One line per snapshot: its id (CTX/NAME) and size in bytes. With --json:\n"
+     .help = "One line per snapshot: its id (CTX/NAME), size and creation time (local),\n"
+             "under an ID SIZE CREATED header on a terminal. With --json:\n"
              "{\"t\":\"ok\",\"snapshots\":[{id,ctx,name,size,created},..]}.\n"},
     {.name = "snapshot-rm",
      .usage = "CTX/NAME",
@@ -445,6 +446,11 @@ int ctx_need_client(ctx_cli *cli)
         json_err(rc < 0 && -rc < 9 ? names[-rc] : "error", err, true);
     } else {
         fprintf(stderr, "ctx: %s\n", err);
+        char hint[1100];
+        const char *ep = cli->endpoint ? cli->endpoint : getenv("CTXD_ENDPOINT");
+        if (ctx_hint_endpoint(ep, hint, sizeof hint))
+            fprintf(stderr, "ctx: did you mean %s? (endpoints are ipc://PATH or tcp://HOST:PORT)\n",
+                    hint);
     }
     return ctx_exit_for(rc);
 }
@@ -579,6 +585,16 @@ static const ctx_cmd *find_cmd(const char *name)
     return NULL;
 }
 
+/* The usage error for a command name no command has, with the closest name
+ * when one is near (a typo). */
+static int unknown_command(const char *word)
+{
+    const char *near = ctx_hint_command(word);
+    if (near)
+        return ctx_usage(NULL, "unknown command '%s'; did you mean '%s'?", word, near);
+    return ctx_usage(NULL, "unknown command '%s'", word);
+}
+
 /* ctx help [COMMAND]: the same text as --help. */
 static int cmd_help(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
@@ -590,7 +606,7 @@ static int cmd_help(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     const ctx_cmd *target =
         strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ? cmd : find_cmd(argv[1]);
     if (!target)
-        return ctx_usage(NULL, "unknown command '%s'", argv[1]);
+        return unknown_command(argv[1]);
     ctx_print_cmd_help(target, stdout);
     return EX_OK;
 }
@@ -621,7 +637,7 @@ int main(int argc, char **argv)
         return ctx_usage(NULL, "no command given");
     const ctx_cmd *cmd = find_cmd(argv[optind]);
     if (!cmd)
-        return ctx_usage(NULL, "unknown command '%s'", argv[optind]);
+        return unknown_command(argv[optind]);
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
     optind = 0; /* GNU getopt: start afresh, at sub_argv[1] */

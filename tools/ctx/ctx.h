@@ -177,6 +177,16 @@ const char *ctx_format_bytes(uint64_t n, char *buf, size_t len);
 /* An age in the largest unit that fits ("42s", "7m", "3h", "2d"). */
 const char *ctx_format_age(double seconds, char *buf, size_t n);
 
+/* ---- ctx_hint.c ------------------------------------------------------------ */
+
+/* The endpoint ep was probably meant to be, written into buf: a path as
+ * ipc://PATH, host:port and http://HOST:PORT/... as tcp://HOST:PORT. NULL
+ * when ep has a ZeroMQ scheme already or there is nothing to guess. */
+const char *ctx_hint_endpoint(const char *ep, char *buf, size_t n);
+/* The command (or its alias's command) whose name is within one or two
+ * edits of word, the closest; NULL when none is that close. */
+const char *ctx_hint_command(const char *word);
+
 /* ---- ctx_edit.c ------------------------------------------------------------ */
 
 /* The REPL's line editor (libedit), completing from a context. */
