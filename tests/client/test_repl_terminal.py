@@ -142,3 +142,37 @@ def test_snapshots_header_and_dates(daemon):
     assert re.fullmatch(r"snapped/first\s+\S+ \S+\s+" + today + r" \d\d:\d\d:\d\d", lines[1]), lines
     piped = daemon.ctx("snapshots").stdout.splitlines()  # a pipe: the rows alone
     assert [line.split()[0] for line in piped] == ["snapped/first"]
+
+
+def test_reverse_search_labelled_as_bash_and_ipython(daemon, repl):
+    r = repl("-c", "rsearch")
+    r.expect(prompt(1))
+    r.line("needle_a = 1")
+    r.expect(prompt(2))
+    r.line("needle_b = 2")
+    r.expect(prompt(3))
+    r.line("other = 3")
+    r.expect(prompt(4))
+    r.send("\x12")
+    r.expect(r"\(reverse-i-search\)`': $")
+    r.send("needle")
+    r.expect(r"\(reverse-i-search\)`needle': needle_b = 2$")  # the newest match
+    r.send("\x12")  # again: an older one
+    r.expect(r"\(reverse-i-search\)`needle': needle_a = 1$")
+    r.send("X")  # nothing holds it
+    r.expect(r"\(failed reverse-i-search\)`needleX': needle_a = 1$")
+    r.send("\x7f")  # Backspace: the query shrinks, the newest match again
+    r.expect(r"\(reverse-i-search\)`needle': needle_b = 2$")
+    r.send("\x07")  # Ctrl-G: the line as it was (empty), the prompt back
+    r.expect(prompt(4))
+    r.send("\x12" + "a = 1")
+    r.expect(r"\(reverse-i-search\)`a = 1': needle_a = 1$")
+    r.send("\x05" + "0")  # Ctrl-E ends the search and moves to the end; then 0
+    r.expect(r"\[4\]: needle_a = 10$")
+    r.send("\r")
+    r.expect(prompt(5))
+    r.line("needle_a")
+    r.expect(r"Out\[5\]: 10\n")
+    r.expect(prompt(6))
+    r.send("\x04")
+    assert r.wait_exit() == 0
