@@ -591,7 +591,7 @@ static const ctx_cmd *find_cmd(const char *name)
  * when one is near (a typo). */
 static int unknown_command(const char *word)
 {
-    const char *near = ctx_hint_command(word);
+    const char *near = ctx_hint_command(word, ctx_cmd_table, ctx_cmd_count);
     if (near)
         return ctx_usage(NULL, "unknown command '%s'; did you mean '%s'?", word, near);
     return ctx_usage(NULL, "unknown command '%s'", word);

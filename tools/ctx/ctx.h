@@ -183,9 +183,9 @@ const char *ctx_format_age(double seconds, char *buf, size_t n);
  * ipc://PATH, host:port and http://HOST:PORT/... as tcp://HOST:PORT. NULL
  * when ep has a ZeroMQ scheme already or there is nothing to guess. */
 const char *ctx_hint_endpoint(const char *ep, char *buf, size_t n);
-/* The command (or its alias's command) whose name is within one or two
- * edits of word, the closest; NULL when none is that close. */
-const char *ctx_hint_command(const char *word);
+/* The command of table[0..count) whose name (or an alias) is within one or
+ * two edits of word, the closest; NULL when none is that close. */
+const char *ctx_hint_command(const char *word, const ctx_cmd *table, size_t count);
 
 /* ---- ctx_edit.c ------------------------------------------------------------ */
 

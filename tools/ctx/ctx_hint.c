@@ -69,12 +69,12 @@ static size_t distance(const char *a, const char *b)
     return d[n][m];
 }
 
-const char *ctx_hint_command(const char *word)
+const char *ctx_hint_command(const char *word, const ctx_cmd *table, size_t count)
 {
     const char *best = NULL;
     size_t best_d = 64;
-    for (size_t i = 0; i < ctx_cmd_count; i++) {
-        const ctx_cmd *c = &ctx_cmd_table[i];
+    for (size_t i = 0; i < count; i++) {
+        const ctx_cmd *c = &table[i];
         for (size_t a = 0;; a++) {
             const char *name = a == 0 ? c->name : c->aliases ? c->aliases[a - 1] : NULL;
             if (!name)
