@@ -176,3 +176,26 @@ def test_reverse_search_labelled_as_bash_and_ipython(daemon, repl):
     r.expect(prompt(6))
     r.send("\x04")
     assert r.wait_exit() == 0
+
+
+def test_bracketed_paste_in_vi_mode_and_into_input(daemon, repl, tmp_path):
+    rc = tmp_path / "editrc"
+    rc.write_text("ctx:bind -v\n")
+    r = repl("-c", "vipaste", env={"EDITRC": str(rc)})
+    r.expect(prompt(1))
+    # In vi insert mode ESC is a key of its own: the paste's ESC[200~ must
+    # still open a paste, not command mode.
+    r.send(PASTE_BEGIN + "def g():\r\r    return 'vi'\r\rv = g()\r" + PASTE_END + "\r")
+    r.expect(prompt(2))
+    r.line("v")
+    r.expect(r"Out\[2\]: 'vi'\n")
+    r.expect(prompt(3))
+    r.line("answer = input('? ')")
+    r.expect(r"\? $")
+    r.send(PASTE_BEGIN + "pasted words" + PASTE_END + "\r")  # the markers are not the answer
+    r.expect(prompt(4))
+    r.line("answer")
+    r.expect(r"Out\[4\]: 'pasted words'\n")
+    r.expect(prompt(5))
+    r.send("\x04")
+    assert r.wait_exit() == 0
