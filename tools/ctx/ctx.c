@@ -174,7 +174,8 @@ const struct ctx_cmd ctx_cmd_table[] = {
      .usage = "[CTX]",
      .handler = ctx_cmd_snap_list,
      .summary = "list snapshots (of one context, or all)",
-     .help = "One line per snapshot: its id (CTX/NAME) and size in bytes. With --json:\n"
+     .help = "One line per snapshot: its id (CTX/NAME), size and creation time (local),\n"
+             "under an ID SIZE CREATED header on a terminal. With --json:\n"
              "{\"t\":\"ok\",\"snapshots\":[{id,ctx,name,size,created},..]}.\n"},
     {.name = "snapshot-rm",
      .usage = "CTX/NAME",
@@ -223,7 +224,7 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "\"queued\":N,\"executions\":N,\"pss\":BYTES,\"rss\":BYTES,\"limits\":{..},\n"
              "\"daemon\":{\"uptime\":..,\"contexts\":{..},\"counters\":{..}} or null}.\n"},
     {.name = "repl",
-     .usage = "[-c CTX] [-t SECONDS] [--no-color]",
+     .usage = "[-c CTX] [-t SECONDS] [--no-color] [--autoindent]",
      .handler = ctx_repl_cmd,
      .summary = "an interactive, notebook-like session on a context",
      .help = "Type Python; a block runs once it is complete, as Python's own REPL\n"
@@ -237,9 +238,16 @@ const struct ctx_cmd ctx_cmd_table[] = {
              "Ctrl-D (or 'exit') leaves. The line editor is libedit: emacs keys, or\n"
              "vi mode and other bindings through ~/.editrc or $EDITRC ('ctx:bind -v').\n"
              "Tab completes names from the context's live globals (at the start of a\n"
-             "line it indents); Ctrl-R searches the history; Up/Down browse it. A\n"
+             "line it indents); Ctrl-R searches the history, shown as\n"
+             "(reverse-i-search)`QUERY': ENTRY (Ctrl-R again: older, Ctrl-G: back, any\n"
+             "other key ends the search and acts); Up/Down browse it. A\n"
              "multi-line block is one history entry; the history is kept across\n"
              "sessions in $CTX_HISTORY, else ~/.ctx_history (CTX_HISTORY='' for none).\n"
+             "A block pasted into the terminal is one cell (blank lines inside\n"
+             "included); Enter runs it. With --autoindent (or CTX_REPL_AUTOINDENT=1;\n"
+             "%autoindent toggles it) a line after one ending in ':' starts four\n"
+             "spaces in, one after return/pass/raise/break/continue four fewer.\n"
+             "A value that spans lines (a DataFrame) starts below its Out[n]:.\n"
              "NAME? shows the context's description of NAME, NAME?? with its source.\n"
              "Images (display(), matplotlib figures) are saved to files whose paths are\n"
              "printed (as with ctx run; PNG shown inline too when TERM is xterm-kitty\n"
@@ -442,6 +450,11 @@ int ctx_need_client(ctx_cli *cli)
         json_err(rc < 0 && -rc < 9 ? names[-rc] : "error", err, true);
     } else {
         fprintf(stderr, "ctx: %s\n", err);
+        char hint[1100];
+        const char *ep = cli->endpoint ? cli->endpoint : getenv("CTXD_ENDPOINT");
+        if (ctx_hint_endpoint(ep, hint, sizeof hint))
+            fprintf(stderr, "ctx: did you mean %s? (endpoints are ipc://PATH or tcp://HOST:PORT)\n",
+                    hint);
     }
     return ctx_exit_for(rc);
 }
@@ -576,6 +589,16 @@ static const ctx_cmd *find_cmd(const char *name)
     return NULL;
 }
 
+/* The usage error for a command name no command has, with the closest name
+ * when one is near (a typo). */
+static int unknown_command(const char *word)
+{
+    const char *near = ctx_hint_command(word, ctx_cmd_table, ctx_cmd_count);
+    if (near)
+        return ctx_usage(NULL, "unknown command '%s'; did you mean '%s'?", word, near);
+    return ctx_usage(NULL, "unknown command '%s'", word);
+}
+
 /* ctx help [COMMAND]: the same text as --help. */
 static int cmd_help(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
@@ -587,7 +610,7 @@ static int cmd_help(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     const ctx_cmd *target =
         strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ? cmd : find_cmd(argv[1]);
     if (!target)
-        return ctx_usage(NULL, "unknown command '%s'", argv[1]);
+        return unknown_command(argv[1]);
     ctx_print_cmd_help(target, stdout);
     return EX_OK;
 }
@@ -618,7 +641,7 @@ int main(int argc, char **argv)
         return ctx_usage(NULL, "no command given");
     const ctx_cmd *cmd = find_cmd(argv[optind]);
     if (!cmd)
-        return ctx_usage(NULL, "unknown command '%s'", argv[optind]);
+        return unknown_command(argv[optind]);
     int sub_argc = argc - optind;
     char **sub_argv = argv + optind;
     optind = 0; /* GNU getopt: start afresh, at sub_argv[1] */

@@ -125,7 +125,7 @@ int ctx_natural_cmp(const char *a, const char *b);
 /* ---- ctx_repl.c ------------------------------------------------------------ */
 
 /* The interactive session of `ctx repl`. timeout: seconds per run (0 none). */
-int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain);
+int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain, bool autoindent);
 
 /* Exposed for the fallback completeness check (tested through the REPL). */
 bool ctx_repl_heuristic_more(const char *block);
@@ -177,6 +177,16 @@ const char *ctx_format_bytes(uint64_t n, char *buf, size_t len);
 /* An age in the largest unit that fits ("42s", "7m", "3h", "2d"). */
 const char *ctx_format_age(double seconds, char *buf, size_t n);
 
+/* ---- ctx_hint.c ------------------------------------------------------------ */
+
+/* The endpoint ep was probably meant to be, written into buf: a path as
+ * ipc://PATH, host:port and http://HOST:PORT/... as tcp://HOST:PORT. NULL
+ * when ep has a ZeroMQ scheme already or there is nothing to guess. */
+const char *ctx_hint_endpoint(const char *ep, char *buf, size_t n);
+/* The command of table[0..count) whose name (or an alias) is within one or
+ * two edits of word, the closest; NULL when none is that close. */
+const char *ctx_hint_command(const char *word, const ctx_cmd *table, size_t count);
+
 /* ---- ctx_edit.c ------------------------------------------------------------ */
 
 /* The REPL's line editor (libedit), completing from a context. */
@@ -193,11 +203,25 @@ void ctx_edit_free(ctx_edit *e);
  * (malloc'd, no trailing newline), EDIT_EOF (Ctrl-D on an empty line),
  * EDIT_CANCEL (Ctrl-C) or EDIT_ERROR. */
 int ctx_edit_read(ctx_edit *e, const char *prompt, char **line);
+/* Makes the next ctx_edit_read start with text in its buffer, as if typed
+ * (an auto-indent the user may erase). */
+void ctx_edit_preset(ctx_edit *e, const char *text);
 /* Adds one history entry (a whole block). */
 void ctx_edit_history_add(ctx_edit *e, const char *entry);
 /* An entry as one line of the history file (malloc'd, with its newline). */
 char *ctx_edit_history_encode(const char *entry);
 /* Loads a history file (missing file: nothing). */
 void ctx_edit_history_load(ctx_edit *e, const char *path);
+
+/* ---- ctx_history.c --------------------------------------------------------- */
+
+/* Loads the history file into the editor and opens it for appending;
+ * returns its descriptor, or -1 when there is none (no path, no home, or it
+ * cannot be opened). */
+int ctx_history_open(ctx_edit *ed);
+/* Adds a block (trailing blank lines dropped) to the editor's history and
+ * appends it to the file at fd (-1: none) at once, so concurrent sessions
+ * and crashes lose nothing. Nothing without an editor. */
+void ctx_history_add(ctx_edit *ed, int fd, const char *block);
 
 #endif

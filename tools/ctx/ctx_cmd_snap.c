@@ -6,6 +6,9 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* The globals a snapshot or restore left out, on stderr (never silent). */
 static void print_unsaved(const ctxd_unsaved *u, size_t n)
@@ -97,7 +100,8 @@ int ctx_cmd_snap_restore(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv
     return EX_OK;
 }
 
-/* ctx snapshots [CTX]: one line per snapshot. */
+/* ctx snapshots [CTX]: one line per snapshot, its id, size and local
+ * creation time, under a header on a terminal. */
 int ctx_cmd_snap_list(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
 {
     int r = ctx_simple_opts(cli, cmd, argc, argv, 0, 1);
@@ -122,8 +126,21 @@ int ctx_cmd_snap_list(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
         jw_line(&w);
         return EX_OK;
     }
+    int width = 20;
     for (size_t i = 0; i < n; i++)
-        printf("%-40s %14llu\n", s[i].id, (unsigned long long)s[i].size);
+        if ((int)strlen(s[i].id) > width)
+            width = (int)strlen(s[i].id);
+    if (n > 0 && isatty(STDOUT_FILENO)) /* a pipe gets the rows alone */
+        printf("%-*s  %10s  %s\n", width, "ID", "SIZE", "CREATED");
+    for (size_t i = 0; i < n; i++) {
+        char size[32], when[32] = "-";
+        time_t t = (time_t)s[i].created;
+        struct tm tm;
+        if (s[i].created > 0 && localtime_r(&t, &tm))
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+        printf("%-*s  %10s  %s\n", width, s[i].id, ctx_format_bytes(s[i].size, size, sizeof size),
+               when);
+    }
     return EX_OK;
 }
 

@@ -26,6 +26,8 @@
  * (no silent runs at all). */
 #include "ctx.h"
 #include "ctx_media.h"
+#include "ctx_indent.h"
+#include "ctx_paste.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -40,8 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK_TIMEOUT 3.0 /* seconds the completeness check may take */
-#define HISTORY_KEEP 1000
+#define CHECK_TIMEOUT 3.0   /* seconds the completeness check may take */
 #define INPUT_MAX (1 << 20) /* bytes of one input() line */
 
 typedef struct repl {
@@ -56,6 +57,7 @@ typedef struct repl {
     bool at_line_start; /* the last byte shown was a newline */
     bool heuristic;     /* the check failed for this block */
     bool local_only;    /* CTX_REPL_COMPLETE=local: never ask the context */
+    bool autoindent;    /* continuation lines start indented (ctx_indent) */
     /* the run in progress */
     int sigints_seen;
     int interrupts;
@@ -330,6 +332,9 @@ static void run_stream(void *user, const char *name, const void *data, size_t le
         show(r, stdout, NULL, data, len);
 }
 
+/* A run's value under `Out[n]:`: an image saved to a file (its path shown),
+ * else its text/plain, on the same line when it is one line, below the
+ * label when it spans lines (a table), as IPython shows it. */
 static void run_result(void *user, const char *const *keys, const char *const *values, size_t n,
                        uint64_t count)
 {
@@ -350,7 +355,11 @@ static void run_result(void *user, const char *const *keys, const char *const *v
         if (!r->at_line_start)
             show(r, stdout, NULL, "\n", 1);
         showf(r, stdout, col(r, C_OUT), "Out[%llu]:", (unsigned long long)count);
-        showf(r, stdout, NULL, " %s\n", values[i]);
+        const char *v = values[i];
+        if (strchr(v, '\n')) /* as IPython: a table starts on a line of its own */
+            showf(r, stdout, NULL, "\n%s\n", v[0] == '\n' ? v + 1 : v);
+        else
+            showf(r, stdout, NULL, " %s\n", v);
     }
 }
 
@@ -393,6 +402,7 @@ static ssize_t read_tty_line(char **line)
         }
         (*line)[n++] = ch;
     }
+    n = ctx_paste_strip(*line, n); /* a paste answering input() */
     (*line)[n] = '\0';
     return (ssize_t)n;
 }
@@ -540,96 +550,17 @@ static void run_block(repl *r, const char *code)
 
 /* ---- input ------------------------------------------------------------------ */
 
-/* Rewrites the history file with its last HISTORY_KEEP lines once it has
- * more than twice that many, so it stays bounded. */
-static void history_trim(const char *path)
+static bool is_blank(const char *s)
 {
-    struct stat st;
-    if (stat(path, &st) < 0 || st.st_size < 64 * 1024)
-        return;
-    FILE *in = fopen(path, "r");
-    if (!in)
-        return;
-    size_t lines = 0;
-    int ch;
-    while ((ch = fgetc(in)) != EOF)
-        lines += ch == '\n';
-    if (lines <= 2 * HISTORY_KEEP) {
-        fclose(in);
-        return;
-    }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!out) {
-        if (fd >= 0)
-            close(fd);
-        fclose(in);
-        return;
-    }
-    rewind(in);
-    char *line = NULL;
-    size_t cap = 0, skip = lines - HISTORY_KEEP, i = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, in)) >= 0)
-        if (i++ >= skip)
-            fwrite(line, 1, (size_t)n, out);
-    free(line);
-    fclose(in);
-    if (fclose(out) == 0)
-        rename(tmp, path);
-    else
-        unlink(tmp);
-}
-
-/* Loads the history file ($CTX_HISTORY, else ~/.ctx_history; "" for none)
- * into the editor and opens it for appending: every line entered is added
- * at once, so concurrent sessions and crashes lose nothing. */
-static void history_open(repl *r)
-{
-    r->hist_fd = -1;
-    const char *path = getenv("CTX_HISTORY");
-    char buf[4096];
-    if (!path) {
-        const char *home = getenv("HOME");
-        if (!home || !*home)
-            return;
-        snprintf(buf, sizeof buf, "%s/.ctx_history", home);
-        path = buf;
-    }
-    if (!*path)
-        return;
-    history_trim(path);
-    ctx_edit_history_load(r->ed, path);
-    r->hist_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-}
-
-static void history_add(repl *r, const char *block)
-{
-    if (!r->ed)
-        return;
-    size_t n = strlen(block); /* without the empty line that ended it */
-    while (n > 0 && (block[n - 1] == '\n' || block[n - 1] == ' ' || block[n - 1] == '\t'))
-        n--;
-    if (n == 0)
-        return;
-    char *line = mem_alloc(n + 1);
-    memcpy(line, block, n);
-    line[n] = '\0';
-    ctx_edit_history_add(r->ed, line);
-    if (r->hist_fd >= 0) {
-        char *buf = ctx_edit_history_encode(line);
-        ssize_t w = write(r->hist_fd, buf, strlen(buf));
-        (void)w;
-        free(buf);
-    }
-    free(line);
+    while (*s == ' ' || *s == '\t' || *s == '\r')
+        s++;
+    return *s == '\0';
 }
 
 /* One line of input: EDIT_LINE (*line malloc'd), EDIT_EOF or EDIT_CANCEL. */
-static int read_line(repl *r, bool first, char **line)
+static int read_line(repl *r, const char *block, char **line)
 {
+    bool first = block == NULL;
     *line = NULL;
     if (r->tty) {
         char prompt[96], label[32];
@@ -642,7 +573,13 @@ static int read_line(repl *r, bool first, char **line)
                      "...:", col(r, C_RESET));
         fflush(stdout);
         fflush(stderr);
+        char *indent = !first && r->autoindent ? ctx_indent_next(block) : NULL;
+        if (indent)
+            ctx_edit_preset(r->ed, indent);
+        free(indent);
         int rc = ctx_edit_read(r->ed, prompt, line);
+        if (rc == EDIT_LINE && !first && r->autoindent && is_blank(*line))
+            (*line)[0] = '\0'; /* only the indentation given: the block ends */
         return rc == EDIT_ERROR ? EDIT_EOF : rc;
     }
     size_t cap = 0;
@@ -658,13 +595,6 @@ static int read_line(repl *r, bool first, char **line)
     while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r'))
         (*line)[--n] = '\0';
     return EDIT_LINE;
-}
-
-static bool is_blank(const char *s)
-{
-    while (*s == ' ' || *s == '\t' || *s == '\r')
-        s++;
-    return *s == '\0';
 }
 
 static bool is_exit_word(const char *s)
@@ -725,7 +655,7 @@ static bool help_request(repl *r, const char *line)
 }
 
 /* The session: read blocks, run them, until end of input. */
-int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
+int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain, bool autoindent)
 {
     setlocale(LC_CTYPE, "");
     repl r = {.cli = cli, .ctx = ctx ? ctx : "default", .timeout = timeout, .hist_fd = -1};
@@ -736,6 +666,8 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
     r.at_line_start = true;
     const char *how = getenv("CTX_REPL_COMPLETE");
     r.local_only = how && strcmp(how, "local") == 0;
+    const char *ai = getenv("CTX_REPL_AUTOINDENT");
+    r.autoindent = autoindent || (ai && strcmp(ai, "1") == 0);
 
     const ctxd_ctx_info *infos;
     size_t n;
@@ -759,12 +691,13 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
             r.tty = false; /* libedit could not start: plain lines */
     }
     if (r.ed) {
-        history_open(&r);
+        r.hist_fd = ctx_history_open(r.ed);
         showf(&r, stdout, col(&r, C_NOTE),
               "ctx repl: context '%s' (incarnation %llu) on ctxd %s at %s\n"
               "A block runs when complete (an empty line ends an indented one). Ctrl-C "
               "interrupts a run or clears the input; Ctrl-D leaves.\n",
               r.ctx, (unsigned long long)incarnation, h.version, ctxd_endpoint(cli->client));
+        ctx_paste_mode(stdout, true);
     }
     struct sigaction sa = {.sa_handler = ctx_on_sigint}, old;
     sigemptyset(&sa.sa_mask);
@@ -776,7 +709,7 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
     for (;;) {
         bool first = blen == 0;
         char *line;
-        int got = read_line(&r, first, &line);
+        int got = read_line(&r, first ? NULL : block, &line);
         if (got == EDIT_CANCEL) {
             free(block);
             block = NULL;
@@ -800,13 +733,19 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
             free(line);
             continue;
         }
+        if (first && strcmp(line, "%autoindent") == 0) { /* IPython's toggle */
+            r.autoindent = !r.autoindent;
+            showf(&r, stdout, NULL, "Automatic indentation is: %s\n", r.autoindent ? "ON" : "OFF");
+            free(line);
+            continue;
+        }
         if (first && is_exit_word(line)) {
-            history_add(&r, line);
+            ctx_history_add(r.ed, r.hist_fd, line);
             free(line);
             break;
         }
         if (first && help_request(&r, line)) {
-            history_add(&r, line);
+            ctx_history_add(r.ed, r.hist_fd, line);
             free(line);
             continue;
         }
@@ -819,7 +758,7 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
         free(line);
         if (needs_more(&r, block))
             continue;
-        history_add(&r, block);
+        ctx_history_add(r.ed, r.hist_fd, block);
         run_block(&r, block);
         free(block);
         block = NULL;
@@ -828,6 +767,8 @@ int ctx_repl(ctx_cli *cli, const char *ctx, double timeout, bool force_plain)
     }
     free(block);
     sigaction(SIGINT, &old, NULL);
+    if (r.ed)
+        ctx_paste_mode(stdout, false);
     ctx_edit_free(r.ed);
     free(r.input_line);
     if (r.hist_fd >= 0)
@@ -844,11 +785,12 @@ int ctx_repl_cmd(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     static const struct option longopts[] = {{"ctx", required_argument, NULL, 'c'},
                                              {"timeout", required_argument, NULL, 't'},
                                              {"no-color", no_argument, NULL, 'N'},
+                                             {"autoindent", no_argument, NULL, 'A'},
                                              CTX_COMMON_LONGOPTS,
                                              {0}};
     const char *ctx = NULL;
     double timeout = 0;
-    bool plain = false;
+    bool plain = false, autoindent = false;
     int opt, r = CONTINUE;
     while (r == CONTINUE && (opt = getopt_long(argc, argv, ":c:t:h", longopts, NULL)) != -1) {
         if (opt == 'c')
@@ -857,6 +799,8 @@ int ctx_repl_cmd(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
             r = ctx_parse_seconds(cmd, optarg, &timeout);
         else if (opt == 'N')
             plain = true;
+        else if (opt == 'A')
+            autoindent = true;
         else
             r = ctx_common_opt(cli, cmd, opt, argv);
     }
@@ -869,6 +813,6 @@ int ctx_repl_cmd(ctx_cli *cli, const ctx_cmd *cmd, int argc, char **argv)
     if (r == CONTINUE)
         r = ctx_ensure_context(cli, ctx);
     if (r == CONTINUE)
-        r = ctx_repl(cli, ctx, timeout, plain);
+        r = ctx_repl(cli, ctx, timeout, plain, autoindent);
     return r;
 }
