@@ -30,6 +30,8 @@ static char secret[RT_KEY_Z85 + 1], public[RT_KEY_Z85 + 1];
 static void *zap;
 static void *mon;  /* PAIR: the clients' CurveZMQ socket's handshake events */
 static zap_hs chs; /* the clients' failed handshakes */
+static char mon_endpoint[128] = "tcp"; /* the endpoint its events last named */
+static void monitor_tick(void *unused, double now);
 
 /* Writes a small file whole (temporary file, rename). */
 static int write_file(const char *path, const char *text, mode_t mode)
@@ -107,6 +109,7 @@ int rt_auth_setup(void *zctx, void *curve_router)
     if (zmq_connect(mon, "inproc://rt-clients-mon") < 0)
         return -1;
     rt_loop_watch(mon);
+    rt_loop_timer(monitor_tick, NULL);
     fprintf(stderr, "ctxd-router: CurveZMQ; public key %s (%s/router.pub)\n", public,
             rt_cfg.state_dir);
     return 0;
@@ -154,9 +157,16 @@ bool rt_auth_serve_monitor(void *unused)
         }
         zmq_msg_close(&ev);
         zap_hs_server_event(&chs, event, value, endpoint, rt_now(), rt_log);
+        snprintf(mon_endpoint, sizeof mon_endpoint, "%s", endpoint);
     }
-    zap_hs_flush(&chs, endpoint, rt_now(), rt_log);
     return true;
+}
+
+/* Says a client's failed handshake whose DISCONNECTED never came. */
+static void monitor_tick(void *unused, double now)
+{
+    (void)unused;
+    zap_hs_flush(&chs, mon_endpoint, now, rt_log);
 }
 
 const uint64_t *rt_auth_failed(void)

@@ -41,10 +41,9 @@ void sup_hsmon_event(uint16_t event, uint32_t value, const char *endpoint)
     zap_hs_server_event(&hs, event, value, last_endpoint, sup_now(), say);
 }
 
-void sup_hsmon_flush(void)
+double sup_hsmon_tick(double now)
 {
-    if (ready)
-        zap_hs_flush(&hs, last_endpoint, sup_now(), say);
+    return ready ? zap_hs_flush(&hs, last_endpoint, now, say) : 0;
 }
 
 void sup_hsmon_put(proto_buf *b)

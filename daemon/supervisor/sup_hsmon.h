@@ -14,8 +14,9 @@
 uint16_t sup_hsmon_events(void);
 /* One event of the CurveZMQ ROUTER's monitor, with its endpoint. */
 void sup_hsmon_event(uint16_t event, uint32_t value, const char *endpoint);
-/* The monitor holds nothing more: a failure still unsaid is said. */
-void sup_hsmon_flush(void);
+/* The periodic tick: a failure whose DISCONNECTED has not come within
+ * ZAP_HS_GRACE is said, its peer unknown. Returns when to tick again. */
+double sup_hsmon_tick(double now);
 /* `handshakes_failed`: a map of the failures by kind since start. */
 void sup_hsmon_put(proto_buf *b);
 

@@ -8,6 +8,7 @@
 #include "sup_chan.h"
 #include "sup_ctx.h"
 #include "sup_ctxpss.h"
+#include "sup_hsmon.h"
 #include "sup_life.h"
 #include "sup_linger.h"
 #include "sup_log.h"
@@ -480,6 +481,7 @@ static double (*const cron_table[])(double now) = {
     sup_cgroup_tick, /* removes emptied cgroups */
     sup_pkgs_tick,   /* kills pip runs past their time */
     sup_snap_tick,   /* interval autosnapshots */
+    sup_hsmon_tick,  /* failed handshakes whose peer never came said */
 };
 
 /* Calls every periodic tick; returns the earliest time one asked for, 0 =

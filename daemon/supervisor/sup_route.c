@@ -109,7 +109,6 @@ void sup_route_on_monitor(void)
         zmq_msg_init(&ev);
         if (!monitor || zmq_msg_recv(&ev, monitor, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&ev);
-            sup_hsmon_flush();
             return;
         }
         uint16_t num = 0;

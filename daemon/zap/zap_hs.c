@@ -52,7 +52,8 @@ const char *zap_hs_reason(int kind, bool server)
         "ZAP refused the client's key (not in authorized_keys)",
         "wrong server key (the client's CurveZMQ HELLO did not decrypt with this server's key)",
         "plain text against CURVE (the client has no server key set)",
-        "the client closed during the handshake",
+        "the client closed during the handshake (a plain-text client, one with no server key "
+        "set, does so when it reads this server's CURVE greeting before it sent its own)",
         "CurveZMQ protocol error",
     };
     static const char *const cli[ZAP_HS_NKINDS] = {
@@ -159,11 +160,17 @@ int zap_hs_server_event(zap_hs *hs, uint16_t event, uint32_t value, const char *
     hs->failed[kind]++;
     hs->pending = kind;
     hs->pending_value = value;
+    hs->pending_at = now;
     return kind;
 }
 
-void zap_hs_flush(zap_hs *hs, const char *endpoint, double now, void (*say)(const char *fmt, ...))
+double zap_hs_flush(zap_hs *hs, const char *endpoint, double now,
+                    void (*say)(const char *fmt, ...))
 {
-    if (hs->pending >= 0)
-        say_pending(hs, -1, endpoint, now, say);
+    if (hs->pending < 0)
+        return 0;
+    if (now - hs->pending_at < ZAP_HS_GRACE)
+        return hs->pending_at + ZAP_HS_GRACE;
+    say_pending(hs, -1, endpoint, now, say);
+    return 0;
 }

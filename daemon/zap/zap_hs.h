@@ -31,6 +31,7 @@ typedef struct zap_hs {
     } peers[ZAP_HS_PEERS]; /* fd -1: a free slot */
     int pending;           /* a failure waiting for its DISCONNECTED, or -1 */
     uint32_t pending_value;
+    double pending_at;    /* when it was read */
     double window;        /* the start of the current second of logging */
     unsigned said, quiet; /* lines said in it, and failures not said */
 } zap_hs;
@@ -59,9 +60,14 @@ const char *zap_hs_reason(int kind, bool server);
 int zap_hs_server_event(zap_hs *hs, uint16_t event, uint32_t value, const char *endpoint,
                         double now, void (*say)(const char *fmt, ...));
 
-/* Says a failure still waiting for its DISCONNECTED, its peer unknown:
- * called when the monitor holds nothing more. */
-void zap_hs_flush(zap_hs *hs, const char *endpoint, double now, void (*say)(const char *fmt, ...));
+/* How long a failure waits for its DISCONNECTED (which libzmq sends right
+ * after it) before it is said with its peer unknown. */
+#define ZAP_HS_GRACE 1.0
+
+/* Says a failure that has waited ZAP_HS_GRACE for its DISCONNECTED, its
+ * peer unknown. Returns when to call again (monotonic; 0: nothing waits). */
+double zap_hs_flush(zap_hs *hs, const char *endpoint, double now,
+                    void (*say)(const char *fmt, ...));
 
 /* Whether a line may be said now (the same rate limit), counting it. */
 bool zap_hs_may_say(zap_hs *hs, double now);
