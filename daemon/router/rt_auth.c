@@ -28,8 +28,8 @@
 
 static char secret[RT_KEY_Z85 + 1], public[RT_KEY_Z85 + 1];
 static void *zap;
-static void *mon;  /* PAIR: the clients' CurveZMQ socket's handshake events */
-static zap_hs chs; /* the clients' failed handshakes */
+static void *mon;                      /* PAIR: the clients' CurveZMQ socket's handshake events */
+static zap_hs chs;                     /* the clients' failed handshakes */
 static char mon_endpoint[128] = "tcp"; /* the endpoint its events last named */
 static void monitor_tick(void *unused, double now);
 

@@ -164,8 +164,7 @@ int zap_hs_server_event(zap_hs *hs, uint16_t event, uint32_t value, const char *
     return kind;
 }
 
-double zap_hs_flush(zap_hs *hs, const char *endpoint, double now,
-                    void (*say)(const char *fmt, ...))
+double zap_hs_flush(zap_hs *hs, const char *endpoint, double now, void (*say)(const char *fmt, ...))
 {
     if (hs->pending < 0)
         return 0;
