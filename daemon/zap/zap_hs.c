@@ -159,7 +159,6 @@ int zap_hs_server_event(zap_hs *hs, uint16_t event, uint32_t value, const char *
         say_pending(hs, -1, endpoint, now, say);
     hs->failed[kind]++;
     hs->pending = kind;
-    hs->pending_value = value;
     hs->pending_at = now;
     return kind;
 }

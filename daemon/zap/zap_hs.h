@@ -30,10 +30,9 @@ typedef struct zap_hs {
         char addr[64];
     } peers[ZAP_HS_PEERS]; /* fd -1: a free slot */
     int pending;           /* a failure waiting for its DISCONNECTED, or -1 */
-    uint32_t pending_value;
-    double pending_at;    /* when it was read */
-    double window;        /* the start of the current second of logging */
-    unsigned said, quiet; /* lines said in it, and failures not said */
+    double pending_at;     /* when it was read */
+    double window;         /* the start of the current second of logging */
+    unsigned said, quiet;  /* lines said in it, and failures not said */
 } zap_hs;
 
 /* The events zap_hs_event understands, for zmq_socket_monitor. */
